@@ -1,0 +1,1 @@
+//! The process sandbox: the only module of the workspace that spawns processes.

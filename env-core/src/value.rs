@@ -1,0 +1,126 @@
+//! Dynamically typed observations and actions, the currency of the object-safe [`crate::DynEnv`].
+//!
+//! Python's Gymnasium is dynamically typed; `Value` is its Rust image and maps one to one onto the
+//! `codegym.v1.Value` protobuf message.
+
+use ndarray::ArrayD;
+use serde::{Deserialize, Serialize};
+
+/// A dense array with its element type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "dtype", content = "array", rename_all = "lowercase")]
+pub enum Tensor {
+    F32(ArrayD<f32>),
+    F64(ArrayD<f64>),
+    I32(ArrayD<i32>),
+    I64(ArrayD<i64>),
+    U8(ArrayD<u8>),
+    Bool(ArrayD<bool>),
+}
+
+impl Tensor {
+    /// The shape of the array.
+    pub fn shape(&self) -> &[usize] {
+        match self {
+            Tensor::F32(a) => a.shape(),
+            Tensor::F64(a) => a.shape(),
+            Tensor::I32(a) => a.shape(),
+            Tensor::I64(a) => a.shape(),
+            Tensor::U8(a) => a.shape(),
+            Tensor::Bool(a) => a.shape(),
+        }
+    }
+
+    /// Every element widened to `f64` in row-major order (bools as 0/1).
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        match self {
+            Tensor::F32(a) => a.iter().map(|&x| f64::from(x)).collect(),
+            Tensor::F64(a) => a.iter().copied().collect(),
+            Tensor::I32(a) => a.iter().map(|&x| f64::from(x)).collect(),
+            // i64 -> f64 is lossy above 2^53, which no space bound here reaches.
+            Tensor::I64(a) => a.iter().map(|&x| x as f64).collect(),
+            Tensor::U8(a) => a.iter().map(|&x| f64::from(x)).collect(),
+            Tensor::Bool(a) => a.iter().map(|&x| f64::from(u8::from(x))).collect(),
+        }
+    }
+}
+
+/// What one program execution did, as an observation. The coding environments fill it from their
+/// sandbox's outcome; it lives here because it is part of the wire vocabulary.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecutionResult {
+    /// `None` when a signal ended the process.
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub memory_exceeded: bool,
+    /// Captured output as text (invalid UTF-8 replaced with U+FFFD).
+    pub stdout: String,
+    pub stderr: String,
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+    pub wall_ms: u64,
+    pub cpu_ms: u64,
+    pub peak_rss_bytes: u64,
+}
+
+/// An observation or an action.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Value {
+    Text(String),
+    Tensor(Tensor),
+    Json(serde_json::Value),
+    Execution(ExecutionResult),
+    /// An element of a `Discrete` space.
+    Discrete(i64),
+    List(Vec<Value>),
+    /// Ordered like the `Dict` space's keys.
+    Dict(Vec<(String, Value)>),
+}
+
+impl Value {
+    /// A short name of the variant, for error messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Value::Text(_) => "text",
+            Value::Tensor(_) => "tensor",
+            Value::Json(_) => "json",
+            Value::Execution(_) => "execution",
+            Value::Discrete(_) => "discrete",
+            Value::List(_) => "list",
+            Value::Dict(_) => "dict",
+        }
+    }
+}
+
+impl From<String> for Value {
+    fn from(s: String) -> Self {
+        Value::Text(s)
+    }
+}
+
+impl From<Tensor> for Value {
+    fn from(t: Tensor) -> Self {
+        Value::Tensor(t)
+    }
+}
+
+impl From<ExecutionResult> for Value {
+    fn from(e: ExecutionResult) -> Self {
+        Value::Execution(e)
+    }
+}
+
+impl TryFrom<Value> for String {
+    type Error = crate::EnvError;
+    fn try_from(v: Value) -> Result<Self, Self::Error> {
+        match v {
+            Value::Text(s) => Ok(s),
+            other => Err(crate::EnvError::InvalidAction(format!(
+                "expected text, got {}",
+                other.kind()
+            ))),
+        }
+    }
+}

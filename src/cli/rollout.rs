@@ -1,0 +1,10 @@
+//! `codegym rollout`.
+
+use std::process::ExitCode;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {}
+
+pub async fn run(_args: Args) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("`codegym rollout` is being built")
+}

@@ -1,0 +1,1 @@
+//! The gRPC environment server.

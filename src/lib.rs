@@ -1,6 +1,22 @@
-//! The `codegym` package: the gRPC environment server (`server`) and the benchmark drivers (`bench`)
-//! behind the `codegym` binary. The binary's `cli` module only parses arguments and calls into here and
-//! into the workspace crates.
+//! The `codegym` package: the gRPC environment server (`server`), the configuration file (`config`),
+//! the default environment registry, and the benchmark drivers (`bench`) behind the `codegym` binary.
+//! The binary's `cli` module only parses arguments and calls into here and into the workspace crates.
 
 pub mod bench;
+pub mod config;
 pub mod server;
+
+/// Every built-in environment: `classic/CartPole-v1` and the coding environments.
+pub fn registry(coding: ()) -> Result<env_core::Registry, RegistryError> {
+    let mut registry = env_core::Registry::new();
+    env_core::envs::register_classic(&mut registry)?;
+    let _ = coding;
+    Ok(registry)
+}
+
+/// Why the default registry could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error(transparent)]
+    Env(#[from] env_core::EnvError),
+}

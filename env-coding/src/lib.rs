@@ -1,4 +1,26 @@
 //! Coding environments (`codegym/Python-v0`): every step runs LLM-written Python in a real sandbox and
 //! computes an honest reward from the exit code and the output.
+//!
+//! - [`register`] creates one shared [`sandbox::Sandbox`] and registers the env and its batch
+//!   evaluator in an `env_core::Registry`.
+//! - [`tasks`] loads task sets (native JSONL, HumanEval, MBPP); [`reward`] scores programs;
+//!   [`extract`] finds the code in model text; [`evaluate`] scores completion files with pass@k and
+//!   checks reference solutions.
 
+mod config;
+mod env;
+pub mod evaluate;
+mod evaluator;
+pub mod extract;
+mod register;
+pub mod reward;
+mod runtime;
 pub mod sandbox;
+mod shared;
+pub mod tasks;
+pub mod tools;
+
+pub use config::{CodingConfig, Mode};
+pub use env::{CodingEnv, MAX_TEXT_LEN};
+pub use extract::ExtractMode;
+pub use register::{CodingError, PYTHON_ENV_ID, register};

@@ -130,3 +130,45 @@ impl Env for Box<dyn DynEnv> {
         (**self).action_space()
     }
 }
+
+/// Adapts an [`Env`] over [`Value`]s (typically a wrapper around a `Box<dyn DynEnv>`) to [`DynEnv`].
+///
+/// The blanket `DynEnv` impl cannot cover such envs: for `Action = Value`, `Value: TryFrom<Value>` is
+/// std's reflexive conversion whose error is `Infallible`, not [`EnvError`].
+#[derive(Debug)]
+pub struct ValueEnv<E>(pub E);
+
+impl<E> ValueEnv<E>
+where
+    E: Env<Obs = Value, Action = Value> + 'static,
+{
+    /// Boxes `env` as a `DynEnv`.
+    pub fn boxed(env: E) -> Box<dyn DynEnv> {
+        Box::new(ValueEnv(env))
+    }
+}
+
+impl<E> DynEnv for ValueEnv<E>
+where
+    E: Env<Obs = Value, Action = Value>,
+{
+    fn reset(&mut self, seed: Option<u64>, options: &Options) -> Result<(Value, Info)> {
+        self.0.reset(seed, options)
+    }
+
+    fn step(&mut self, action: Value) -> Result<Step<Value>> {
+        self.0.step(action)
+    }
+
+    fn close(&mut self) -> Result<()> {
+        self.0.close()
+    }
+
+    fn observation_space(&self) -> Space {
+        self.0.observation_space()
+    }
+
+    fn action_space(&self) -> Space {
+        self.0.action_space()
+    }
+}

@@ -19,7 +19,11 @@ impl EnvId {
         let bad = || EnvError::MalformedId(id.to_string());
         let (namespace, rest) = match id.split_once('/') {
             Some((ns, rest)) => {
-                if ns.is_empty() || !ns.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c)) {
+                if ns.is_empty()
+                    || !ns
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+                {
                     return Err(bad());
                 }
                 (Some(ns.to_string()), rest)
@@ -33,7 +37,11 @@ impl EnvId {
             }
             _ => (rest, None),
         };
-        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c)) {
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+        {
             return Err(bad());
         }
         Ok(EnvId {

@@ -124,3 +124,45 @@ impl TryFrom<Value> for String {
         }
     }
 }
+
+macro_rules! tensor_from_array {
+    ($($t:ty => $variant:ident),*) => {$(
+        impl<D: ndarray::Dimension> From<ndarray::Array<$t, D>> for Tensor {
+            fn from(a: ndarray::Array<$t, D>) -> Self {
+                Tensor::$variant(a.into_dyn())
+            }
+        }
+
+        impl<D: ndarray::Dimension> From<ndarray::Array<$t, D>> for Value {
+            fn from(a: ndarray::Array<$t, D>) -> Self {
+                Value::Tensor(a.into())
+            }
+        }
+    )*};
+}
+
+tensor_from_array!(f32 => F32, f64 => F64, i32 => I32, i64 => I64, u8 => U8, bool => Bool);
+
+impl Tensor {
+    /// The element type.
+    pub fn dtype(&self) -> crate::DType {
+        use crate::DType;
+        match self {
+            Tensor::F32(_) => DType::F32,
+            Tensor::F64(_) => DType::F64,
+            Tensor::I32(_) => DType::I32,
+            Tensor::I64(_) => DType::I64,
+            Tensor::U8(_) => DType::U8,
+            Tensor::Bool(_) => DType::Bool,
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.shape().iter().product()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

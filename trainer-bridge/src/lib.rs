@@ -1,1 +1,14 @@
-//! placeholder
+//! From trajectories to training data: group-relative advantages ([`advantage`]) and exports of
+//! rollout datasets to RL, SFT and DPO datasets in JSONL or Parquet ([`export`]).
+
+pub mod advantage;
+pub mod export;
+
+pub use advantage::{
+    AdvantageConfig, AdvantageError, Advantages, EpisodeStatus, Estimator, MaskPolicy, Sample,
+    StdKind,
+};
+pub use export::{
+    DpoConfig, ExportConfig, ExportError, ExportFormat, ExportSummary, FileFormat, SftConfig,
+    export,
+};

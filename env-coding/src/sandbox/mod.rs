@@ -1,1 +1,177 @@
 //! The process sandbox: the only module of the workspace that spawns processes.
+//!
+//! Every execution is a fresh interpreter `clone3`d into new PID, mount, network, IPC and UTS
+//! namespaces, with its own cgroup (memory, pids), rlimits, a cleared environment, a private work
+//! dir owned by a per-execution uid, Landlock and seccomp. The layers the kernel refuses are
+//! reported by [`IsolationReport`] (logged at [`Sandbox::new`], printed by `codegym doctor`).
+//! Sessions ([`PySession`]) keep one interpreter alive across `exec`s for notebook-like episodes.
+//!
+//! The seam for another backend (e.g. forking a warm interpreter) is [`plan::Launch`]: a launch
+//! description that a backend turns into a running child; supervision is backend-agnostic.
+
+mod cgroup;
+mod config;
+mod isolation;
+mod outcome;
+mod plan;
+mod python;
+mod seccomp;
+mod session;
+mod spawn;
+mod supervise;
+mod workdir;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub use config::{IsolationLevel, Limits, SandboxConfig};
+pub use isolation::{IsolationReport, Layer};
+pub use outcome::{ExecOutcome, ExecRequest, SandboxError};
+pub use session::PySession;
+
+/// Runs untrusted Python. `Send + Sync`; clone it or share it via `Arc`.
+#[derive(Clone)]
+pub struct Sandbox {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Sandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandbox")
+            .field("python", &self.inner.python.exe)
+            .field("work_root", &self.inner.work_root)
+            .field("level", &self.inner.report.level)
+            .finish()
+    }
+}
+
+pub(crate) struct Inner {
+    config: SandboxConfig,
+    python: python::PythonInfo,
+    report: IsolationReport,
+    layers: plan::Layers,
+    /// This sandbox's private dir under the configured work root.
+    work_root: PathBuf,
+    permits: tokio::sync::Semaphore,
+    counter: AtomicU64,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        workdir::remove(&self.work_root);
+        if let Some(cg) = &self.layers.cgroup {
+            cgroup::remove_root(cg);
+        }
+    }
+}
+
+impl Sandbox {
+    /// Resolves the interpreter, probes the kernel once, logs the isolation report and checks a
+    /// trivial program runs under all layers. Blocking (tens of ms): call at start-up.
+    pub fn new(config: SandboxConfig) -> Result<Sandbox, SandboxError> {
+        let python = python::resolve(config.python.as_deref())?;
+        let tag = format!(
+            "codegym-{}-{:08x}",
+            std::process::id(),
+            rand::random::<u32>()
+        );
+        let work_root = workdir::pick_root(config.work_root.as_deref()).join(&tag);
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            // 0711: execution uids may traverse to their own dir but not list the others.
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o711)
+                .create(&work_root)
+                .map_err(|source| SandboxError::WorkDir {
+                    path: work_root.clone(),
+                    source,
+                })?;
+        }
+        let (layers, report) = plan::probe(&config, &python, &work_root, &tag);
+        for l in report.missing() {
+            tracing::warn!(layer = l.name, reason = %l.detail, "sandbox isolation layer not available");
+        }
+        tracing::info!(level = %report.level, python = %python.exe.display(), "sandbox ready");
+        let max = if config.max_concurrent == 0 {
+            2 * std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            config.max_concurrent
+        };
+        let inner = Inner {
+            config,
+            python,
+            report,
+            layers,
+            work_root,
+            permits: tokio::sync::Semaphore::new(max),
+            counter: AtomicU64::new(0),
+        };
+        if inner.report.level < inner.config.min_isolation {
+            return Err(SandboxError::InsufficientIsolation {
+                required: inner.config.min_isolation,
+                actual: inner.report.level,
+                report: inner.report.to_string(),
+            });
+        }
+        plan::self_test(&inner)?;
+        Ok(Sandbox {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// Which layers are active.
+    pub fn isolation(&self) -> &IsolationReport {
+        &self.inner.report
+    }
+
+    /// The resolved interpreter.
+    pub fn python(&self) -> &Path {
+        &self.inner.python.exe
+    }
+
+    /// The sandbox's default limits.
+    pub fn limits(&self) -> &Limits {
+        &self.inner.config.limits
+    }
+
+    /// Runs one program in a fresh sandboxed interpreter. A failing program is an `Ok` outcome.
+    pub async fn run(&self, req: ExecRequest) -> Result<ExecOutcome, SandboxError> {
+        let limits = req.limits.unwrap_or(self.inner.config.limits);
+        let mut files: Vec<(PathBuf, &[u8])> = Vec::with_capacity(req.files.len() + 1);
+        for (name, data) in &req.files {
+            files.push((workdir::validate_rel(name)?, data.as_slice()));
+        }
+        if files.iter().any(|(p, _)| p == Path::new("main.py")) {
+            return Err(SandboxError::InvalidPath(
+                "main.py (reserved for the source)".into(),
+            ));
+        }
+        files.push((PathBuf::from("main.py"), req.source.as_bytes()));
+        let _permit = self
+            .inner
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| SandboxError::Closed)?;
+        let id = self.inner.counter.fetch_add(1, Ordering::Relaxed);
+        let run = plan::Prepared::new(
+            &self.inner,
+            id,
+            &files,
+            &limits,
+            plan::Mode::Script,
+            req.stdin.is_some(),
+        )
+        .await?;
+        Ok(run.execute(req.stdin, &limits).await)
+    }
+
+    /// Starts a persistent interpreter for the env's `session` mode.
+    pub async fn open_session(&self, limits: Option<Limits>) -> Result<PySession, SandboxError> {
+        let limits = limits.unwrap_or(self.inner.config.limits);
+        let id = self.inner.counter.fetch_add(1, Ordering::Relaxed);
+        PySession::open(self.inner.clone(), id, limits).await
+    }
+}

@@ -1,0 +1,133 @@
+//! Configuration: [`CodingConfig`] (server-wide) and the per-env `make` kwargs.
+
+use serde::{Deserialize, Serialize};
+
+use crate::extract::ExtractMode;
+use crate::sandbox::{Limits, SandboxConfig};
+
+/// How steps execute (the `mode` kwarg).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// A fresh sandboxed process per step; every action is a whole program.
+    #[default]
+    Script,
+    /// One persistent sandboxed interpreter per episode: variables, imports and files survive across
+    /// steps. Rewards still run in fresh processes (the accumulated program plus the tests).
+    Session,
+}
+
+/// Configuration of the coding environments, shared by every env made from one [`crate::register`].
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CodingConfig {
+    pub sandbox: SandboxConfig,
+    /// Default task file (path or `builtin:examples`) when `make` gets no `tasks` kwarg.
+    pub tasks: String,
+    pub mode: Mode,
+    pub extract: ExtractMode,
+    /// The spec's `max_episode_steps` (turns per episode).
+    pub max_episode_steps: u32,
+    /// Wall-clock budget of each unit test in the harness, in ms (`0`: only the run's limits).
+    pub per_test_timeout_ms: u64,
+}
+
+impl Default for CodingConfig {
+    fn default() -> Self {
+        CodingConfig {
+            sandbox: SandboxConfig::default(),
+            tasks: crate::tasks::BUILTIN_EXAMPLES_NAME.to_string(),
+            mode: Mode::Script,
+            extract: ExtractMode::Auto,
+            max_episode_steps: 4,
+            per_test_timeout_ms: 3_000,
+        }
+    }
+}
+
+/// The `make` kwargs of `codegym/Python-v0`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EnvKwargs {
+    pub tasks: Option<String>,
+    pub mode: Option<Mode>,
+    pub extract: Option<ExtractMode>,
+    /// Partial override of the sandbox's limits (missing fields keep the configured values).
+    pub limits: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Normally consumed by the registry's `make` (TimeLimit); honoured here when the creator is
+    /// called directly.
+    pub max_episode_steps: Option<u32>,
+}
+
+impl EnvKwargs {
+    pub fn parse(kwargs: &serde_json::Map<String, serde_json::Value>) -> Result<Self, String> {
+        let kw: EnvKwargs = serde_json::from_value(serde_json::Value::Object(kwargs.clone()))
+            .map_err(|e| e.to_string())?;
+        if kw.max_episode_steps == Some(0) {
+            return Err("max_episode_steps must be positive".into());
+        }
+        Ok(kw)
+    }
+
+    /// The configured limits with this override applied.
+    pub fn limits(&self, base: &Limits) -> Result<Option<Limits>, String> {
+        let Some(over) = &self.limits else {
+            return Ok(None);
+        };
+        let mut merged = match serde_json::to_value(base) {
+            Ok(serde_json::Value::Object(m)) => m,
+            _ => return Err("cannot serialize the base limits".into()),
+        };
+        merged.extend(over.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let limits: Limits = serde_json::from_value(serde_json::Value::Object(merged))
+            .map_err(|e| format!("limits: {e}"))?;
+        if limits.cpu_ms == 0 || limits.wall_ms == 0 || limits.memory_bytes == 0 {
+            return Err("limits: cpu_ms, wall_ms and memory_bytes must be positive".into());
+        }
+        Ok(Some(limits))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn map(v: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+        v.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn kwargs_parse_and_reject_unknown() {
+        let kw = EnvKwargs::parse(&map(json!({"mode": "session", "extract": "raw"}))).unwrap();
+        assert_eq!(kw.mode, Some(Mode::Session));
+        assert_eq!(kw.extract, Some(ExtractMode::Raw));
+        assert!(EnvKwargs::parse(&map(json!({"mdoe": "session"}))).is_err());
+        assert!(EnvKwargs::parse(&map(json!({"mode": "notebook"}))).is_err());
+        assert!(EnvKwargs::parse(&map(json!({"max_episode_steps": 0}))).is_err());
+    }
+
+    #[test]
+    fn limits_override_is_partial() {
+        let base = Limits {
+            cpu_ms: 1234,
+            ..Limits::default()
+        };
+        let kw = EnvKwargs::parse(&map(json!({"limits": {"wall_ms": 99}}))).unwrap();
+        let l = kw.limits(&base).unwrap().unwrap();
+        assert_eq!((l.cpu_ms, l.wall_ms), (1234, 99));
+        let bad = EnvKwargs::parse(&map(json!({"limits": {"cpu_ms": "x"}}))).unwrap();
+        assert!(bad.limits(&base).is_err());
+        let unknown = EnvKwargs::parse(&map(json!({"limits": {"gpus": 1}}))).unwrap();
+        assert!(unknown.limits(&base).is_err());
+        assert_eq!(EnvKwargs::default().limits(&base), Ok(None));
+    }
+
+    #[test]
+    fn config_defaults_and_unknown_fields() {
+        let c: CodingConfig = serde_json::from_value(json!({"mode": "session"})).unwrap();
+        assert_eq!(c.mode, Mode::Session);
+        assert_eq!(c.tasks, "builtin:examples");
+        assert!(serde_json::from_value::<CodingConfig>(json!({"bogus": 1})).is_err());
+    }
+}

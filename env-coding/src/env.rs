@@ -1,0 +1,378 @@
+//! `codegym/Python-v0`: the Gymnasium environment.
+//!
+//! `reset` picks a task and observes its prompt; each `step` runs the action's program (script mode:
+//! a fresh process; session mode: a persistent interpreter) and observes the execution. The reward is
+//! the task's reward spec evaluated on fresh runs; `terminated` when solved.
+
+use std::sync::Arc;
+
+use env_core::{
+    ChaCha8Rng, Env, EnvError, ExecutionResult, Info, Options, Result, Space, Step, Value,
+};
+use serde_json::json;
+
+use crate::config::Mode;
+use crate::extract::{ExtractMode, extract};
+use crate::reward::RewardOutcome;
+use crate::reward::run::{self, Program};
+use crate::sandbox::{ExecRequest, PySession};
+use crate::shared::{Settings, Shared};
+use crate::tasks::Task;
+use crate::tools::{self, MAX_READ_BYTES, ToolCall};
+
+/// Largest text of the observation and action spaces.
+pub const MAX_TEXT_LEN: usize = 1 << 20;
+
+pub(crate) fn text_space() -> Space {
+    Space::Text {
+        min_length: 0,
+        max_length: MAX_TEXT_LEN,
+        charset: None,
+    }
+}
+
+/// What an action asks for.
+pub(crate) enum Action {
+    Code(String),
+    /// `extract: fenced` and no fenced block: nothing runs.
+    NoCode,
+    WriteFile {
+        path: String,
+        content: String,
+    },
+    ReadFile {
+        path: String,
+    },
+}
+
+pub(crate) fn decode_action(action: Value, mode: ExtractMode) -> Result<Action> {
+    match action {
+        Value::Text(t) => Ok(match extract(&t, mode) {
+            Some(code) => Action::Code(code.to_string()),
+            None => Action::NoCode,
+        }),
+        Value::Json(v) => match ToolCall::parse(v).map_err(EnvError::InvalidAction)? {
+            ToolCall::RunPython { code } => Ok(Action::Code(code)),
+            ToolCall::WriteFile { path, content } => Ok(Action::WriteFile { path, content }),
+            ToolCall::ReadFile { path } => Ok(Action::ReadFile { path }),
+        },
+        other => Err(EnvError::InvalidAction(format!(
+            "expected text (Python source or model output) or a JSON tool call, got {}",
+            other.kind()
+        ))),
+    }
+}
+
+/// The observation when `extract: fenced` finds no code block.
+pub(crate) fn no_code_result() -> ExecutionResult {
+    ExecutionResult {
+        stderr: "codegym: no ```python code block found in the response; nothing was run\n".into(),
+        ..ExecutionResult::default()
+    }
+}
+
+pub(crate) fn step_info(task: &Task, outcome: &RewardOutcome, step: u32, mode: Mode) -> Info {
+    let mut info = Info::new();
+    info.insert("task_id".into(), json!(task.id));
+    info.insert("solved".into(), json!(outcome.solved));
+    info.insert("reward_breakdown".into(), outcome.breakdown());
+    info.insert("step".into(), json!(step));
+    info.insert("mode".into(), json!(mode));
+    info
+}
+
+struct Episode {
+    task: Arc<Task>,
+    steps: u32,
+    ended: bool,
+    session: Option<PySession>,
+    /// Session mode: the cells that ran cleanly, and the files written, replayed for rewards.
+    program: Program,
+    /// The reward of `program` as last evaluated (session mode re-evaluates only on change).
+    last: Option<(Program, RewardOutcome)>,
+}
+
+/// The `codegym/Python-v0` environment.
+pub struct CodingEnv {
+    shared: Arc<Shared>,
+    settings: Settings,
+    rng: ChaCha8Rng,
+    episode: Option<Episode>,
+    closed: bool,
+}
+
+impl std::fmt::Debug for CodingEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CodingEnv")
+            .field("mode", &self.settings.mode)
+            .field("tasks", &self.settings.tasks.source())
+            .field("task", &self.episode.as_ref().map(|e| e.task.id.clone()))
+            .finish()
+    }
+}
+
+impl CodingEnv {
+    pub(crate) fn new(shared: Arc<Shared>, settings: Settings) -> Self {
+        CodingEnv {
+            shared,
+            settings,
+            rng: env_core::entropy_rng(),
+            episode: None,
+            closed: false,
+        }
+    }
+
+    fn end_session(&mut self) {
+        if let Some(session) = self.episode.as_mut().and_then(|e| e.session.take()) {
+            // Dropping a session kills it synchronously; close() also waits for the cleanup.
+            if self.shared.block_on(session.close()).is_err() {
+                tracing::debug!("session closed by drop");
+            }
+        }
+    }
+
+    fn step_script(&mut self, code: String) -> Result<Step<Value>> {
+        let Some(ep) = self.episode.as_mut() else {
+            return Err(EnvError::ResetNeeded);
+        };
+        let program = Program::new(code);
+        let shared = &self.shared;
+        let settings = &self.settings;
+        let task = ep.task.clone();
+        let (result, outcome) = shared
+            .block_on(async {
+                let req = ExecRequest {
+                    source: program.source.clone(),
+                    limits: settings.limits,
+                    ..ExecRequest::default()
+                };
+                let result = shared.sandbox.run(req).await?.to_execution_result();
+                let outcome = run::evaluate(
+                    &shared.sandbox,
+                    &task.reward,
+                    &program,
+                    Some(&result),
+                    settings.eval_options(),
+                )
+                .await?;
+                Ok::<_, crate::sandbox::SandboxError>((result, outcome))
+            })?
+            .map_err(|e| EnvError::Infrastructure(e.to_string()))?;
+        Ok(self.finish_step(Value::Execution(result), outcome))
+    }
+
+    fn ensure_session(&mut self) -> Result<Option<&'static str>> {
+        let Some(ep) = self.episode.as_mut() else {
+            return Err(EnvError::ResetNeeded);
+        };
+        let mut notice = None;
+        if ep.session.as_ref().is_some_and(|s| !s.is_alive()) {
+            ep.session = None;
+            notice = Some(
+                "codegym: the previous interpreter ended (timeout, crash or exit); this step runs in a fresh \
+                 one, so earlier variables and files are gone\n",
+            );
+        }
+        if ep.session.is_none() {
+            let session = self
+                .shared
+                .block_on(self.shared.sandbox.open_session(self.settings.limits))?
+                .map_err(|e| EnvError::Infrastructure(e.to_string()))?;
+            ep.session = Some(session);
+        }
+        Ok(notice)
+    }
+
+    fn step_session(&mut self, action: Action) -> Result<Step<Value>> {
+        let notice = self.ensure_session()?;
+        let shared = self.shared.clone();
+        let Some(ep) = self.episode.as_mut() else {
+            return Err(EnvError::ResetNeeded);
+        };
+        let Some(session) = ep.session.as_mut() else {
+            return Err(EnvError::Infrastructure("no session".into()));
+        };
+        let max_file = self
+            .settings
+            .limits
+            .unwrap_or(*shared.sandbox.limits())
+            .max_file_bytes;
+        let obs = match action {
+            Action::Code(code) => {
+                let outcome = shared
+                    .block_on(session.exec(&code, None))?
+                    .map_err(|e| EnvError::Infrastructure(e.to_string()))?;
+                if outcome.success() {
+                    ep.program.source.push_str(&code);
+                    if !code.ends_with('\n') {
+                        ep.program.source.push('\n');
+                    }
+                }
+                let mut result = outcome.to_execution_result();
+                if let Some(n) = notice {
+                    result.stderr.insert_str(0, n);
+                }
+                Value::Execution(result)
+            }
+            Action::NoCode => Value::Execution(no_code_result()),
+            Action::WriteFile { path, content } => {
+                match tools::write_file(session.work_dir(), &path, content.as_bytes(), max_file) {
+                    Ok(()) => {
+                        ep.program.files.retain(|(p, _)| p != &path);
+                        ep.program.files.push((path.clone(), content.into_bytes()));
+                        Value::Text(format!("wrote {path}"))
+                    }
+                    Err(e) => Value::Text(format!("error: {e}")),
+                }
+            }
+            Action::ReadFile { path } => {
+                match tools::read_file(session.work_dir(), &path, MAX_READ_BYTES) {
+                    Ok((bytes, cut)) => {
+                        let mut text = String::from_utf8_lossy(&bytes).into_owned();
+                        if cut {
+                            text.push_str("\n[codegym: truncated]");
+                        }
+                        Value::Text(text)
+                    }
+                    Err(e) => Value::Text(format!("error: {e}")),
+                }
+            }
+        };
+        let outcome = match &ep.last {
+            Some((p, o)) if *p == ep.program => o.clone(),
+            _ => {
+                let task = ep.task.clone();
+                let program = ep.program.clone();
+                let o = shared
+                    .block_on(run::evaluate(
+                        &shared.sandbox,
+                        &task.reward,
+                        &program,
+                        None,
+                        self.settings.eval_options(),
+                    ))?
+                    .map_err(|e| EnvError::Infrastructure(e.to_string()))?;
+                ep.last = Some((program, o.clone()));
+                o
+            }
+        };
+        Ok(self.finish_step(obs, outcome))
+    }
+
+    fn finish_step(&mut self, obs: Value, outcome: RewardOutcome) -> Step<Value> {
+        let mode = self.settings.mode;
+        let max_steps = self.settings.max_steps;
+        let Some(ep) = self.episode.as_mut() else {
+            return Step {
+                obs,
+                reward: 0.0,
+                terminated: false,
+                truncated: false,
+                info: Info::new(),
+            };
+        };
+        ep.steps += 1;
+        let terminated = outcome.solved;
+        let truncated = !terminated && max_steps.is_some_and(|m| ep.steps >= m);
+        ep.ended = terminated || truncated;
+        let info = step_info(&ep.task, &outcome, ep.steps, mode);
+        if ep.ended {
+            self.end_session();
+        }
+        Step {
+            obs,
+            reward: outcome.reward,
+            terminated,
+            truncated,
+            info,
+        }
+    }
+}
+
+impl Env for CodingEnv {
+    type Obs = Value;
+    type Action = Value;
+
+    fn reset(&mut self, seed: Option<u64>, options: &Options) -> Result<(Value, Info)> {
+        if self.closed {
+            return Err(EnvError::ClosedEnvironment);
+        }
+        if let Some(seed) = seed {
+            self.rng = env_core::seeded_rng(seed);
+        }
+        let task = self.settings.choose_task(options, &mut self.rng)?;
+        self.end_session();
+        self.episode = Some(Episode {
+            task: task.clone(),
+            steps: 0,
+            ended: false,
+            session: None,
+            program: Program::default(),
+            last: None,
+        });
+        if self.settings.mode == Mode::Session {
+            self.ensure_session()?;
+        }
+        let mut info = Info::new();
+        info.insert("task_id".into(), json!(task.id));
+        info.insert(
+            "metadata".into(),
+            serde_json::Value::Object(task.metadata.clone()),
+        );
+        info.insert("mode".into(), json!(self.settings.mode));
+        Ok((Value::Text(task.prompt.clone()), info))
+    }
+
+    fn step(&mut self, action: Value) -> Result<Step<Value>> {
+        if self.closed {
+            return Err(EnvError::ClosedEnvironment);
+        }
+        match &self.episode {
+            None => return Err(EnvError::ResetNeeded),
+            Some(ep) if ep.ended => return Err(EnvError::EpisodeEnded),
+            Some(_) => {}
+        }
+        let action = decode_action(action, self.settings.extract)?;
+        match (self.settings.mode, action) {
+            (Mode::Script, Action::Code(code)) => self.step_script(code),
+            (Mode::Script, Action::NoCode) => {
+                let Some(ep) = self.episode.as_ref() else {
+                    return Err(EnvError::ResetNeeded);
+                };
+                // Score the empty program so that the breakdown has the task's usual shape.
+                let task = ep.task.clone();
+                let result = no_code_result();
+                let outcome = self
+                    .shared
+                    .block_on(run::evaluate(
+                        &self.shared.sandbox,
+                        &task.reward,
+                        &Program::default(),
+                        Some(&result),
+                        self.settings.eval_options(),
+                    ))?
+                    .map_err(|e| EnvError::Infrastructure(e.to_string()))?;
+                Ok(self.finish_step(Value::Execution(result), outcome))
+            }
+            (Mode::Script, Action::WriteFile { .. } | Action::ReadFile { .. }) => Err(EnvError::InvalidAction(
+                "write_file and read_file need mode \"session\" (script mode keeps no files between steps)".into(),
+            )),
+            (Mode::Session, action) => self.step_session(action),
+        }
+    }
+
+    fn close(&mut self) -> Result<()> {
+        self.end_session();
+        self.episode = None;
+        self.closed = true;
+        Ok(())
+    }
+
+    fn observation_space(&self) -> Space {
+        text_space()
+    }
+
+    fn action_space(&self) -> Space {
+        text_space()
+    }
+}

@@ -1,0 +1,1 @@
+//! Scoring completion files (`codegym evaluate`) and checking reference solutions (`codegym tasks check`).

@@ -1,0 +1,84 @@
+//! The `BatchEvaluator` of `codegym/Python-v0` (the `Evaluate` RPC): independent one-step episodes,
+//! all in flight at once on the sandbox instead of one env per rayon thread.
+//!
+//! Each item is scored as the first step of a script-mode episode (a `session` kwarg makes no
+//! difference for a single step).
+
+use std::sync::Arc;
+
+use env_core::{BatchEvaluator, ChaCha8Rng, EnvError, EvalItem, Kwargs, Result, Step, Value};
+use futures::future::join_all;
+
+use crate::config::Mode;
+use crate::env::{Action, decode_action, no_code_result, step_info};
+use crate::reward::run::{self, Program};
+use crate::sandbox::ExecRequest;
+use crate::shared::{Settings, Shared};
+
+pub(crate) struct CodingEvaluator {
+    pub shared: Arc<Shared>,
+}
+
+impl CodingEvaluator {
+    async fn one(&self, settings: &Settings, item: EvalItem) -> Result<Step<Value>> {
+        let mut rng: ChaCha8Rng = match item.seed {
+            Some(s) => env_core::seeded_rng(s),
+            None => env_core::entropy_rng(),
+        };
+        let task = settings.choose_task(&item.options, &mut rng)?;
+        let code = match decode_action(item.action, settings.extract)? {
+            Action::Code(code) => Some(code),
+            Action::NoCode => None,
+            Action::WriteFile { .. } | Action::ReadFile { .. } => {
+                return Err(EnvError::InvalidAction(
+                    "file tools are not available in Evaluate".into(),
+                ));
+            }
+        };
+        let program = Program::new(code.clone().unwrap_or_default());
+        let sandbox = &self.shared.sandbox;
+        let infra = |e: crate::sandbox::SandboxError| EnvError::Infrastructure(e.to_string());
+        let result = match code {
+            Some(source) => sandbox
+                .run(ExecRequest {
+                    source,
+                    limits: settings.limits,
+                    ..ExecRequest::default()
+                })
+                .await
+                .map_err(infra)?
+                .to_execution_result(),
+            None => no_code_result(),
+        };
+        let outcome = run::evaluate(
+            sandbox,
+            &task.reward,
+            &program,
+            Some(&result),
+            settings.eval_options(),
+        )
+        .await
+        .map_err(infra)?;
+        let info = step_info(&task, &outcome, 1, Mode::Script);
+        Ok(Step {
+            obs: Value::Execution(result),
+            reward: outcome.reward,
+            terminated: outcome.solved,
+            truncated: false,
+            info,
+        })
+    }
+}
+
+impl BatchEvaluator for CodingEvaluator {
+    fn evaluate(&self, kwargs: &Kwargs, items: Vec<EvalItem>) -> Result<Vec<Result<Step<Value>>>> {
+        let mut kwargs = kwargs.clone();
+        // A time limit cannot cut a one-step evaluation short.
+        kwargs.remove(env_core::MAX_EPISODE_STEPS_KWARG);
+        let settings = Settings::from_kwargs(&self.shared, &kwargs)?;
+        let settings = &settings;
+        self.shared.block_on(join_all(
+            items.into_iter().map(|item| self.one(settings, item)),
+        ))
+    }
+}

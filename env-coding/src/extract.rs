@@ -1,0 +1,143 @@
+//! Extracting the program from model text: the first fenced Python block.
+//!
+//! The rollout crate uses [`first_python_block`] too, to detect "the model answered without code", so
+//! the rules live in one place.
+
+use serde::{Deserialize, Serialize};
+
+/// How a text action becomes a program (the `extract` make kwarg).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExtractMode {
+    /// The first fenced Python block if there is one, else the whole text.
+    #[default]
+    Auto,
+    /// The first fenced Python block; text without one is a program that does nothing, so the
+    /// model is told (via stderr) rather than having prose executed.
+    Fenced,
+    /// The whole text is the program.
+    Raw,
+}
+
+/// The body of the first fenced code block tagged `python`/`py`/`python3` or untagged.
+///
+/// Fences are three or more backticks or tildes at the start of a line (up to three spaces of
+/// indentation, as in CommonMark); the block ends at a line closing it with the same character and at
+/// least as many marks. An unclosed block runs to the end of the text, because models often stop
+/// generating before the closing fence.
+pub fn first_python_block(text: &str) -> Option<&str> {
+    let mut offset = 0;
+    let mut lines = text.split_inclusive('\n');
+    while let Some(line) = lines.next() {
+        offset += line.len();
+        let Some((ch, count, info)) = fence(line) else {
+            continue;
+        };
+        let lang = info
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        let is_python = matches!(lang.as_str(), "" | "python" | "py" | "python3");
+        // Skip the whole block even when it is not Python, so that a fence inside it is not read as
+        // the start of another block.
+        let body_start = offset;
+        let mut body_end = None;
+        for inner in lines.by_ref() {
+            let inner_start = offset;
+            offset += inner.len();
+            if let Some((c, n, rest)) = fence(inner)
+                && c == ch
+                && n >= count
+                && rest.trim().is_empty()
+            {
+                body_end = Some(inner_start);
+                break;
+            }
+        }
+        // An unclosed fence with nothing after it is a stray marker, not a block.
+        let body = &text[body_start..body_end.unwrap_or(text.len())];
+        if is_python && (body_end.is_some() || !body.trim().is_empty()) {
+            return Some(body);
+        }
+    }
+    None
+}
+
+/// Parses a fence line: (fence char, number of marks, info string).
+fn fence(line: &str) -> Option<(char, usize, &str)> {
+    let trimmed = line.trim_end_matches(['\n', '\r']);
+    let indent = trimmed.len() - trimmed.trim_start_matches(' ').len();
+    if indent > 3 {
+        return None;
+    }
+    let rest = &trimmed[indent..];
+    let ch = rest.chars().next().filter(|c| *c == '`' || *c == '~')?;
+    let count = rest.chars().take_while(|c| *c == ch).count();
+    if count < 3 {
+        return None;
+    }
+    let info = &rest[count..];
+    // CommonMark: a backtick fence's info string may not contain backticks (that is inline code).
+    if ch == '`' && info.contains('`') {
+        return None;
+    }
+    Some((ch, count, info.trim()))
+}
+
+/// Applies `mode` to a text action. `None` means "fenced mode and no block": the caller reports it.
+pub fn extract(text: &str, mode: ExtractMode) -> Option<&str> {
+    match mode {
+        ExtractMode::Raw => Some(text),
+        ExtractMode::Fenced => first_python_block(text),
+        ExtractMode::Auto => Some(first_python_block(text).unwrap_or(text)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_first_python_block() {
+        let t = "Here:\n```python\nprint(1)\n```\nand\n```python\nprint(2)\n```\n";
+        assert_eq!(first_python_block(t), Some("print(1)\n"));
+    }
+
+    #[test]
+    fn skips_other_languages_and_their_contents() {
+        let t = "```bash\n```python\nls\n```\n```py\nx = 1\n```";
+        assert_eq!(first_python_block(t), Some("x = 1\n"));
+    }
+
+    #[test]
+    fn untagged_tilde_and_unclosed_blocks() {
+        assert_eq!(first_python_block("~~~\na\n~~~\n"), Some("a\n"));
+        assert_eq!(first_python_block("```Python3 extra\nb\n"), Some("b\n"));
+        assert_eq!(
+            first_python_block("````\nc\n```\nd\n````"),
+            Some("c\n```\nd\n")
+        );
+        assert_eq!(first_python_block("```python\n```"), Some(""));
+    }
+
+    #[test]
+    fn no_block() {
+        assert_eq!(first_python_block("print(1)"), None);
+        assert_eq!(first_python_block("use ``` inline"), None);
+        assert_eq!(
+            first_python_block("    ```python\nindented code block\n```"),
+            None
+        );
+        assert_eq!(first_python_block("```rust\nfn main() {}\n```"), None);
+    }
+
+    #[test]
+    fn modes() {
+        let t = "text\n```python\nx\n```";
+        assert_eq!(extract(t, ExtractMode::Auto), Some("x\n"));
+        assert_eq!(extract("print(1)", ExtractMode::Auto), Some("print(1)"));
+        assert_eq!(extract("print(1)", ExtractMode::Fenced), None);
+        assert_eq!(extract(t, ExtractMode::Raw), Some(t));
+    }
+}

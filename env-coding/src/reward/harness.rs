@@ -1,0 +1,239 @@
+//! The unit-test harness: how tests run without the program being able to fake a pass.
+//!
+//! The harness (`harness.py`) is `main.py` of a fresh execution; the candidate is `solution.py`. The
+//! tests and a per-execution random nonce arrive on stdin, which the harness reads completely and
+//! replaces with `/dev/null` *before* any candidate code runs, so nothing the candidate can read on
+//! disk or stdin reveals them. The candidate's stdout/stderr are discarded; after all tests ran, the
+//! harness writes one record `"<nonce> <json>"` to a saved duplicate of the original stdout and ends
+//! with `os._exit(0)`. The host accepts only a record carrying its nonce and covering every test, so:
+//! `sys.exit(0)` before the asserts is a load error (it is caught), `os._exit(0)` leaves no record,
+//! printing the expected text or a fake record goes nowhere (and lacks the nonce), and monkey-patched
+//! `print`/`sys.stdout`/builtins do not reach the harness (it captured what it uses first, and the tests
+//! see a snapshot of the builtins). Values returned by candidate functions are copied into exact
+//! builtin types before any comparison, so an object whose `__eq__` is always true fails.
+//!
+//! Limitation: the nonce lives in the harness's memory, so a program that deliberately walks the
+//! interpreter's frames or objects to find it could forge a record. The sandbox bounds what such a
+//! program can do; it cannot make an in-process harness tamper-proof.
+
+use rand::RngCore;
+use serde::Deserialize;
+use serde_json::json;
+
+/// The harness source (`main.py` of a test run).
+pub const HARNESS_SOURCE: &str = include_str!("harness.py");
+
+/// File name of the candidate program in a test run.
+pub const CANDIDATE_FILE: &str = "solution.py";
+
+/// Which tests a harness run executes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TestSuite<'a> {
+    /// HumanEval: `code` defines `check(candidate)`.
+    Check { code: &'a str, entry_point: &'a str },
+    /// MBPP: one test per assert string, after `setup`.
+    Asserts {
+        asserts: &'a [String],
+        setup: &'a str,
+    },
+}
+
+/// One prepared harness run: the stdin to send and the nonce to expect back.
+#[derive(Debug, Clone)]
+pub struct HarnessInput {
+    pub nonce: String,
+    pub stdin: Vec<u8>,
+    /// Number of tests the record must cover (`None`: decided by the harness, for `check`).
+    pub expected_tests: Option<usize>,
+}
+
+/// Builds the stdin of a harness run with a fresh 128-bit nonce.
+pub fn prepare(suite: &TestSuite<'_>, per_test_timeout_s: f64) -> HarnessInput {
+    let mut bytes = [0u8; 16];
+    rand::rng().fill_bytes(&mut bytes);
+    let nonce: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let (config, expected_tests) = match suite {
+        TestSuite::Check { code, entry_point } => (
+            json!({"style": "check", "code": code, "entry_point": entry_point,
+                   "per_test_timeout": per_test_timeout_s}),
+            None,
+        ),
+        TestSuite::Asserts { asserts, setup } => (
+            json!({"style": "asserts", "asserts": asserts, "setup": setup,
+                   "per_test_timeout": per_test_timeout_s}),
+            Some(asserts.len()),
+        ),
+    };
+    let mut stdin = nonce.clone().into_bytes();
+    stdin.push(b'\n');
+    stdin.extend_from_slice(config.to_string().as_bytes());
+    HarnessInput {
+        nonce,
+        stdin,
+        expected_tests,
+    }
+}
+
+/// One test's result as reported by the harness.
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
+pub struct TestResult {
+    pub name: String,
+    pub passed: bool,
+    pub error: Option<String>,
+}
+
+/// What a harness run established.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TestReport {
+    pub tests: Vec<TestResult>,
+    /// Why no test could pass: the candidate did not compile, failed to load, or no valid record came
+    /// back (killed, `os._exit`, timeout).
+    pub error: Option<String>,
+    /// The candidate did not compile.
+    pub syntax_error: bool,
+}
+
+impl TestReport {
+    pub fn passed(&self) -> usize {
+        self.tests.iter().filter(|t| t.passed).count()
+    }
+
+    /// Fraction of tests passed; 0 when there is no test or a fatal error.
+    pub fn score(&self) -> f64 {
+        if self.error.is_some() || self.tests.is_empty() {
+            0.0
+        } else {
+            self.passed() as f64 / self.tests.len() as f64
+        }
+    }
+
+    pub fn detail(&self) -> serde_json::Value {
+        json!({"passed": self.passed(), "total": self.tests.len(), "tests": self.tests, "error": self.error})
+    }
+}
+
+#[derive(Deserialize)]
+struct Record {
+    v: u32,
+    tests: Vec<TestResult>,
+    #[serde(default)]
+    compile_error: Option<String>,
+    #[serde(default)]
+    load_error: Option<String>,
+    #[serde(default)]
+    test_error: Option<String>,
+}
+
+/// Reads the verdict from the harness's stdout. Only a line starting with the nonce counts.
+pub fn parse(input: &HarnessInput, stdout: &str, timed_out: bool) -> TestReport {
+    let prefix = format!("{} ", input.nonce);
+    let record = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .next_back()
+        .map(serde_json::from_str::<Record>);
+    let fatal = |msg: String| TestReport {
+        tests: Vec::new(),
+        error: Some(msg),
+        syntax_error: false,
+    };
+    let record = match record {
+        None if timed_out => {
+            return fatal("the test run hit its time limit before reporting".into());
+        }
+        None => {
+            return fatal(
+                "the test run ended without a result record (exited or was killed early)".into(),
+            );
+        }
+        Some(Err(e)) => return fatal(format!("malformed result record: {e}")),
+        Some(Ok(r)) => r,
+    };
+    if record.v != 1 {
+        return fatal(format!("unknown result record version {}", record.v));
+    }
+    let mut report = TestReport {
+        syntax_error: record.compile_error.is_some(),
+        error: record
+            .compile_error
+            .map(|e| format!("the program does not compile: {e}"))
+            .or(record
+                .load_error
+                .map(|e| format!("the program failed to load: {e}"))),
+        tests: record.tests,
+    };
+    if report.error.is_none() {
+        if let Some(e) = record.test_error {
+            report.error = Some(format!("the tests failed to run: {e}"));
+        } else if let Some(n) = input.expected_tests
+            && n != report.tests.len()
+        {
+            report.error = Some(format!(
+                "result record covers {} of {n} tests",
+                report.tests.len()
+            ));
+        } else if report.tests.is_empty() {
+            report.error = Some("no tests found".into());
+        }
+    }
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(n: Option<usize>) -> HarnessInput {
+        HarnessInput {
+            nonce: "abc".into(),
+            stdin: Vec::new(),
+            expected_tests: n,
+        }
+    }
+
+    #[test]
+    fn nonce_is_fresh_and_leads_stdin() {
+        let asserts = vec!["assert f(1) == 1".to_string()];
+        let suite = TestSuite::Asserts {
+            asserts: &asserts,
+            setup: "",
+        };
+        let a = prepare(&suite, 1.0);
+        let b = prepare(&suite, 1.0);
+        assert_ne!(a.nonce, b.nonce);
+        assert_eq!(a.nonce.len(), 32);
+        assert!(a.stdin.starts_with(format!("{}\n", a.nonce).as_bytes()));
+        assert_eq!(a.expected_tests, Some(1));
+    }
+
+    #[test]
+    fn parses_only_records_with_the_nonce() {
+        let ok = r#"abc {"v": 1, "tests": [{"name": "t", "passed": true, "error": null}]}"#;
+        let forged = r#"xyz {"v": 1, "tests": [{"name": "t", "passed": true, "error": null}]}"#;
+        assert_eq!(parse(&input(Some(1)), ok, false).score(), 1.0);
+        let r = parse(&input(Some(1)), forged, false);
+        assert_eq!(r.score(), 0.0);
+        assert!(r.error.is_some());
+        assert!(
+            parse(&input(Some(1)), "", true)
+                .error
+                .unwrap()
+                .contains("time limit")
+        );
+        assert!(
+            parse(&input(Some(2)), ok, false)
+                .error
+                .unwrap()
+                .contains("1 of 2")
+        );
+        assert!(parse(&input(None), "abc {not json", false).error.is_some());
+    }
+
+    #[test]
+    fn compile_errors_are_flagged() {
+        let rec = r#"abc {"v": 1, "tests": [], "compile_error": "SyntaxError: x"}"#;
+        let r = parse(&input(Some(1)), rec, false);
+        assert!(r.syntax_error);
+        assert_eq!(r.score(), 0.0);
+    }
+}

@@ -1,0 +1,277 @@
+//! Memory and pids cgroups per execution: cgroup v1 hierarchies (this kind of hybrid host) or
+//! cgroup v2 with delegated controllers. cgroups need no crate, only a few file writes.
+
+use std::path::{Path, PathBuf};
+
+/// Where this process may create per-execution cgroups.
+#[derive(Debug, Clone)]
+pub(crate) enum CgroupRoot {
+    /// v1: separate `memory` and `pids` hierarchies (either may be missing).
+    V1 {
+        memory: Option<PathBuf>,
+        pids: Option<PathBuf>,
+    },
+    /// v2: one dir with `memory` and/or `pids` enabled for its children.
+    V2 {
+        dir: PathBuf,
+        memory: bool,
+        pids: bool,
+    },
+}
+
+impl CgroupRoot {
+    pub fn has_memory(&self) -> bool {
+        match self {
+            CgroupRoot::V1 { memory, .. } => memory.is_some(),
+            CgroupRoot::V2 { memory, .. } => *memory,
+        }
+    }
+    pub fn has_pids(&self) -> bool {
+        match self {
+            CgroupRoot::V1 { pids, .. } => pids.is_some(),
+            CgroupRoot::V2 { pids, .. } => *pids,
+        }
+    }
+    pub fn describe(&self) -> String {
+        match self {
+            CgroupRoot::V1 { memory, pids } => format!(
+                "v1 memory={} pids={}",
+                memory
+                    .as_ref()
+                    .map_or("-".into(), |p| p.display().to_string()),
+                pids.as_ref()
+                    .map_or("-".into(), |p| p.display().to_string())
+            ),
+            CgroupRoot::V2 { dir, memory, pids } => {
+                format!("v2 {} memory={memory} pids={pids}", dir.display())
+            }
+        }
+    }
+}
+
+/// Our own cgroup path in a hierarchy, from `/proc/self/cgroup`.
+fn own_path(controller: &str) -> Option<String> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    text.lines().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        let (_, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
+        if controller.is_empty() {
+            ctrls.is_empty().then(|| path.to_string())
+        } else {
+            ctrls
+                .split(',')
+                .any(|c| c == controller)
+                .then(|| path.to_string())
+        }
+    })
+}
+
+/// Creates `<own cgroup>/<name>` in a v1 hierarchy, if writable.
+fn v1_dir(controller: &str, name: &str) -> Option<PathBuf> {
+    let own = own_path(controller)?;
+    let dir = Path::new("/sys/fs/cgroup")
+        .join(controller)
+        .join(own.trim_start_matches('/'))
+        .join(name);
+    match std::fs::create_dir(&dir) {
+        Ok(()) => Some(dir),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Some(dir),
+        Err(_) => None,
+    }
+}
+
+fn v2_dir(name: &str) -> Option<CgroupRoot> {
+    let own = own_path("")?;
+    let mount = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
+        .into_iter()
+        .map(Path::new)
+        .find(|m| m.join("cgroup.controllers").exists())?;
+    let parent = mount.join(own.trim_start_matches('/'));
+    let available =
+        std::fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
+    let memory = available.split_whitespace().any(|c| c == "memory");
+    let pids = available.split_whitespace().any(|c| c == "pids");
+    if !memory && !pids {
+        return None;
+    }
+    let dir = parent.join(name);
+    if std::fs::create_dir(&dir).is_err() && !dir.is_dir() {
+        return None;
+    }
+    let mut enable = String::new();
+    if memory {
+        enable.push_str("+memory ");
+    }
+    if pids {
+        enable.push_str("+pids");
+    }
+    let ok = std::fs::write(dir.join("cgroup.subtree_control"), enable.trim()).is_ok();
+    if !ok {
+        let _ = std::fs::remove_dir(&dir);
+        return None;
+    }
+    Some(CgroupRoot::V2 { dir, memory, pids })
+}
+
+/// Finds writable cgroup controllers and creates this sandbox's parent group in them.
+pub(crate) fn probe(name: &str) -> Option<CgroupRoot> {
+    let memory = v1_dir("memory", name);
+    let pids = v1_dir("pids", name);
+    if memory.is_some() || pids.is_some() {
+        return Some(CgroupRoot::V1 { memory, pids });
+    }
+    v2_dir(name)
+}
+
+/// The cgroup(s) of one execution.
+pub(crate) struct RunCgroup {
+    dirs: Vec<PathBuf>,
+    memory: Option<PathBuf>,
+    v2: bool,
+}
+
+impl RunCgroup {
+    /// Creates the run's groups with the limits; `None` members are skipped.
+    pub fn create(
+        root: &CgroupRoot,
+        name: &str,
+        memory_bytes: u64,
+        max_processes: u32,
+    ) -> std::io::Result<Self> {
+        let mut run = RunCgroup {
+            dirs: Vec::new(),
+            memory: None,
+            v2: false,
+        };
+        let mk = |dir: PathBuf, run: &mut RunCgroup| -> std::io::Result<PathBuf> {
+            std::fs::create_dir(&dir)?;
+            run.dirs.push(dir.clone());
+            Ok(dir)
+        };
+        match root {
+            CgroupRoot::V1 { memory, pids } => {
+                if let Some(m) = memory {
+                    let d = mk(m.join(name), &mut run)?;
+                    std::fs::write(d.join("memory.limit_in_bytes"), memory_bytes.to_string())?;
+                    // No swap on top of the limit (the file is absent without swap accounting).
+                    let _ = std::fs::write(
+                        d.join("memory.memsw.limit_in_bytes"),
+                        memory_bytes.to_string(),
+                    );
+                    run.memory = Some(d);
+                }
+                if let Some(p) = pids {
+                    let d = mk(p.join(name), &mut run)?;
+                    std::fs::write(d.join("pids.max"), max_processes.to_string())?;
+                }
+            }
+            CgroupRoot::V2 { dir, memory, pids } => {
+                run.v2 = true;
+                let d = mk(dir.join(name), &mut run)?;
+                if *memory {
+                    std::fs::write(d.join("memory.max"), memory_bytes.to_string())?;
+                    let _ = std::fs::write(d.join("memory.swap.max"), "0");
+                    run.memory = Some(d.clone());
+                }
+                if *pids {
+                    std::fs::write(d.join("pids.max"), max_processes.to_string())?;
+                }
+            }
+        }
+        Ok(run)
+    }
+
+    /// The `cgroup.procs` files a new process must be written to.
+    pub fn procs_files(&self) -> Vec<PathBuf> {
+        self.dirs.iter().map(|d| d.join("cgroup.procs")).collect()
+    }
+
+    /// (peak memory bytes, whether the OOM killer fired in the group).
+    pub fn memory_stats(&self) -> (Option<u64>, bool) {
+        let Some(d) = &self.memory else {
+            return (None, false);
+        };
+        let read = |f: &str| std::fs::read_to_string(d.join(f)).ok();
+        let peak_file = if self.v2 {
+            "memory.peak"
+        } else {
+            "memory.max_usage_in_bytes"
+        };
+        let peak = read(peak_file).and_then(|s| s.trim().parse().ok());
+        let (events_file, key) = if self.v2 {
+            ("memory.events", "oom_kill")
+        } else {
+            ("memory.oom_control", "oom_kill")
+        };
+        let oom = read(events_file)
+            .map(|s| {
+                s.lines().any(|l| {
+                    let mut it = l.split_whitespace();
+                    it.next() == Some(key)
+                        && it
+                            .next()
+                            .and_then(|n| n.parse::<u64>().ok())
+                            .is_some_and(|n| n > 0)
+                })
+            })
+            .unwrap_or(false);
+        (peak, oom)
+    }
+
+    /// Pids still in the group (should be none after a PID namespace is torn down).
+    pub fn pids(&self) -> Vec<i32> {
+        let mut out = Vec::new();
+        for d in &self.dirs {
+            if let Ok(s) = std::fs::read_to_string(d.join("cgroup.procs")) {
+                out.extend(s.lines().filter_map(|l| l.trim().parse::<i32>().ok()));
+            }
+        }
+        out
+    }
+
+    /// SIGKILLs everything left in the group (`cgroup.kill` on v2).
+    pub fn kill_all(&self) {
+        if self.v2
+            && let Some(d) = self.dirs.first()
+            && std::fs::write(d.join("cgroup.kill"), "1").is_ok()
+        {
+            return;
+        }
+        for pid in self.pids() {
+            // SAFETY: kill() with a pid read from our own cgroup.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+
+    /// Removes the groups; retries while the last tasks finish exiting.
+    pub fn remove_blocking(self) {
+        for d in &self.dirs {
+            let mut tries = 0;
+            while let Err(e) = std::fs::remove_dir(d) {
+                tries += 1;
+                if e.kind() == std::io::ErrorKind::NotFound || tries > 200 {
+                    if tries > 200 {
+                        tracing::warn!(dir = %d.display(), error = %e, "cannot remove a sandbox cgroup");
+                    }
+                    break;
+                }
+                self.kill_all();
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        }
+    }
+}
+
+/// Removes this sandbox's parent groups (at drop of the sandbox).
+pub(crate) fn remove_root(root: &CgroupRoot) {
+    match root {
+        CgroupRoot::V1 { memory, pids } => {
+            for d in [memory, pids].into_iter().flatten() {
+                let _ = std::fs::remove_dir(d);
+            }
+        }
+        CgroupRoot::V2 { dir, .. } => {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}

@@ -1,0 +1,596 @@
+//! From a request to a running, supervised child: probing the layers once ([`Layers`]), preparing
+//! an execution ([`Prepared`]: work dir, cgroup, pipes, [`spawn::ChildPlan`]) and supervising a
+//! one-shot script to its [`ExecOutcome`].
+//!
+//! This is the seam for a second backend: [`Launch`] says *what* to run; `spawn` is the only code
+//! that knows *how* (fresh `clone3` + `execve`). A warm-fork backend would implement the same step.
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use tokio::net::unix::pipe;
+
+use super::cgroup::{CgroupRoot, RunCgroup};
+use super::config::{Limits, SandboxConfig};
+use super::isolation::{self, IsolationReport, Layer};
+use super::outcome::{ExecOutcome, SandboxError};
+use super::python::PythonInfo;
+use super::spawn::{self, ChildPlan, MountOp, Spawned};
+use super::supervise::{self, Capture};
+use super::{Inner, seccomp};
+
+/// Host dirs hidden behind an empty tmpfs in the child's mount namespace.
+const HIDDEN: &[&str] = &[
+    "/root", "/home", "/tmp", "/var/tmp", "/dev/shm", "/run", "/work", "/mnt", "/srv", "/media",
+    "/opt",
+];
+
+/// What to run in the child.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// `main.py` in the work dir.
+    Script,
+    /// The session driver, talking over fds 3 (requests) and 4 (replies).
+    Session,
+}
+
+/// The layers this machine supports, probed once.
+#[derive(Clone)]
+pub(crate) struct Layers {
+    pub clone_flags: u64,
+    pub mounts: Vec<MountOp>,
+    pub drop_uid: bool,
+    pub seccomp: Vec<seccomp::Program>,
+    pub landlock: bool,
+    pub cgroup: Option<CgroupRoot>,
+}
+
+fn cstr(p: &Path) -> Option<CString> {
+    CString::new(p.as_os_str().as_bytes()).ok()
+}
+
+/// Mount steps: private propagation, a fresh /proc, hidden host dirs with the Python install bound
+/// back read-only.
+fn mount_plan(python: &PythonInfo, work_root: &Path, pid_ns: bool) -> Option<Vec<MountOp>> {
+    let mut ops = vec![MountOp::MakePrivate];
+    if pid_ns {
+        ops.push(MountOp::Proc);
+    }
+    let mut trees: Vec<PathBuf> = python.prefixes.clone();
+    if let Some(bin) = python.exe.parent()
+        && !trees.iter().any(|t| bin.starts_with(t))
+    {
+        trees.push(bin.to_path_buf());
+    }
+    for hidden in HIDDEN {
+        let h = Path::new(hidden);
+        let Ok(real) = h.canonicalize() else { continue };
+        if real != h || !real.is_dir() || work_root.starts_with(h) {
+            continue; // a symlink (e.g. /run -> /var/run) or the work root's own tree
+        }
+        let inside: Vec<&PathBuf> = trees.iter().filter(|t| t.starts_with(h)).collect();
+        let first = ops.iter().filter(|o| matches!(o, MountOp::Hold(_))).count();
+        for t in &inside {
+            ops.push(MountOp::Hold(cstr(t)?));
+        }
+        ops.push(MountOp::Tmpfs(cstr(h)?));
+        let mut made: Vec<PathBuf> = Vec::new();
+        for (i, t) in inside.iter().enumerate() {
+            let mut cur = h.to_path_buf();
+            for c in t.strip_prefix(h).ok()?.components() {
+                cur.push(c);
+                if !made.contains(&cur) {
+                    made.push(cur.clone());
+                    ops.push(MountOp::Mkdir(cstr(&cur)?));
+                }
+            }
+            ops.push(MountOp::BindRo {
+                held: first + i,
+                dst: cstr(t)?,
+            });
+        }
+    }
+    Some(ops)
+}
+
+/// Probes every layer; never fails (missing layers are reported).
+pub(crate) fn probe(
+    config: &SandboxConfig,
+    python: &PythonInfo,
+    work_root: &Path,
+    tag: &str,
+) -> (Layers, IsolationReport) {
+    let mut report = vec![
+        Layer {
+            name: "process",
+            active: true,
+            detail: "one fresh interpreter per execution".into(),
+        },
+        Layer {
+            name: "rlimits",
+            active: true,
+            detail: "CPU, FSIZE, NOFILE, NPROC, CORE=0 (AS without memory cgroup)".into(),
+        },
+        Layer {
+            name: "environment",
+            active: true,
+            detail: "cleared: PATH HOME TMPDIR LANG only".into(),
+        },
+        Layer {
+            name: "wall-clock kill",
+            active: true,
+            detail: "SIGKILL of the whole tree at the deadline".into(),
+        },
+    ];
+    let mut layer = |name: &'static str, r: Result<String, String>| {
+        let active = r.is_ok();
+        report.push(Layer {
+            name,
+            active,
+            detail: r.unwrap_or_else(|e| e),
+        });
+        active
+    };
+    let ns = |flag: libc::c_int| {
+        isolation::can_clone(flag as u64).map_err(|e| format!("clone3 refused: {e}"))
+    };
+    let mut flags = 0u64;
+    let pid_ns = layer(
+        "pid namespace",
+        ns(libc::CLONE_NEWPID).map(|()| "tree dies with the main process".into()),
+    );
+    if pid_ns {
+        flags |= libc::CLONE_NEWPID as u64;
+    }
+    if layer(
+        "network namespace",
+        ns(libc::CLONE_NEWNET).map(|()| "no interfaces but a down loopback".into()),
+    ) {
+        flags |= libc::CLONE_NEWNET as u64;
+    }
+    if layer(
+        "ipc/uts namespace",
+        ns(libc::CLONE_NEWIPC | libc::CLONE_NEWUTS)
+            .map(|()| "private SysV IPC and hostname".into()),
+    ) {
+        flags |= (libc::CLONE_NEWIPC | libc::CLONE_NEWUTS) as u64;
+    }
+    let mounts = ns(libc::CLONE_NEWNS).and_then(|()| {
+        mount_plan(python, work_root, pid_ns).ok_or_else(|| "unrepresentable path".to_string())
+    });
+    let mounts = match mounts {
+        Ok(ops) => {
+            layer(
+                "mount namespace",
+                Ok(format!("host dirs hidden: {}", HIDDEN.join(" "))),
+            );
+            flags |= libc::CLONE_NEWNS as u64;
+            ops
+        }
+        Err(e) => {
+            layer("mount namespace", Err(e));
+            Vec::new()
+        }
+    };
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let drop_uid = layer(
+        "uid drop",
+        if root {
+            Ok(format!(
+                "uids {}..{}",
+                config.uid_base,
+                config.uid_base as u64 + config.uid_count as u64
+            ))
+        } else {
+            Err("not root: runs as the server's uid".into())
+        },
+    );
+    let seccomp = if isolation::seccomp_available() {
+        seccomp::build()
+    } else {
+        Err("kernel without seccomp".into())
+    };
+    let seccomp = match seccomp {
+        Ok(p) => {
+            layer(
+                "seccomp",
+                Ok("deny list + AF_UNIX-only sockets + clone3 -> ENOSYS".into()),
+            );
+            p
+        }
+        Err(e) => {
+            layer("seccomp", Err(e));
+            Vec::new()
+        }
+    };
+    let abi = isolation::landlock_abi();
+    let landlock = layer(
+        "landlock",
+        if abi > 0 {
+            Ok(format!(
+                "ABI {abi}: read system + Python, write the work dir only, no TCP"
+            ))
+        } else {
+            Err("not supported by the kernel".into())
+        },
+    );
+    let cgroup = cgroup::probe(tag);
+    let cg_detail = match &cgroup {
+        Some(c) if c.has_memory() || c.has_pids() => Ok(c.describe()),
+        Some(c) => Err(format!("no memory/pids controller: {}", c.describe())),
+        None => Err("no writable memory/pids cgroup".into()),
+    };
+    layer("cgroup", cg_detail);
+    let layers = Layers {
+        clone_flags: flags,
+        mounts,
+        drop_uid,
+        seccomp,
+        landlock,
+        cgroup,
+    };
+    (layers, IsolationReport::new(report))
+}
+
+use super::cgroup;
+
+/// Runs `pass` under all layers once, so a broken layer fails `Sandbox::new`, not every step.
+pub(crate) fn self_test(inner: &Inner) -> Result<(), SandboxError> {
+    let limits = Limits {
+        wall_ms: 30_000,
+        ..inner.config.limits
+    };
+    // A private runtime: `new` is sync and may run inside or outside another runtime.
+    let outcome = std::thread::scope(|s| {
+        s.spawn(|| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(SandboxError::setup("self-test runtime"))?;
+            rt.block_on(async {
+                let files = [(PathBuf::from("main.py"), &b"import sys\nprint('ok')\n"[..])];
+                let run =
+                    Prepared::new(inner, u64::MAX, &files, &limits, Mode::Script, false).await?;
+                Ok::<_, SandboxError>(run.execute(None, &limits).await)
+            })
+        })
+        .join()
+        .unwrap_or(Err(SandboxError::Closed))
+    })?;
+    if outcome.exit_code != Some(0) || outcome.stdout != b"ok\n" {
+        return Err(SandboxError::Setup {
+            stage: "self-test",
+            source: std::io::Error::other(format!(
+                "`print('ok')` gave {:?}/{:?}: {}",
+                outcome.exit_code,
+                outcome.signal,
+                String::from_utf8_lossy(&outcome.stderr)
+            )),
+        });
+    }
+    Ok(())
+}
+
+/// Cleans up an execution however it ends (also when the future is dropped): kills and reaps the
+/// child, removes the cgroup and the work dir. Blocking; the normal path drops it on a blocking
+/// thread.
+pub(crate) struct RunGuard {
+    pub workdir: Option<PathBuf>,
+    pub cgroup: Option<RunCgroup>,
+    pub child: Option<Spawned>,
+}
+
+impl Drop for RunGuard {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.take() {
+            spawn::kill_and_reap(&child);
+        }
+        if let Some(cg) = self.cgroup.take() {
+            cg.kill_all();
+            cg.remove_blocking();
+        }
+        if let Some(dir) = self.workdir.take() {
+            super::workdir::remove(&dir);
+        }
+    }
+}
+
+/// A spawned execution with its pipes.
+pub(crate) struct Prepared {
+    pub guard: RunGuard,
+    pub pid: i32,
+    pub pidfd: tokio::io::unix::AsyncFd<OwnedFd>,
+    pub stdin: Option<OwnedFd>,
+    pub stdout: pipe::Receiver,
+    pub stderr: pipe::Receiver,
+    /// Session control pipes: (requests to the child, replies from it).
+    pub control: Option<(OwnedFd, OwnedFd)>,
+    pub started: Instant,
+}
+
+fn pipe_pair() -> Result<(OwnedFd, OwnedFd), SandboxError> {
+    let (r, w) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| SandboxError::Setup {
+            stage: "pipe",
+            source: e.into(),
+        })?;
+    Ok((r, w))
+}
+
+fn rlimits(limits: &Limits, memory_cgroup: bool) -> Vec<(libc::__rlimit_resource_t, u64, u64)> {
+    let cpu_s = limits.cpu_ms.div_ceil(1000).max(1);
+    let nofile = u64::from(limits.max_open_files.max(16));
+    let mut v = vec![
+        (libc::RLIMIT_CPU, cpu_s, cpu_s + 1),
+        (
+            libc::RLIMIT_FSIZE,
+            limits.max_file_bytes,
+            limits.max_file_bytes,
+        ),
+        (libc::RLIMIT_NOFILE, nofile, nofile),
+        (libc::RLIMIT_CORE, 0, 0),
+        (
+            libc::RLIMIT_NPROC,
+            u64::from(limits.max_processes.max(1)),
+            u64::from(limits.max_processes.max(1)),
+        ),
+        (libc::RLIMIT_MEMLOCK, 0, 0),
+        (libc::RLIMIT_MSGQUEUE, 0, 0),
+    ];
+    if !memory_cgroup {
+        // Per-process address space: cruder than a cgroup (breaks some numpy code), but bounded.
+        v.push((libc::RLIMIT_AS, limits.memory_bytes, limits.memory_bytes));
+    }
+    v
+}
+
+const SESSION_DRIVER: &str = include_str!("session_driver.py");
+
+impl Prepared {
+    /// Creates the work dir and cgroup and starts the child (it runs once this returns).
+    pub async fn new(
+        inner: &Inner,
+        id: u64,
+        files: &[(PathBuf, &[u8])],
+        limits: &Limits,
+        mode: Mode,
+        with_stdin: bool,
+    ) -> Result<Prepared, SandboxError> {
+        let layers = &inner.layers;
+        let ids = layers.drop_uid.then(|| {
+            let uid = inner
+                .config
+                .uid_base
+                .saturating_add((id % u64::from(inner.config.uid_count.max(1))) as u32);
+            (uid, uid)
+        });
+        let workdir = inner.work_root.join(format!("run-{id}"));
+        let mut guard = RunGuard {
+            workdir: Some(workdir.clone()),
+            cgroup: None,
+            child: None,
+        };
+        super::workdir::create(&workdir, files, ids)?;
+        if let Some(root) = &layers.cgroup {
+            let name = format!("run-{id}");
+            guard.cgroup = Some(
+                RunCgroup::create(root, &name, limits.memory_bytes, limits.max_processes)
+                    .map_err(SandboxError::setup("cgroup"))?,
+            );
+        }
+        let memory_cgroup = layers.cgroup.as_ref().is_some_and(|c| c.has_memory());
+        let (out_r, out_w) = pipe_pair()?;
+        let (err_r, err_w) = pipe_pair()?;
+        let (in_r, in_w) = if with_stdin {
+            let (r, w) = pipe_pair()?;
+            (r, Some(w))
+        } else {
+            let null =
+                std::fs::File::open("/dev/null").map_err(SandboxError::setup("/dev/null"))?;
+            (OwnedFd::from(null), None)
+        };
+        let mut extra_fds = Vec::new();
+        let mut control = None;
+        if mode == Mode::Session {
+            let (req_r, req_w) = pipe_pair()?;
+            let (rep_r, rep_w) = pipe_pair()?;
+            extra_fds.push((req_r, 3));
+            extra_fds.push((rep_w, 4));
+            control = Some((req_w, rep_r));
+        }
+        let py = &inner.python.exe;
+        let mut argv =
+            vec![cstr(py).ok_or_else(|| SandboxError::PythonNotFound("NUL in path".into()))?];
+        // -E -s = -I without -P: the work dir stays importable so extra files can be imported.
+        argv.extend([c"-E".to_owned(), c"-s".to_owned(), c"-B".to_owned()]);
+        if inner.config.no_site {
+            argv.push(c"-S".to_owned());
+        }
+        match mode {
+            Mode::Script => argv.push(c"main.py".to_owned()),
+            Mode::Session => {
+                argv.push(c"-u".to_owned());
+                argv.push(c"-c".to_owned());
+                argv.push(CString::new(SESSION_DRIVER).unwrap_or_default());
+            }
+        }
+        let wd = cstr(&workdir)
+            .ok_or_else(|| SandboxError::InvalidPath(workdir.display().to_string()))?;
+        let bin_dir = py
+            .parent()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        let envp: Vec<CString> = [
+            format!("PATH={bin_dir}:/usr/local/bin:/usr/bin:/bin"),
+            format!("HOME={}", workdir.display()),
+            format!("TMPDIR={}", workdir.display()),
+            "LANG=C.UTF-8".to_string(),
+            "PYTHONDONTWRITEBYTECODE=1".to_string(),
+            "PYTHONIOENCODING=utf-8".to_string(),
+            "OMP_NUM_THREADS=1".to_string(),
+        ]
+        .into_iter()
+        .filter_map(|s| CString::new(s).ok())
+        .collect();
+        let landlock = if layers.landlock {
+            let mut trees = inner.python.prefixes.clone();
+            if let Some(bin) = py.parent() {
+                trees.push(bin.to_path_buf());
+            }
+            match isolation::landlock_ruleset(&workdir, &trees) {
+                Ok(Some(fd)) => Some((fd, isolation::proc_access())),
+                Ok(None) => None,
+                Err(e) => {
+                    return Err(SandboxError::Setup {
+                        stage: "landlock",
+                        source: std::io::Error::other(e),
+                    });
+                }
+            }
+        } else {
+            None
+        };
+        let plan = ChildPlan {
+            program: argv[0].clone(),
+            argv,
+            envp,
+            workdir: wd,
+            rlimits: rlimits(limits, memory_cgroup),
+            ids,
+            mounts: layers.mounts.clone(),
+            clone_flags: layers.clone_flags,
+            landlock,
+            seccomp: layers.seccomp.clone(),
+            stdin: in_r,
+            stdout: out_w,
+            stderr: err_w,
+            extra_fds,
+            cgroup_procs: guard
+                .cgroup
+                .as_ref()
+                .map(|c| c.procs_files())
+                .unwrap_or_default(),
+        };
+        let spawned = tokio::task::spawn_blocking(move || spawn::spawn_blocking(plan))
+            .await
+            .map_err(|_| SandboxError::Closed)??;
+        let started = Instant::now();
+        let pid = spawned.pid;
+        let pidfd = supervise::async_pidfd(&spawned.pidfd).map_err(SandboxError::setup("pidfd"));
+        guard.child = Some(spawned);
+        let pidfd = pidfd?;
+        let stdout =
+            pipe::Receiver::from_owned_fd(out_r).map_err(SandboxError::setup("stdout pipe"))?;
+        let stderr =
+            pipe::Receiver::from_owned_fd(err_r).map_err(SandboxError::setup("stderr pipe"))?;
+        Ok(Prepared {
+            guard,
+            pid,
+            pidfd,
+            stdin: in_w,
+            stdout,
+            stderr,
+            control,
+            started,
+        })
+    }
+
+    /// Supervises a one-shot script to its end, then cleans up.
+    pub async fn execute(mut self, stdin: Option<Vec<u8>>, limits: &Limits) -> ExecOutcome {
+        let writer = match (self.stdin.take(), stdin) {
+            (Some(fd), Some(data)) => Some(tokio::spawn(write_all(fd, data))),
+            _ => None,
+        };
+        let mut out = Capture::new(limits.stdout_cap);
+        let mut err = Capture::new(limits.stderr_cap);
+        let mut scratch = vec![0u8; 64 << 10];
+        let mut scratch2 = vec![0u8; 64 << 10];
+        let deadline = tokio::time::sleep(Duration::from_millis(limits.wall_ms.max(1)));
+        tokio::pin!(deadline);
+        let (mut out_open, mut err_open) = (true, true);
+        let mut wall_killed = false;
+        loop {
+            tokio::select! {
+                more = supervise::read_some(&mut self.stdout, &mut out, &mut scratch), if out_open => out_open = more,
+                more = supervise::read_some(&mut self.stderr, &mut err, &mut scratch2), if err_open => err_open = more,
+                () = supervise::exited(&self.pidfd) => break,
+                () = &mut deadline, if !wall_killed => {
+                    wall_killed = true;
+                    if let Some(c) = &self.guard.child { spawn::kill_pidfd(&c.pidfd); }
+                }
+            }
+        }
+        let exit = supervise::reap(self.pid, &self.pidfd).await;
+        if let Some(child) = self.guard.child.take() {
+            drop(child); // reaped above
+        }
+        let wall_ms = self.started.elapsed().as_millis() as u64;
+        // The main process is gone: without a PID namespace, descendants may linger; kill them.
+        // SAFETY: kill of the session's process group (the child called setsid, pgid == pid).
+        unsafe { libc::kill(-self.pid, libc::SIGKILL) };
+        if let Some(cg) = &self.guard.cgroup {
+            cg.kill_all();
+        }
+        // What is still buffered in the pipes belongs to the output; don't wait for writers.
+        let grace = tokio::time::sleep(Duration::from_millis(200));
+        tokio::pin!(grace);
+        while out_open || err_open {
+            tokio::select! {
+                more = supervise::read_some(&mut self.stdout, &mut out, &mut scratch), if out_open => out_open = more,
+                more = supervise::read_some(&mut self.stderr, &mut err, &mut scratch2), if err_open => err_open = more,
+                () = &mut grace => break,
+            }
+        }
+        out.drain_now(&self.stdout, &mut scratch);
+        err.drain_now(&self.stderr, &mut scratch);
+        if let Some(w) = writer {
+            w.abort();
+        }
+        let (peak, oom) = self
+            .guard
+            .cgroup
+            .as_ref()
+            .map(|c| c.memory_stats())
+            .unwrap_or((None, false));
+        let cpu_limit_hit = exit.signal == Some(libc::SIGXCPU)
+            || (exit.signal == Some(libc::SIGKILL)
+                && exit.cpu_ms + 50 >= limits.cpu_ms.div_ceil(1000) * 1000);
+        let outcome = ExecOutcome {
+            exit_code: exit.code,
+            signal: exit.signal,
+            timed_out: wall_killed || cpu_limit_hit,
+            memory_exceeded: oom
+                || (exit.code != Some(0) && supervise::looks_like_memory_error(&err.buf)),
+            stdout: out.buf,
+            stderr: err.buf,
+            stdout_truncated: out.truncated,
+            stderr_truncated: err.truncated,
+            wall_ms,
+            cpu_ms: exit.cpu_ms,
+            peak_rss: peak.unwrap_or(exit.max_rss).max(exit.max_rss),
+        };
+        let guard = std::mem::replace(
+            &mut self.guard,
+            RunGuard {
+                workdir: None,
+                cgroup: None,
+                child: None,
+            },
+        );
+        let _ = tokio::task::spawn_blocking(move || drop(guard)).await;
+        outcome
+    }
+}
+
+/// Feeds stdin, then closes it (EOF). A program that never reads just gets EPIPE at its exit.
+pub(crate) async fn write_all(fd: OwnedFd, data: Vec<u8>) {
+    use tokio::io::AsyncWriteExt;
+    let _ = fd.as_raw_fd();
+    if let Ok(mut tx) = pipe::Sender::from_owned_fd(fd) {
+        let _ = tx.write_all(&data).await;
+    }
+}

@@ -1,0 +1,285 @@
+//! Persistent interpreters for the env's `session` mode: variables, imports and files survive
+//! across `exec` calls (like a notebook), each `exec` with its own CPU and wall-clock budget.
+//!
+//! The child runs `session_driver.py`; cells travel over a private pipe pair (fds 3 and 4), so
+//! the program's own stdin/stdout/stderr stay ordinary. A timeout or crash kills the whole
+//! session (`is_alive() == false`).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::unix::pipe;
+
+use super::Inner;
+use super::config::Limits;
+use super::outcome::{ExecOutcome, SandboxError};
+use super::plan::{Mode, Prepared, RunGuard};
+use super::spawn;
+use super::supervise::{self, Capture};
+
+/// A live sandboxed interpreter. Dropping it kills the whole tree and removes its work dir.
+pub struct PySession {
+    _inner: Arc<Inner>,
+    limits: Limits,
+    run: Option<Prepared>,
+    requests: Option<pipe::Sender>,
+    replies: Option<pipe::Receiver>,
+    work_dir: PathBuf,
+    oom_seen: bool,
+    /// Work dir of a session that died, removed at drop/close.
+    dead_dir: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for PySession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PySession")
+            .field("work_dir", &self.work_dir)
+            .field("alive", &self.is_alive())
+            .finish()
+    }
+}
+
+/// CPU seconds (user + system, whole thread group) the process has used, from `/proc/<pid>/stat`.
+fn cpu_ticks(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ut: u64 = f.get(11)?.parse().ok()?;
+    let st: u64 = f.get(12)?.parse().ok()?;
+    let cut: u64 = f.get(13)?.parse().ok()?;
+    let cst: u64 = f.get(14)?.parse().ok()?;
+    Some(ut + st + cut + cst)
+}
+
+fn ticks_per_s() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 { t as u64 } else { 100 }
+}
+
+impl PySession {
+    pub(crate) async fn open(
+        inner: Arc<Inner>,
+        id: u64,
+        limits: Limits,
+    ) -> Result<PySession, SandboxError> {
+        let mut run = Prepared::new(&inner, id, &[], &limits, Mode::Session, false).await?;
+        let (req, rep) = run
+            .control
+            .take()
+            .ok_or_else(|| SandboxError::Session("no control pipes".into()))?;
+        let requests =
+            pipe::Sender::from_owned_fd(req).map_err(SandboxError::setup("session pipe"))?;
+        let replies =
+            pipe::Receiver::from_owned_fd(rep).map_err(SandboxError::setup("session pipe"))?;
+        let work_dir = run.guard.workdir.clone().unwrap_or_default();
+        Ok(PySession {
+            _inner: inner,
+            limits,
+            run: Some(run),
+            requests: Some(requests),
+            replies: Some(replies),
+            work_dir,
+            oom_seen: false,
+            dead_dir: None,
+        })
+    }
+
+    /// False once a timeout, crash or `exit()` of the interpreter ended the session.
+    pub fn is_alive(&self) -> bool {
+        self.run.is_some()
+    }
+
+    /// The session's work dir on the host. Never follow symlinks in it: the program controls it.
+    pub fn work_dir(&self) -> &Path {
+        &self.work_dir
+    }
+
+    /// Runs one cell. Output is the cell's own; the exit code is 0, the `sys.exit` code, or 1 for
+    /// an uncaught exception (traceback on stderr).
+    pub async fn exec(
+        &mut self,
+        source: &str,
+        stdin: Option<Vec<u8>>,
+    ) -> Result<ExecOutcome, SandboxError> {
+        let limits = self.limits;
+        let (Some(run), Some(requests), Some(replies)) = (
+            self.run.as_mut(),
+            self.requests.as_mut(),
+            self.replies.as_mut(),
+        ) else {
+            return Err(SandboxError::SessionDead);
+        };
+        let pid = run.pid;
+        let tps = ticks_per_s();
+        let before = cpu_ticks(pid).unwrap_or(0);
+        // RLIMIT_CPU counts the interpreter's lifetime: move it to "used so far + this cell".
+        let soft = before.div_ceil(tps) + limits.cpu_ms.div_ceil(1000).max(1);
+        let rl = libc::rlimit {
+            rlim_cur: soft,
+            rlim_max: soft + 1,
+        };
+        // SAFETY: prlimit on our own child with a valid rlimit.
+        unsafe { libc::prlimit(pid, libc::RLIMIT_CPU, &rl, std::ptr::null_mut()) };
+
+        let mut msg = Vec::with_capacity(source.len() + 16 + stdin.as_ref().map_or(0, Vec::len));
+        msg.extend_from_slice(&(source.len() as u64).to_le_bytes());
+        msg.extend_from_slice(source.as_bytes());
+        match &stdin {
+            Some(d) => {
+                msg.extend_from_slice(&(d.len() as u64).to_le_bytes());
+                msg.extend_from_slice(d);
+            }
+            None => msg.extend_from_slice(&u64::MAX.to_le_bytes()),
+        }
+        let started = Instant::now();
+        let deadline = tokio::time::sleep(Duration::from_millis(limits.wall_ms.max(1)));
+        tokio::pin!(deadline);
+        let mut out = Capture::new(limits.stdout_cap);
+        let mut err = Capture::new(limits.stderr_cap);
+        let mut reply = Capture::new(5);
+        let mut scratch = vec![0u8; 64 << 10];
+        let mut scratch2 = vec![0u8; 64 << 10];
+        let mut scratch3 = [0u8; 16];
+        let (mut out_open, mut err_open, mut rep_open) = (true, true, true);
+        let mut sent = false;
+        let mut wall_killed = false;
+        let mut exited = false;
+        let write = requests.write_all(&msg);
+        tokio::pin!(write);
+        loop {
+            tokio::select! {
+                r = &mut write, if !sent => {
+                    sent = true;
+                    if r.is_err() { exited = true; break; }
+                }
+                more = supervise::read_some(&mut run.stdout, &mut out, &mut scratch), if out_open => out_open = more,
+                more = supervise::read_some(&mut run.stderr, &mut err, &mut scratch2), if err_open => err_open = more,
+                more = supervise::read_some(replies, &mut reply, &mut scratch3), if rep_open => {
+                    rep_open = more;
+                    if reply.buf.len() == 5 || !more { break; }
+                }
+                () = supervise::exited(&run.pidfd) => { exited = true; break; }
+                () = &mut deadline => {
+                    wall_killed = true;
+                    break;
+                }
+            }
+        }
+        let wall_ms = started.elapsed().as_millis() as u64;
+        let finished = reply.buf.len() == 5 && reply.buf[0] == b'D' && !wall_killed;
+        if finished {
+            out.drain_now(&run.stdout, &mut scratch);
+            err.drain_now(&run.stderr, &mut scratch);
+            let after = cpu_ticks(pid).unwrap_or(before);
+            let code = i32::from_le_bytes([reply.buf[1], reply.buf[2], reply.buf[3], reply.buf[4]]);
+            let (peak, oom) = run
+                .guard
+                .cgroup
+                .as_ref()
+                .map(|c| c.memory_stats())
+                .unwrap_or((None, false));
+            let new_oom = oom && !self.oom_seen;
+            self.oom_seen = oom;
+            return Ok(ExecOutcome {
+                exit_code: Some(code),
+                signal: None,
+                timed_out: false,
+                memory_exceeded: new_oom
+                    || (code != 0 && supervise::looks_like_memory_error(&err.buf)),
+                stdout: out.buf,
+                stderr: err.buf,
+                stdout_truncated: out.truncated,
+                stderr_truncated: err.truncated,
+                wall_ms,
+                cpu_ms: (after.saturating_sub(before)) * 1000 / tps,
+                peak_rss: peak.unwrap_or(0),
+            });
+        }
+        // The interpreter died or overran: the session ends here.
+        let _ = exited;
+        if let Some(c) = &run.guard.child {
+            spawn::kill_pidfd(&c.pidfd);
+        }
+        let exit = supervise::reap(pid, &run.pidfd).await;
+        run.guard.child = None;
+        out.drain_now(&run.stdout, &mut scratch);
+        err.drain_now(&run.stderr, &mut scratch);
+        let (peak, oom) = run
+            .guard
+            .cgroup
+            .as_ref()
+            .map(|c| c.memory_stats())
+            .unwrap_or((None, false));
+        let cpu_ms = exit.cpu_ms.saturating_sub(before * 1000 / tps);
+        let cpu_hit = exit.signal == Some(libc::SIGXCPU)
+            || (exit.signal == Some(libc::SIGKILL)
+                && !wall_killed
+                && cpu_ms + 50 >= limits.cpu_ms.div_ceil(1000) * 1000);
+        let outcome = ExecOutcome {
+            exit_code: exit.code,
+            signal: if wall_killed && exit.signal == Some(libc::SIGKILL) {
+                Some(libc::SIGKILL)
+            } else {
+                exit.signal
+            },
+            timed_out: wall_killed || cpu_hit,
+            memory_exceeded: (oom && !self.oom_seen)
+                || supervise::looks_like_memory_error(&err.buf),
+            stdout: out.buf,
+            stderr: err.buf,
+            stdout_truncated: out.truncated,
+            stderr_truncated: err.truncated,
+            wall_ms,
+            cpu_ms,
+            peak_rss: peak.unwrap_or(exit.max_rss),
+        };
+        self.shutdown().await;
+        Ok(outcome)
+    }
+
+    async fn shutdown(&mut self) {
+        self.requests = None;
+        self.replies = None;
+        if let Some(mut run) = self.run.take() {
+            let guard = std::mem::replace(
+                &mut run.guard,
+                RunGuard {
+                    workdir: None,
+                    cgroup: None,
+                    child: None,
+                },
+            );
+            // Keep the work dir of a dead session until the session is dropped (the env may still
+            // read files from it); kill and reap now.
+            let workdir = guard.workdir.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                let mut guard = guard;
+                guard.workdir = None;
+                drop(guard)
+            })
+            .await;
+            self.dead_dir = workdir;
+        }
+    }
+
+    /// Ends the session: kills the tree and removes the work dir.
+    pub async fn close(mut self) {
+        self.shutdown().await;
+        if let Some(dir) = self.dead_dir.take() {
+            let _ = tokio::task::spawn_blocking(move || super::workdir::remove(&dir)).await;
+        }
+    }
+}
+
+impl Drop for PySession {
+    fn drop(&mut self) {
+        // `run`'s own guard kills the tree and removes the dir when the session is still alive.
+        if let Some(dir) = self.dead_dir.take() {
+            super::workdir::remove(&dir);
+        }
+    }
+}

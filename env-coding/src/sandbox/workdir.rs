@@ -1,0 +1,104 @@
+//! Per-execution work dirs: created fresh, owned by the execution's uid, removed without ever
+//! following a link the program planted (`remove_dir_all` uses `openat`/`unlinkat` with
+//! `O_NOFOLLOW` on Linux since Rust 1.58.1, CVE-2022-21658).
+
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+
+use super::SandboxError;
+
+/// Checks that `rel` is a plain relative path (no `..`, no root, no empty name).
+pub(crate) fn validate_rel(rel: &str) -> Result<PathBuf, SandboxError> {
+    let p = Path::new(rel);
+    let ok = !rel.is_empty()
+        && !rel.contains('\0')
+        && p.components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+        && p.components().any(|c| matches!(c, Component::Normal(_)));
+    if ok {
+        Ok(p.to_path_buf())
+    } else {
+        Err(SandboxError::InvalidPath(rel.to_string()))
+    }
+}
+
+fn wd_err(path: &Path) -> impl FnOnce(std::io::Error) -> SandboxError + '_ {
+    move |source| SandboxError::WorkDir {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Creates `dir` (mode 0700) with `files` in it, all owned by `owner` when given.
+pub(crate) fn create(
+    dir: &Path,
+    files: &[(PathBuf, &[u8])],
+    owner: Option<(u32, u32)>,
+) -> Result<(), SandboxError> {
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(dir)
+        .map_err(wd_err(dir))?;
+    let mut created = vec![dir.to_path_buf()];
+    for (rel, data) in files {
+        let path = dir.join(rel);
+        if let Some(parent) = path.parent() {
+            let mut cur = dir.to_path_buf();
+            if let Ok(rest) = parent.strip_prefix(dir) {
+                for c in rest.components() {
+                    cur.push(c);
+                    if !cur.exists() {
+                        std::fs::DirBuilder::new()
+                            .mode(0o755)
+                            .create(&cur)
+                            .map_err(wd_err(&cur))?;
+                        created.push(cur.clone());
+                    }
+                }
+            }
+        }
+        // O_EXCL|O_NOFOLLOW: the dir is fresh, but never write through a link anyway.
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .mode(0o644)
+            .open(&path)
+            .map_err(wd_err(&path))?;
+        f.write_all(data).map_err(wd_err(&path))?;
+        created.push(path);
+    }
+    if let Some((uid, gid)) = owner {
+        for p in &created {
+            std::os::unix::fs::lchown(p, Some(uid), Some(gid)).map_err(wd_err(p))?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes a work dir; symlinks inside are unlinked, never followed.
+pub(crate) fn remove(dir: &Path) {
+    // A program may have made its dirs unreadable (chmod 000); root ignores modes, others don't.
+    if let Err(e) = std::fs::remove_dir_all(dir)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+        if let Err(e) = std::fs::remove_dir_all(dir) {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot remove a sandbox work dir");
+        }
+    }
+}
+
+/// Picks the root under which this sandbox creates its work dirs.
+pub(crate) fn pick_root(configured: Option<&Path>) -> PathBuf {
+    if let Some(p) = configured {
+        return p.to_path_buf();
+    }
+    let shm = Path::new("/dev/shm");
+    // SAFETY: access() on a valid C string literal.
+    if shm.is_dir() && unsafe { libc::access(c"/dev/shm".as_ptr(), libc::W_OK) } == 0 {
+        return shm.to_path_buf();
+    }
+    std::env::temp_dir()
+}

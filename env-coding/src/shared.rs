@@ -1,0 +1,151 @@
+//! State shared by every env made from one `register`: the sandbox, the runtime handle, the
+//! configuration and loaded task sets; plus the per-env settings parsed from `make` kwargs.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use env_core::{ChaCha8Rng, EnvError, Kwargs, Options};
+use rand::Rng;
+use tokio::runtime::Handle;
+
+use crate::config::{CodingConfig, EnvKwargs, Mode};
+use crate::extract::ExtractMode;
+use crate::reward::run::EvalOptions;
+use crate::sandbox::{Limits, Sandbox};
+use crate::tasks::{Task, TaskSet};
+
+pub(crate) struct Shared {
+    pub sandbox: Arc<Sandbox>,
+    pub handle: Handle,
+    pub config: CodingConfig,
+    /// Task sets by the name given in `tasks` (loaded once, shared by every env).
+    task_sets: Mutex<HashMap<String, Arc<TaskSet>>>,
+}
+
+impl Shared {
+    pub fn new(
+        sandbox: Arc<Sandbox>,
+        handle: Handle,
+        config: CodingConfig,
+        default_tasks: TaskSet,
+    ) -> Self {
+        let mut sets = HashMap::new();
+        sets.insert(config.tasks.clone(), Arc::new(default_tasks));
+        Shared {
+            sandbox,
+            handle,
+            config,
+            task_sets: Mutex::new(sets),
+        }
+    }
+
+    fn task_set(&self, name: &str) -> Result<Arc<TaskSet>, EnvError> {
+        if let Some(set) = self
+            .task_sets
+            .lock()
+            .ok()
+            .and_then(|m| m.get(name).cloned())
+        {
+            return Ok(set);
+        }
+        // Loading happens outside the lock: a large file must not stall every other `make`.
+        let set = Arc::new(
+            TaskSet::load(name).map_err(|e| EnvError::InvalidKwargs(format!("tasks: {e}")))?,
+        );
+        if let Ok(mut m) = self.task_sets.lock() {
+            return Ok(m.entry(name.to_string()).or_insert(set).clone());
+        }
+        Ok(set)
+    }
+
+    /// Runs a sandbox future from synchronous env code.
+    pub fn block_on<F: std::future::Future>(&self, fut: F) -> Result<F::Output, EnvError> {
+        crate::runtime::block_on(&self.handle, fut).map_err(EnvError::Infrastructure)
+    }
+}
+
+/// What one env was made with.
+#[derive(Clone)]
+pub(crate) struct Settings {
+    pub tasks: Arc<TaskSet>,
+    pub mode: Mode,
+    pub extract: ExtractMode,
+    pub limits: Option<Limits>,
+    pub max_steps: Option<u32>,
+    pub per_test_timeout_ms: u64,
+}
+
+impl Settings {
+    pub fn from_kwargs(shared: &Shared, kwargs: &Kwargs) -> Result<Settings, EnvError> {
+        let kw = EnvKwargs::parse(kwargs).map_err(EnvError::InvalidKwargs)?;
+        let limits = kw
+            .limits(shared.sandbox.limits())
+            .map_err(EnvError::InvalidKwargs)?;
+        Ok(Settings {
+            tasks: shared.task_set(kw.tasks.as_deref().unwrap_or(&shared.config.tasks))?,
+            mode: kw.mode.unwrap_or(shared.config.mode),
+            extract: kw.extract.unwrap_or(shared.config.extract),
+            limits,
+            max_steps: kw.max_episode_steps,
+            per_test_timeout_ms: shared.config.per_test_timeout_ms,
+        })
+    }
+
+    pub fn eval_options(&self) -> EvalOptions {
+        EvalOptions {
+            limits: self.limits,
+            per_test_timeout_ms: self.per_test_timeout_ms,
+        }
+    }
+
+    /// The task of a `reset`: `options.task_id`, an inline `options.task`, or a seeded draw.
+    pub fn choose_task(
+        &self,
+        options: &Options,
+        rng: &mut ChaCha8Rng,
+    ) -> Result<Arc<Task>, EnvError> {
+        if let Some(k) = options
+            .keys()
+            .find(|k| !matches!(k.as_str(), "task_id" | "task"))
+        {
+            return Err(EnvError::InvalidOptions(format!(
+                "unknown option {k:?} (expected task_id or task)"
+            )));
+        }
+        match (options.get("task_id"), options.get("task")) {
+            (Some(_), Some(_)) => Err(EnvError::InvalidOptions(
+                "give task_id or task, not both".into(),
+            )),
+            (Some(id), None) => {
+                let id = match id {
+                    serde_json::Value::String(s) => s.clone(),
+                    serde_json::Value::Number(n) => n.to_string(),
+                    other => {
+                        return Err(EnvError::InvalidOptions(format!(
+                            "task_id must be a string, got {other}"
+                        )));
+                    }
+                };
+                self.tasks.get(&id).cloned().ok_or_else(|| {
+                    EnvError::InvalidOptions(format!(
+                        "unknown task {id:?} in {}",
+                        self.tasks.source()
+                    ))
+                })
+            }
+            (None, Some(task)) => Task::from_json(task.clone())
+                .map(Arc::new)
+                .map_err(|e| EnvError::InvalidOptions(format!("task: {e}"))),
+            (None, None) => {
+                if self.tasks.is_empty() {
+                    return Err(EnvError::InvalidOptions("the task set is empty".into()));
+                }
+                let i = rng.random_range(0..self.tasks.len());
+                self.tasks
+                    .by_index(i)
+                    .cloned()
+                    .ok_or_else(|| EnvError::InvalidOptions("the task set is empty".into()))
+            }
+        }
+    }
+}

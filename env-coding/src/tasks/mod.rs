@@ -1,0 +1,341 @@
+//! Task sets: the native JSONL format and loaders for HumanEval and MBPP.
+//!
+//! # Native format (`schema_version` 1)
+//! JSON Lines. Either every task line carries `"schema_version": 1`, or the first line is a header
+//! `{"schema_version": 1}` (optionally with `"name"` and `"description"`) and task lines omit it.
+//! Blank lines and lines starting with `//` are skipped. A task line:
+//!
+//! ```json
+//! {"id": "sum-of-squares", "prompt": "...", "reward": {"version": 1, "components": [...]},
+//!  "reference_solution": "print(...)", "completion_prefix": null, "metadata": {"difficulty": "easy"}}
+//! ```
+//!
+//! `reward` is a [`RewardSpec`]; `reference_solution` is a whole program (checked by `codegym tasks
+//! check`); `completion_prefix`, when set, is prepended to completions in `codegym evaluate` (the
+//! HumanEval convention: the completion follows the prompt).
+//!
+//! HumanEval (`task_id, prompt, canonical_solution, test, entry_point`) and MBPP (`task_id, text or
+//! prompt, code, test_list, test_setup_code`) files are recognised by their fields, as JSONL or a JSON
+//! array, optionally gzip-compressed (detected by the magic bytes, whatever the file name).
+
+mod foreign;
+mod native;
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::reward::RewardSpec;
+
+pub use native::NATIVE_SCHEMA_VERSION;
+
+/// The bundled example set (`env-coding/tasks/examples.jsonl`).
+pub const BUILTIN_EXAMPLES: &str = include_str!("../../tasks/examples.jsonl");
+
+/// The name that selects [`TaskSet::builtin_examples`] where a path is expected.
+pub const BUILTIN_EXAMPLES_NAME: &str = "builtin:examples";
+
+/// One coding task.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Task {
+    pub id: String,
+    /// What the model is asked (the observation of `reset`).
+    pub prompt: String,
+    pub reward: RewardSpec,
+    /// A complete program that solves the task.
+    pub reference_solution: Option<String>,
+    /// Prepended to completions (HumanEval convention).
+    pub completion_prefix: Option<String>,
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Task {
+    /// A task from its native JSON form (the `options.task` of `reset`); `schema_version` optional.
+    pub fn from_json(value: serde_json::Value) -> Result<Task, String> {
+        native::parse_task(value, None)
+    }
+
+    /// The program scored for `completion` (HumanEval convention).
+    pub fn program_from_completion(&self, completion: &str) -> String {
+        match &self.completion_prefix {
+            Some(prefix) => format!("{prefix}{completion}"),
+            None => completion.to_string(),
+        }
+    }
+}
+
+/// Where a task file failed to load.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}: {message}")]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+    #[error("{path}: no tasks")]
+    Empty { path: PathBuf },
+}
+
+/// The file formats [`TaskSet::load`] recognises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskFormat {
+    Native,
+    HumanEval,
+    Mbpp,
+}
+
+/// An ordered set of tasks with unique ids.
+#[derive(Debug, Clone)]
+pub struct TaskSet {
+    tasks: Vec<Arc<Task>>,
+    index: HashMap<String, usize>,
+    format: TaskFormat,
+    source: String,
+}
+
+impl TaskSet {
+    /// Loads a task file, detecting the format; `builtin:examples` is the bundled set.
+    pub fn load(path: impl AsRef<Path>) -> Result<TaskSet, TaskError> {
+        let path = path.as_ref();
+        if path.as_os_str() == BUILTIN_EXAMPLES_NAME {
+            return Ok(Self::builtin_examples());
+        }
+        let io = |source| TaskError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let raw = std::fs::read(path).map_err(io)?;
+        let bytes = if raw.starts_with(&[0x1f, 0x8b]) {
+            let mut out = Vec::new();
+            flate2::read::MultiGzDecoder::new(raw.as_slice())
+                .read_to_end(&mut out)
+                .map_err(io)?;
+            out
+        } else {
+            raw
+        };
+        let text = String::from_utf8(bytes).map_err(|e| TaskError::Parse {
+            path: path.to_path_buf(),
+            line: 0,
+            message: format!("not UTF-8: {e}"),
+        })?;
+        Self::parse(&text, path)
+    }
+
+    /// Parses task-file text; `path` only names the source in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<TaskSet, TaskError> {
+        let err = |line: usize, message: String| TaskError::Parse {
+            path: path.to_path_buf(),
+            line,
+            message,
+        };
+        let records = records(text).map_err(|(line, m)| err(line, m))?;
+        let Some((_, first)) = records.first() else {
+            return Err(TaskError::Empty {
+                path: path.to_path_buf(),
+            });
+        };
+        let format = detect(first);
+        let tasks = match format {
+            TaskFormat::Native => {
+                native::parse_records(records).map_err(|(line, m)| err(line, m))?
+            }
+            TaskFormat::HumanEval => records
+                .into_iter()
+                .map(|(line, v)| {
+                    foreign::humaneval(v)
+                        .map(|t| (line, t))
+                        .map_err(|m| err(line, m))
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+            TaskFormat::Mbpp => records
+                .into_iter()
+                .map(|(line, v)| {
+                    foreign::mbpp(v)
+                        .map(|t| (line, t))
+                        .map_err(|m| err(line, m))
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+        };
+        Self::from_tasks(tasks, format, path.display().to_string())
+            .map_err(|(line, m)| err(line, m))?
+            .non_empty(path)
+    }
+
+    fn non_empty(self, path: &Path) -> Result<TaskSet, TaskError> {
+        if self.tasks.is_empty() {
+            Err(TaskError::Empty {
+                path: path.to_path_buf(),
+            })
+        } else {
+            Ok(self)
+        }
+    }
+
+    /// `(line, task)` pairs into a set; a duplicate id is an error at its line.
+    fn from_tasks(
+        tasks: Vec<(usize, Task)>,
+        format: TaskFormat,
+        source: String,
+    ) -> Result<TaskSet, (usize, String)> {
+        let mut set = TaskSet {
+            tasks: Vec::new(),
+            index: HashMap::new(),
+            format,
+            source,
+        };
+        for (line, task) in tasks {
+            if set.index.contains_key(&task.id) {
+                return Err((line, format!("duplicate task id {:?}", task.id)));
+            }
+            set.index.insert(task.id.clone(), set.tasks.len());
+            set.tasks.push(Arc::new(task));
+        }
+        Ok(set)
+    }
+
+    /// The bundled example tasks.
+    pub fn builtin_examples() -> TaskSet {
+        match Self::parse(BUILTIN_EXAMPLES, Path::new(BUILTIN_EXAMPLES_NAME)) {
+            Ok(set) => set,
+            // The file is compiled in and parsed by a unit test, so this is unreachable in a build
+            // that passed its tests; an empty set keeps it from panicking regardless.
+            Err(e) => {
+                tracing::error!(error = %e, "the bundled example tasks do not parse");
+                TaskSet {
+                    tasks: Vec::new(),
+                    index: HashMap::new(),
+                    format: TaskFormat::Native,
+                    source: BUILTIN_EXAMPLES_NAME.into(),
+                }
+            }
+        }
+    }
+
+    pub fn ids(&self) -> impl Iterator<Item = &str> {
+        self.tasks.iter().map(|t| t.id.as_str())
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Arc<Task>> {
+        self.index.get(id).map(|&i| &self.tasks[i])
+    }
+
+    /// The task at position `i` (file order).
+    pub fn by_index(&self, i: usize) -> Option<&Arc<Task>> {
+        self.tasks.get(i)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Task>> {
+        self.tasks.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.tasks.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tasks.is_empty()
+    }
+
+    pub fn format(&self) -> TaskFormat {
+        self.format
+    }
+
+    /// The file (or `builtin:examples`) the set came from.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+}
+
+/// JSON records with their 1-based line numbers: JSON Lines (blank and `//` lines skipped), or a JSON
+/// array, whose records are numbered by position instead.
+fn records(text: &str) -> Result<Vec<(usize, serde_json::Value)>, (usize, String)> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if text.trim_start().starts_with('[') {
+        let values: Vec<serde_json::Value> = serde_json::from_str(text)
+            .map_err(|e| (e.line(), format!("invalid JSON array: {e}")))?;
+        return Ok(values
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| (i + 1, v))
+            .collect());
+    }
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let trimmed = line.trim();
+        if trimmed.is_empty() || trimmed.starts_with("//") {
+            continue;
+        }
+        let value: serde_json::Value =
+            serde_json::from_str(trimmed).map_err(|e| (i + 1, format!("invalid JSON: {e}")))?;
+        if !value.is_object() {
+            return Err((i + 1, "expected a JSON object".into()));
+        }
+        out.push((i + 1, value));
+    }
+    Ok(out)
+}
+
+fn detect(first: &serde_json::Value) -> TaskFormat {
+    let has = |k: &str| first.get(k).is_some();
+    if has("schema_version") || has("reward") {
+        TaskFormat::Native
+    } else if has("entry_point") && has("test") {
+        TaskFormat::HumanEval
+    } else if has("test_list") {
+        TaskFormat::Mbpp
+    } else {
+        TaskFormat::Native
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_examples_parse() {
+        let set = TaskSet::parse(BUILTIN_EXAMPLES, Path::new("examples.jsonl")).unwrap();
+        assert!((10..=20).contains(&set.len()), "{}", set.len());
+        assert!(set.iter().all(|t| t.reference_solution.is_some()));
+        assert_eq!(TaskSet::builtin_examples().len(), set.len());
+        assert!(set.get("sum-of-squares").is_some());
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        let text = "{\"schema_version\": 1}\n\n{\"id\": \"a\", \"prompt\": \"p\", \"reward\": {\"version\": 1, \"components\": [{\"type\": \"exit_code\"}]}}\n{oops\n";
+        let e = TaskSet::parse(text, Path::new("t.jsonl"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("t.jsonl:4: invalid JSON"), "{e}");
+    }
+
+    #[test]
+    fn duplicate_ids_and_empty_files() {
+        let line = "{\"schema_version\": 1, \"id\": \"a\", \"prompt\": \"p\", \"reward\": {\"version\": 1, \"components\": [{\"type\": \"exit_code\"}]}}";
+        let e = TaskSet::parse(&format!("{line}\n{line}\n"), Path::new("d.jsonl")).unwrap_err();
+        assert!(
+            e.to_string().contains("d.jsonl:2: duplicate task id"),
+            "{e}"
+        );
+        assert!(matches!(
+            TaskSet::parse("\n\n", Path::new("e")),
+            Err(TaskError::Empty { .. })
+        ));
+        assert!(matches!(
+            TaskSet::parse("{\"schema_version\": 1}\n", Path::new("e")),
+            Err(TaskError::Empty { .. })
+        ));
+    }
+}

@@ -1,0 +1,270 @@
+//! Legitimate programs under the sandbox: they must work, with all isolation layers on.
+
+use std::sync::OnceLock;
+
+use env_coding::sandbox::{ExecOutcome, ExecRequest, Limits, Sandbox, SandboxConfig};
+
+fn sandbox() -> &'static Sandbox {
+    static SB: OnceLock<Sandbox> = OnceLock::new();
+    SB.get_or_init(|| match Sandbox::new(SandboxConfig::default()) {
+        Ok(sb) => sb,
+        Err(e) => panic!("sandbox setup failed: {e}"),
+    })
+}
+
+async fn run(src: &str) -> ExecOutcome {
+    run_req(ExecRequest::new(src)).await
+}
+
+async fn run_req(req: ExecRequest) -> ExecOutcome {
+    match sandbox().run(req).await {
+        Ok(o) => o,
+        Err(e) => panic!("infrastructure error: {e}"),
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[tokio::test]
+async fn prints_and_exits_zero() {
+    let o = run("print('hello')").await;
+    assert_eq!(o.exit_code, Some(0), "stderr: {}", text(&o.stderr));
+    assert_eq!(o.stdout, b"hello\n");
+    assert!(o.success());
+    assert!(!o.timed_out && !o.memory_exceeded);
+}
+
+#[tokio::test]
+async fn exit_codes_and_exceptions() {
+    let o = run("import sys; sys.exit(3)").await;
+    assert_eq!(o.exit_code, Some(3));
+    assert!(!o.success());
+    let o = run("raise ValueError('boom')").await;
+    assert_eq!(o.exit_code, Some(1));
+    assert!(text(&o.stderr).contains("ValueError: boom"));
+    let o = run("import os; os._exit(7)").await;
+    assert_eq!(o.exit_code, Some(7));
+}
+
+#[tokio::test]
+async fn stdin_is_fed_and_closed() {
+    let mut req =
+        ExecRequest::new("import sys\ndata = sys.stdin.read()\nprint(len(data), data.upper())");
+    req.stdin = Some(b"abc".to_vec());
+    let o = run_req(req).await;
+    assert_eq!(text(&o.stdout), "3 ABC\n", "stderr: {}", text(&o.stderr));
+    // No stdin: reads see EOF immediately.
+    let o = run("import sys; print(repr(sys.stdin.read()))").await;
+    assert_eq!(text(&o.stdout), "''\n");
+}
+
+#[tokio::test]
+async fn large_stdin_larger_than_a_pipe_buffer() {
+    let mut req = ExecRequest::new("import sys; print(len(sys.stdin.buffer.read()))");
+    req.stdin = Some(vec![b'x'; 1 << 20]);
+    let o = run_req(req).await;
+    assert_eq!(text(&o.stdout), format!("{}\n", 1 << 20));
+}
+
+#[tokio::test]
+async fn threads_and_subprocess_of_sys_executable() {
+    let src = r#"
+import threading, subprocess, sys
+out = []
+ts = [threading.Thread(target=lambda i=i: out.append(i * i)) for i in range(8)]
+[t.start() for t in ts]; [t.join() for t in ts]
+print(sum(out))
+r = subprocess.run([sys.executable, "-c", "print(6 * 7)"], capture_output=True, text=True)
+print(r.stdout.strip(), r.returncode)
+"#;
+    let o = run(src).await;
+    assert_eq!(
+        text(&o.stdout),
+        "140\n42 0\n",
+        "stderr: {}",
+        text(&o.stderr)
+    );
+}
+
+#[tokio::test]
+async fn tempfile_and_work_dir_files() {
+    let mut req = ExecRequest::new(
+        "import tempfile, os\nfrom helper import double\nwith tempfile.NamedTemporaryFile('w', delete=False) as f: f.write('t')\nprint(double(21), open('data/in.txt').read(), os.path.exists(f.name))\nopen('out.txt', 'w').write('x' * 10)\nprint(os.path.getsize('out.txt'))",
+    );
+    req.files = vec![
+        (
+            "helper.py".into(),
+            b"def double(x):\n    return 2 * x\n".to_vec(),
+        ),
+        ("data/in.txt".into(), b"payload".to_vec()),
+    ];
+    let o = run_req(req).await;
+    assert_eq!(
+        text(&o.stdout),
+        "42 payload True\n10\n",
+        "stderr: {}",
+        text(&o.stderr)
+    );
+}
+
+#[tokio::test]
+async fn invalid_request_paths_are_errors() {
+    for bad in ["../x", "/etc/passwd", "", "a/../../b", "main.py"] {
+        let mut req = ExecRequest::new("print(1)");
+        req.files = vec![(bad.to_string(), b"x".to_vec())];
+        assert!(sandbox().run(req).await.is_err(), "{bad:?} accepted");
+    }
+}
+
+#[tokio::test]
+async fn large_output_is_captured_up_to_the_cap() {
+    let o = run("print('a' * 50000)").await;
+    assert_eq!(o.stdout.len(), 50001);
+    assert!(!o.stdout_truncated);
+    let mut req = ExecRequest::new(
+        "import sys\nfor _ in range(100): sys.stdout.write('b' * 10000)\nprint('done', file=sys.stderr)",
+    );
+    req.limits = Some(Limits {
+        stdout_cap: 1000,
+        ..Limits::default()
+    });
+    let o = run_req(req).await;
+    assert_eq!(o.stdout, vec![b'b'; 1000]);
+    assert!(o.stdout_truncated);
+    assert_eq!(o.exit_code, Some(0));
+    assert_eq!(text(&o.stderr), "done\n");
+}
+
+#[tokio::test]
+async fn invalid_utf8_is_preserved_in_bytes() {
+    let o = run("import sys; sys.stdout.buffer.write(b'\\xff\\xfeok\\n')").await;
+    assert_eq!(o.stdout, b"\xff\xfeok\n");
+    let r = o.to_execution_result();
+    assert_eq!(r.stdout, "\u{fffd}\u{fffd}ok\n");
+    assert_eq!(r.exit_code, Some(0));
+}
+
+#[tokio::test]
+async fn imports_much_of_the_stdlib() {
+    let src = "import json, re, collections, itertools, functools, math, random, decimal, fractions, heapq, bisect, \
+               datetime, statistics, string, textwrap, typing, dataclasses, enum, io, csv, sqlite3, hashlib, base64, \
+               struct, array, copy, pickle, zlib, gzip, unittest, asyncio, concurrent.futures, multiprocessing, \
+               argparse, logging, pathlib, shutil, glob, time, uuid, secrets, operator, contextlib, abc, numbers, \
+               inspect, ast, dis, pprint, difflib, xml.etree.ElementTree, html, email, urllib.parse, socket, ssl, select\n\
+               con = sqlite3.connect(':memory:'); con.execute('create table t(x)'); print('ok')";
+    let o = run(src).await;
+    assert_eq!(text(&o.stdout), "ok\n", "stderr: {}", text(&o.stderr));
+}
+
+#[tokio::test]
+async fn measures_cpu_wall_and_memory() {
+    let o = run("x = bytearray(64 << 20)\ns = 0\nfor i in range(3_000_000): s += i\nprint(s > 0)")
+        .await;
+    assert_eq!(text(&o.stdout), "True\n");
+    assert!(o.cpu_ms > 0, "{o:?}");
+    assert!(o.wall_ms > 0);
+    assert!(o.peak_rss >= 64 << 20, "peak {}", o.peak_rss);
+}
+
+#[tokio::test]
+async fn concurrent_runs_are_independent() {
+    let mut tasks = Vec::new();
+    for i in 0..6 {
+        tasks.push(tokio::spawn(async move {
+            let o = sandbox()
+                .run(ExecRequest::new(format!(
+                    "open('f', 'w').write('{i}'); print(open('f').read())"
+                )))
+                .await;
+            (i, o)
+        }));
+    }
+    for t in tasks {
+        let (i, o) = t.await.expect("task");
+        let o = o.expect("run");
+        assert_eq!(text(&o.stdout), format!("{i}\n"));
+    }
+}
+
+#[tokio::test]
+async fn session_keeps_state_and_is_isolated_from_other_sessions() {
+    let sb = sandbox();
+    let mut a = sb.open_session(None).await.expect("session a");
+    let mut b = sb.open_session(None).await.expect("session b");
+    let o = a
+        .exec(
+            "import math\nx = 41\nopen('notes.txt', 'w').write('kept')",
+            None,
+        )
+        .await
+        .expect("exec");
+    assert_eq!(o.exit_code, Some(0), "stderr: {}", text(&o.stderr));
+    let o = a
+        .exec(
+            "x += 1\nprint(x, math.pi > 3, open('notes.txt').read())",
+            None,
+        )
+        .await
+        .expect("exec");
+    assert_eq!(
+        text(&o.stdout),
+        "42 True kept\n",
+        "stderr: {}",
+        text(&o.stderr)
+    );
+    assert!(a.work_dir().join("notes.txt").exists());
+    let o = b
+        .exec(
+            "print('x' in globals())\nimport os\nprint(os.path.exists('notes.txt'))",
+            None,
+        )
+        .await
+        .expect("exec");
+    assert_eq!(text(&o.stdout), "False\nFalse\n");
+    // Errors and stdin per cell; the session survives an exception.
+    let o = a.exec("raise KeyError('k')", None).await.expect("exec");
+    assert_eq!(o.exit_code, Some(1));
+    assert!(text(&o.stderr).contains("KeyError"));
+    let o = a
+        .exec(
+            "import sys; print(sys.stdin.read()[::-1], x)",
+            Some(b"abc".to_vec()),
+        )
+        .await
+        .expect("exec");
+    assert_eq!(text(&o.stdout), "cba 42\n");
+    assert!(a.is_alive());
+    let dir = a.work_dir().to_path_buf();
+    a.close().await;
+    assert!(!dir.exists(), "session dir left behind");
+    b.close().await;
+}
+
+#[tokio::test]
+async fn session_dies_on_timeout() {
+    let limits = Limits {
+        cpu_ms: 1000,
+        wall_ms: 5000,
+        ..Limits::default()
+    };
+    let mut s = sandbox().open_session(Some(limits)).await.expect("session");
+    let o = s.exec("while True: pass", None).await.expect("exec");
+    assert!(o.timed_out, "{o:?}");
+    assert!(!s.is_alive());
+    assert!(s.exec("print(1)", None).await.is_err());
+}
+
+#[test]
+fn isolation_report_is_strict_here() {
+    let report = sandbox().isolation();
+    let shown = report.to_string();
+    assert!(shown.contains("isolation level"), "{shown}");
+    // This image is root with namespaces, seccomp, Landlock and v1 cgroups (see notes/sandbox.md).
+    assert_eq!(
+        report.level,
+        env_coding::sandbox::IsolationLevel::Strict,
+        "{shown}"
+    );
+}

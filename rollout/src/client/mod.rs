@@ -1,0 +1,339 @@
+//! The policy: an OpenAI-compatible `/v1/chat/completions` client over reqwest (rustls) with
+//! retries, per-endpoint rate limits and several endpoints.
+//!
+//! The API key is read once from the environment and only ever placed in the `Authorization`
+//! header: it is not logged, not part of any record, and never reaches environments.
+
+mod limiter;
+pub mod response;
+pub mod retry;
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::config::ModelConfig;
+use crate::dataset::record::{AttemptError, ChatMessage, ErrorKind, ErrorRecord, ModelCall};
+pub use response::Completion;
+
+/// Response bodies kept in error messages are cut to this many bytes.
+const ERROR_BODY_CHARS: usize = 500;
+
+/// A client that cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("invalid base URL {0:?}")]
+    BaseUrl(String),
+    #[error("cannot build the HTTP client: {0}")]
+    Http(String),
+}
+
+/// An API key; its `Debug` never shows it.
+#[derive(Clone)]
+struct Secret(String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
+/// One chat request: the conversation, optional tools and the sampling seed.
+#[derive(Debug, Clone, Copy)]
+pub struct ChatRequest<'a> {
+    pub messages: &'a [ChatMessage],
+    /// OpenAI tool definitions (`[{"type":"function","function":{...}}]`).
+    pub tools: Option<&'a serde_json::Value>,
+    pub seed: Option<u64>,
+}
+
+/// The outcome of one call: the record of what happened and, on success, the completion.
+#[derive(Debug, Clone)]
+pub struct CallOutcome {
+    pub call: ModelCall,
+    pub completion: Option<Completion>,
+}
+
+/// The chat completions client shared by every episode of a run.
+#[derive(Debug)]
+pub struct ChatClient {
+    http: reqwest::Client,
+    endpoints: Vec<Endpoint>,
+    key: Option<Secret>,
+    config: ModelConfig,
+}
+
+#[derive(Debug)]
+struct Endpoint {
+    base_url: String,
+    completions_url: reqwest::Url,
+    limiter: Option<limiter::RateLimiter>,
+}
+
+impl ChatClient {
+    /// Builds the client; reads the API key from the first set variable of `api_key_env`.
+    pub fn new(config: &ModelConfig) -> Result<Self, ClientError> {
+        let key = config
+            .api_key_env
+            .iter()
+            .find_map(|name| std::env::var(name).ok().filter(|v| !v.trim().is_empty()))
+            .map(|v| Secret(v.trim().to_string()));
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs_f64(config.connect_timeout_secs))
+            .pool_max_idle_per_host(1024)
+            .build()
+            .map_err(|e| ClientError::Http(e.to_string()))?;
+        let endpoints = config
+            .base_urls
+            .iter()
+            .map(|base| {
+                let trimmed = base.trim_end_matches('/');
+                let url = reqwest::Url::parse(&format!("{trimmed}/chat/completions"))
+                    .map_err(|_| ClientError::BaseUrl(base.clone()))?;
+                Ok(Endpoint {
+                    base_url: trimmed.to_string(),
+                    completions_url: url,
+                    limiter: config
+                        .requests_per_minute
+                        .map(limiter::RateLimiter::per_minute),
+                })
+            })
+            .collect::<Result<Vec<_>, ClientError>>()?;
+        if endpoints.is_empty() {
+            return Err(ClientError::BaseUrl(String::new()));
+        }
+        Ok(ChatClient {
+            http,
+            endpoints,
+            key,
+            config: config.clone(),
+        })
+    }
+
+    /// Number of endpoints.
+    pub fn endpoint_count(&self) -> usize {
+        self.endpoints.len()
+    }
+
+    /// Base URL of endpoint `i` (modulo the count).
+    pub fn endpoint_url(&self, i: usize) -> &str {
+        &self.endpoints[i % self.endpoints.len()].base_url
+    }
+
+    /// Whether an API key was found.
+    pub fn has_api_key(&self) -> bool {
+        self.key.is_some()
+    }
+
+    /// The JSON body of a request: model, messages, sampling params, tools, then extra fields.
+    pub fn request_body(&self, req: &ChatRequest<'_>) -> serde_json::Value {
+        let s = &self.config.sampling;
+        let mut map = serde_json::Map::new();
+        let mut put = |k: &str, v: serde_json::Value| {
+            map.insert(k.to_string(), v);
+        };
+        put("model", json!(self.config.model));
+        put("messages", json!(req.messages));
+        if let Some(v) = s.temperature {
+            put("temperature", json!(v));
+        }
+        if let Some(v) = s.top_p {
+            put("top_p", json!(v));
+        }
+        if let Some(v) = s.max_tokens {
+            put("max_tokens", json!(v));
+        }
+        if let Some(v) = &s.stop {
+            put("stop", json!(v));
+        }
+        if let Some(v) = s.logprobs {
+            put("logprobs", json!(v));
+        }
+        if let Some(v) = s.top_logprobs {
+            put("top_logprobs", json!(v));
+        }
+        if let Some(seed) = req.seed {
+            put("seed", json!(seed));
+        }
+        if let Some(tools) = req.tools {
+            put("tools", tools.clone());
+        }
+        for (k, v) in &s.extra_body {
+            put(k, v.clone());
+        }
+        serde_json::Value::Object(map)
+    }
+
+    /// Sends one request to endpoint `endpoint`, retrying per the SDK convention while
+    /// `retry_budget` (the episode's remaining retries) lasts.
+    pub async fn chat(
+        &self,
+        endpoint: usize,
+        req: &ChatRequest<'_>,
+        retry_budget: &mut u32,
+    ) -> CallOutcome {
+        let ep = &self.endpoints[endpoint % self.endpoints.len()];
+        let body = self.request_body(req);
+        let start = Instant::now();
+        let cap = Duration::from_millis(self.config.backoff_max_ms);
+        let initial = Duration::from_millis(self.config.backoff_initial_ms);
+        let mut call = ModelCall {
+            latency_ms: 0,
+            attempts: 0,
+            request_seed: req.seed,
+            finish_reason: None,
+            usage: None,
+            served_model: None,
+            retries: Vec::new(),
+            error: None,
+            tokens: None,
+        };
+        loop {
+            call.attempts += 1;
+            if let Some(l) = &ep.limiter {
+                l.acquire().await;
+            }
+            let failure = match self.attempt(ep, &body).await {
+                Ok(completion) => {
+                    call.finish_reason = completion.finish_reason.clone();
+                    call.usage = completion.usage;
+                    call.served_model = completion.served_model.clone();
+                    call.tokens = completion.tokens.clone();
+                    call.latency_ms = millis(start.elapsed());
+                    return CallOutcome {
+                        call,
+                        completion: Some(completion),
+                    };
+                }
+                Err(f) => f,
+            };
+            let retry = failure
+                .should_retry
+                .unwrap_or_else(|| retry::is_retryable(failure.error.kind));
+            let out_of_attempts = call.attempts > self.config.max_retries;
+            if !retry || out_of_attempts || *retry_budget == 0 {
+                let mut error = failure.error;
+                if retry && !out_of_attempts {
+                    error.message = format!(
+                        "episode retry budget used up; last error: {}",
+                        error.message
+                    );
+                    error.kind = ErrorKind::RetryBudgetExhausted;
+                }
+                tracing::debug!(kind = error.kind.as_str(), status = ?error.status, "model call failed");
+                call.error = Some(error);
+                call.latency_ms = millis(start.elapsed());
+                return CallOutcome {
+                    call,
+                    completion: None,
+                };
+            }
+            *retry_budget -= 1;
+            let (delay, server_delay) = match failure.server_delay {
+                Some(d) => (d, true),
+                None => (retry::backoff(call.attempts, initial, cap), false),
+            };
+            tracing::debug!(
+                kind = failure.error.kind.as_str(),
+                attempt = call.attempts,
+                delay_ms = millis(delay),
+                "retrying model call"
+            );
+            call.retries.push(AttemptError {
+                attempt: call.attempts,
+                kind: failure.error.kind,
+                status: failure.error.status,
+                message: failure.error.message,
+                backoff_ms: millis(delay),
+                server_delay,
+            });
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    async fn attempt(
+        &self,
+        ep: &Endpoint,
+        body: &serde_json::Value,
+    ) -> Result<Completion, Failure> {
+        let mut request = self
+            .http
+            .post(ep.completions_url.clone())
+            .timeout(Duration::from_secs_f64(self.config.request_timeout_secs))
+            .json(body);
+        if let Some(key) = &self.key {
+            request = request.bearer_auth(&key.0);
+        }
+        let response = request.send().await.map_err(Failure::transport)?;
+        let status = response.status();
+        let headers = response.headers().clone();
+        let text = response.text().await.map_err(Failure::transport)?;
+        if status.is_success() {
+            return response::parse_completion(&text).map_err(|(kind, message)| Failure {
+                error: ErrorRecord {
+                    kind,
+                    status: Some(status.as_u16()),
+                    message,
+                },
+                // A 2xx that is not a completion is recorded, not retried: the server answered.
+                should_retry: Some(false),
+                server_delay: None,
+            });
+        }
+        let cap = Duration::from_millis(self.config.backoff_max_ms);
+        Err(Failure {
+            error: ErrorRecord {
+                kind: retry::classify_status(status, &text),
+                status: Some(status.as_u16()),
+                message: format!("HTTP {status}: {}", cut(&text, ERROR_BODY_CHARS)),
+            },
+            should_retry: retry::should_retry_header(&headers),
+            server_delay: retry::server_delay(&headers, cap),
+        })
+    }
+}
+
+/// A failed attempt.
+struct Failure {
+    error: ErrorRecord,
+    /// `x-should-retry` or a decision made while classifying; `None`: decide by kind.
+    should_retry: Option<bool>,
+    server_delay: Option<Duration>,
+}
+
+impl Failure {
+    fn transport(e: reqwest::Error) -> Self {
+        let kind = if e.is_timeout() {
+            ErrorKind::RequestTimeout
+        } else {
+            ErrorKind::Connect
+        };
+        // Without the URL: it is ours, and keeping messages short keeps records small.
+        let message = format!("{}", e.without_url());
+        Failure {
+            error: ErrorRecord {
+                kind,
+                status: None,
+                message,
+            },
+            should_retry: None,
+            server_delay: None,
+        }
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The first `max` bytes of `s`, cut at a character boundary.
+pub(crate) fn cut(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}

@@ -1,0 +1,219 @@
+//! Parsing a chat completion body leniently but honestly: whatever the server returned is kept,
+//! nothing is invented, and a body that is not a usable completion is an error of its own kind.
+
+use serde::Deserialize;
+
+use crate::dataset::record::{
+    ChatMessage, ErrorKind, FunctionCall, Role, TokenData, TokenSource, ToolCall, Usage,
+};
+
+/// A usable completion.
+#[derive(Debug, Clone)]
+pub struct Completion {
+    pub message: ChatMessage,
+    pub finish_reason: Option<String>,
+    pub usage: Option<Usage>,
+    pub served_model: Option<String>,
+    pub tokens: Option<TokenData>,
+}
+
+#[derive(Deserialize)]
+struct RawCompletion {
+    #[serde(default)]
+    model: Option<String>,
+    choices: Vec<RawChoice>,
+    #[serde(default)]
+    usage: Option<serde_json::Value>,
+    /// vLLM with `return_token_ids`.
+    #[serde(default)]
+    prompt_token_ids: Option<Vec<u32>>,
+}
+
+#[derive(Deserialize)]
+struct RawChoice {
+    #[serde(default)]
+    message: Option<RawMessage>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+    #[serde(default)]
+    logprobs: Option<RawLogprobs>,
+    /// vLLM with `return_token_ids`.
+    #[serde(default)]
+    token_ids: Option<Vec<u32>>,
+}
+
+#[derive(Deserialize)]
+struct RawMessage {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<RawToolCall>>,
+    #[serde(default, alias = "reasoning")]
+    reasoning_content: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RawToolCall {
+    #[serde(default)]
+    id: Option<String>,
+    function: RawFunction,
+}
+
+#[derive(Deserialize)]
+struct RawFunction {
+    name: String,
+    /// A JSON string per the spec; some providers send the object itself.
+    #[serde(default)]
+    arguments: serde_json::Value,
+}
+
+#[derive(Deserialize)]
+struct RawLogprobs {
+    #[serde(default)]
+    content: Option<Vec<RawTokenLogprob>>,
+}
+
+#[derive(Deserialize)]
+struct RawTokenLogprob {
+    token: String,
+    logprob: f64,
+}
+
+/// Parses a 2xx body. Errors are `(kind, message)`.
+pub fn parse_completion(body: &str) -> Result<Completion, (ErrorKind, String)> {
+    let raw: RawCompletion = serde_json::from_str(body).map_err(|e| {
+        (
+            ErrorKind::MalformedResponse,
+            format!("not a chat completion: {e}"),
+        )
+    })?;
+    let served_model = raw.model;
+    let usage = raw.usage.as_ref().map(parse_usage);
+    let Some(choice) = raw.choices.into_iter().next() else {
+        return Err((
+            ErrorKind::EmptyChoice,
+            "the completion has no choices".into(),
+        ));
+    };
+    let Some(msg) = choice.message else {
+        return Err((
+            ErrorKind::EmptyChoice,
+            "the first choice has no message".into(),
+        ));
+    };
+    let tool_calls: Vec<ToolCall> = msg
+        .tool_calls
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| ToolCall {
+            id: c
+                .id
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| format!("call_{i}")),
+            kind: "function".to_string(),
+            function: FunctionCall {
+                name: c.function.name,
+                arguments: match c.function.arguments {
+                    serde_json::Value::String(s) => s,
+                    serde_json::Value::Null => String::new(),
+                    other => other.to_string(),
+                },
+            },
+        })
+        .collect();
+    if msg.content.is_none() && tool_calls.is_empty() {
+        return Err((
+            ErrorKind::EmptyChoice,
+            "the message has neither content nor tool calls".into(),
+        ));
+    }
+    let mut tokens = TokenData::default();
+    if let Some(content) = choice.logprobs.and_then(|l| l.content) {
+        tokens.logprobs_source = Some(TokenSource::OpenaiLogprobs);
+        tokens.logprobs = Some(content.iter().map(|t| t.logprob).collect());
+        tokens.completion_tokens = Some(content.into_iter().map(|t| t.token).collect());
+    }
+    if choice.token_ids.is_some() || raw.prompt_token_ids.is_some() {
+        tokens.token_ids_source = Some(TokenSource::VllmTokenIds);
+        tokens.completion_token_ids = choice.token_ids;
+        tokens.prompt_token_ids = raw.prompt_token_ids;
+    }
+    let has_tokens = tokens.logprobs_source.is_some() || tokens.token_ids_source.is_some();
+    Ok(Completion {
+        message: ChatMessage {
+            role: Role::Assistant,
+            content: msg.content,
+            tool_calls: (!tool_calls.is_empty()).then_some(tool_calls),
+            tool_call_id: None,
+            reasoning_content: msg.reasoning_content,
+        },
+        finish_reason: choice.finish_reason,
+        usage,
+        served_model,
+        tokens: has_tokens.then_some(tokens),
+    })
+}
+
+/// Reads `usage`, tolerating nulls and missing counts.
+fn parse_usage(v: &serde_json::Value) -> Usage {
+    let n = |k: &str| v.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
+    let (prompt, completion) = (n("prompt_tokens"), n("completion_tokens"));
+    let total = v
+        .get("total_tokens")
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(prompt + completion);
+    Usage {
+        prompt_tokens: prompt,
+        completion_tokens: completion,
+        total_tokens: total,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_tokens_only_when_returned() {
+        let body = r#"{"model":"m","choices":[{"message":{"role":"assistant","content":"hi"},
+            "finish_reason":"stop","logprobs":{"content":[{"token":"hi","logprob":-0.5}]},
+            "token_ids":[7]}],"prompt_token_ids":[1,2],"usage":{"prompt_tokens":2,"completion_tokens":1}}"#;
+        let c = parse_completion(body).unwrap();
+        let t = c.tokens.unwrap();
+        assert_eq!(t.logprobs, Some(vec![-0.5]));
+        assert_eq!(t.completion_token_ids, Some(vec![7]));
+        assert_eq!(t.prompt_token_ids, Some(vec![1, 2]));
+        assert_eq!(c.usage.unwrap().total_tokens, 3);
+        let plain = r#"{"choices":[{"message":{"content":"hi"}}]}"#;
+        assert!(parse_completion(plain).unwrap().tokens.is_none());
+    }
+
+    #[test]
+    fn classifies_unusable_bodies() {
+        assert_eq!(
+            parse_completion("{oops").unwrap_err().0,
+            ErrorKind::MalformedResponse
+        );
+        assert_eq!(
+            parse_completion(r#"{"choices":[]}"#).unwrap_err().0,
+            ErrorKind::EmptyChoice
+        );
+        assert_eq!(
+            parse_completion(r#"{"choices":[{"message":{"content":null}}]}"#)
+                .unwrap_err()
+                .0,
+            ErrorKind::EmptyChoice
+        );
+    }
+
+    #[test]
+    fn accepts_object_arguments_and_missing_ids() {
+        let body = r#"{"choices":[{"message":{"content":null,"tool_calls":[
+            {"type":"function","function":{"name":"run_python","arguments":{"code":"print(1)"}}}]}}]}"#;
+        let c = parse_completion(body).unwrap();
+        let call = &c.message.tool_calls.unwrap()[0];
+        assert_eq!(call.id, "call_0");
+        assert_eq!(call.function.arguments, r#"{"code":"print(1)"}"#);
+    }
+}

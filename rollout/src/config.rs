@@ -1,0 +1,234 @@
+//! `RolloutConfig`: everything a rollout run needs, as one serde document (`--config FILE.json`);
+//! the CLI maps its flags onto it. Secrets are never part of it: only the *name* of the environment
+//! variable holding the API key is, so the config can be written into the dataset's manifest as is.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::dataset::record::{EpisodeMode, SamplingParams};
+
+/// Default OpenAI-compatible endpoint: the Hugging Face router.
+pub const DEFAULT_BASE_URL: &str = "https://router.huggingface.co/v1";
+
+/// A whole rollout run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RolloutConfig {
+    /// Environment id (`codegym/Python-v0`).
+    pub env_id: String,
+    /// Kwargs of `make` (e.g. `{"mode": "session"}`).
+    pub env_kwargs: serde_json::Map<String, serde_json::Value>,
+    /// Task ids to run; empty means every task the caller resolved from its task set.
+    pub tasks: Vec<String>,
+    /// Episodes per task (a group).
+    pub samples: u32,
+    /// Episodes in flight at once.
+    pub concurrency: usize,
+    /// Run seed; per-episode seeds derive from it, the task id and the sample index.
+    pub seed: u64,
+    /// Wall-clock limit of one episode, in seconds (model calls and env steps included).
+    pub episode_timeout_secs: f64,
+    pub model: ModelConfig,
+    pub episode: EpisodeConfig,
+    /// gRPC addresses of `codegym serve` instances (`http://host:port`); empty runs environments
+    /// in-process.
+    pub env_servers: Vec<String>,
+    pub output: OutputConfig,
+}
+
+impl Default for RolloutConfig {
+    fn default() -> Self {
+        RolloutConfig {
+            env_id: "codegym/Python-v0".to_string(),
+            env_kwargs: serde_json::Map::new(),
+            tasks: Vec::new(),
+            samples: 1,
+            concurrency: 64,
+            seed: 0,
+            episode_timeout_secs: 600.0,
+            model: ModelConfig::default(),
+            episode: EpisodeConfig::default(),
+            env_servers: Vec::new(),
+            output: OutputConfig::default(),
+        }
+    }
+}
+
+/// The policy: which model, where, how to sample and how to survive faults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelConfig {
+    /// Model name, passed through untouched (`org/model:provider`, `org/model:fastest`).
+    pub model: String,
+    /// Base URLs of OpenAI-compatible endpoints (ending in `/v1`). Several are used round-robin,
+    /// with each episode (and where possible its group) pinned to one.
+    pub base_urls: Vec<String>,
+    /// Environment variables to read the API key from, first set one wins. Empty list: no key.
+    pub api_key_env: Vec<String>,
+    pub sampling: SamplingParams,
+    /// Timeout of one HTTP attempt, in seconds.
+    pub request_timeout_secs: f64,
+    /// TCP connect timeout, in seconds.
+    pub connect_timeout_secs: f64,
+    /// Retries of one request (attempts = 1 + this).
+    pub max_retries: u32,
+    /// Retries allowed over a whole episode, across its requests.
+    pub episode_retry_budget: u32,
+    /// First backoff step, in milliseconds; doubled per attempt, full jitter.
+    pub backoff_initial_ms: u64,
+    /// Backoff cap, in milliseconds (also the cap on a server's `retry-after`).
+    pub backoff_max_ms: u64,
+    /// Requests per minute per endpoint; `None` for no limit.
+    pub requests_per_minute: Option<u32>,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        ModelConfig {
+            model: String::new(),
+            base_urls: vec![DEFAULT_BASE_URL.to_string()],
+            api_key_env: vec!["HF_TOKEN".to_string(), "OPENAI_API_KEY".to_string()],
+            sampling: SamplingParams::default(),
+            request_timeout_secs: 600.0,
+            connect_timeout_secs: 10.0,
+            max_retries: 5,
+            episode_retry_budget: 20,
+            backoff_initial_ms: 500,
+            backoff_max_ms: 60_000,
+            requests_per_minute: None,
+        }
+    }
+}
+
+/// How one episode is played.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EpisodeConfig {
+    pub mode: EpisodeMode,
+    /// Model calls per episode at most.
+    pub max_turns: u32,
+    /// Keep at most this many messages after the system and task messages when calling the model
+    /// (the record always keeps the full conversation). `None`: no cap.
+    pub max_history_messages: Option<usize>,
+    /// Characters of stdout and of stderr shown to the model in feedback (head and tail kept).
+    pub feedback_max_chars: usize,
+    pub prompts: Prompts,
+}
+
+impl Default for EpisodeConfig {
+    fn default() -> Self {
+        EpisodeConfig {
+            mode: EpisodeMode::CodeBlock,
+            max_turns: 3,
+            max_history_messages: None,
+            feedback_max_chars: 2_000,
+            prompts: Prompts::default(),
+        }
+    }
+}
+
+/// Prompt templates. Placeholders in braces are replaced: `{prompt}` (the task's observation text),
+/// and in feedback `{exit_code}`, `{stdout}`, `{stderr}`, `{status}`, `{reward}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Prompts {
+    /// System prompt of code-block mode.
+    pub system: String,
+    /// System prompt of tools mode.
+    pub tools_system: String,
+    /// First user message.
+    pub task: String,
+    /// User message after each execution in code-block mode (tools mode answers with tool
+    /// messages holding the same fields).
+    pub feedback: String,
+}
+
+impl Default for Prompts {
+    fn default() -> Self {
+        Prompts {
+            system: "You are an expert Python programmer. Solve the task. Put your complete solution \
+                     in a single ```python fenced code block; it is executed and checked. If it fails \
+                     you will see the output and may try again."
+                .to_string(),
+            tools_system: "You are an expert Python programmer. Solve the task using the tools: \
+                           run_python executes code and checks it. When the checks pass, or you are \
+                           done, answer without calling a tool."
+                .to_string(),
+            task: "{prompt}".to_string(),
+            feedback: "Your code was executed: {status}.\nexit code: {exit_code}\n\nstdout:\n\
+                       {stdout}\n\nstderr:\n{stderr}\n\nFix the problem and answer with the \
+                       complete corrected program in one ```python block."
+                .to_string(),
+        }
+    }
+}
+
+/// Where the dataset goes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OutputConfig {
+    /// The JSONL dataset; `FILE.manifest.json` and `FILE.summary.json` are written beside it.
+    pub out: PathBuf,
+    /// Continue an existing dataset: skip finished episodes, re-run errored and cancelled ones.
+    pub resume: bool,
+    /// Console output.
+    pub progress: ProgressMode,
+    /// Interval of log lines in `log` progress mode, in seconds (0 means 10).
+    pub log_interval_secs: f64,
+}
+
+/// How progress is shown.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProgressMode {
+    /// A progress bar when stderr is a terminal, log lines otherwise.
+    #[default]
+    Auto,
+    Bar,
+    Log,
+    Off,
+}
+
+/// A config that cannot run.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid rollout config: {0}")]
+pub struct ConfigError(pub String);
+
+impl RolloutConfig {
+    /// Checks values that serde accepts but the run cannot use.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: &str| Err(ConfigError(m.to_string()));
+        if self.model.model.trim().is_empty() {
+            return bad("model name is empty");
+        }
+        if self.model.base_urls.is_empty() {
+            return bad("no base URL");
+        }
+        if self.samples == 0 {
+            return bad("samples must be at least 1");
+        }
+        if self.concurrency == 0 {
+            return bad("concurrency must be at least 1");
+        }
+        if self.episode.max_turns == 0 {
+            return bad("max_turns must be at least 1");
+        }
+        for (name, v) in [
+            ("episode_timeout_secs", self.episode_timeout_secs),
+            ("request_timeout_secs", self.model.request_timeout_secs),
+            ("connect_timeout_secs", self.model.connect_timeout_secs),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(ConfigError(format!("{name} must be a positive number")));
+            }
+        }
+        if self.model.requests_per_minute == Some(0) {
+            return bad("requests_per_minute must be at least 1");
+        }
+        if self.output.out.as_os_str().is_empty() {
+            return bad("no output file");
+        }
+        Ok(())
+    }
+}

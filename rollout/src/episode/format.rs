@@ -1,0 +1,183 @@
+//! Text shown to the model: prompt templates, execution feedback (long output cut in the middle so
+//! both the start and the traceback at the end survive), and the tool definitions of tools mode.
+
+use env_core::{ExecutionResult, Value};
+use serde_json::json;
+
+/// Replaces `{name}` placeholders in one pass (substituted text is never re-scanned, so output that
+/// happens to contain `{stdout}` stays as is). Unknown placeholders are kept literally.
+pub fn render(template: &str, vars: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(template.len() + 256);
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let known = after.find('}').and_then(|close| {
+            let name = &after[..close];
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| (*v, close))
+        });
+        match known {
+            Some((value, close)) => {
+                out.push_str(value);
+                rest = &after[close + 1..];
+            }
+            None => {
+                out.push('{');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Keeps at most `max` characters: the head and the tail, with a marker saying how much was cut.
+pub fn truncate_middle(s: &str, max: usize) -> String {
+    let count = s.chars().count();
+    if count <= max {
+        return s.to_string();
+    }
+    let head = max / 2;
+    let tail = max - head;
+    let head_end = s.char_indices().nth(head).map_or(s.len(), |(i, _)| i);
+    let tail_start = s
+        .char_indices()
+        .nth(count - tail)
+        .map_or(s.len(), |(i, _)| i);
+    format!(
+        "{}\n... [{} characters cut] ...\n{}",
+        &s[..head_end],
+        count - max,
+        &s[tail_start..]
+    )
+}
+
+/// A one-line verdict of an execution.
+pub fn status(e: &ExecutionResult, solved: bool) -> String {
+    if solved {
+        "all checks passed".into()
+    } else if e.timed_out {
+        "the time limit was exceeded".into()
+    } else if e.memory_exceeded {
+        "the memory limit was exceeded".into()
+    } else if let Some(sig) = e.signal {
+        format!("the program was killed by signal {sig}")
+    } else if e.exit_code == Some(0) {
+        "the program ran but the task is not solved".into()
+    } else {
+        "the program failed".into()
+    }
+}
+
+/// The feedback message after an execution, from the `feedback` template.
+pub fn feedback(
+    template: &str,
+    obs: &Value,
+    reward: f64,
+    solved: bool,
+    max_chars: usize,
+) -> String {
+    match obs {
+        Value::Execution(e) => {
+            let exit = e
+                .exit_code
+                .map_or_else(|| "none".to_string(), |c| c.to_string());
+            let stdout = truncate_middle(&e.stdout, max_chars);
+            let stderr = truncate_middle(&e.stderr, max_chars);
+            let reward = format!("{reward}");
+            render(
+                template,
+                &[
+                    ("status", &status(e, solved)),
+                    ("exit_code", &exit),
+                    ("stdout", &stdout),
+                    ("stderr", &stderr),
+                    ("reward", &reward),
+                ],
+            )
+        }
+        other => truncate_middle(&observation_text(other), max_chars),
+    }
+}
+
+/// The content of a tool message answering a call that produced `obs`.
+pub fn tool_result(obs: &Value, solved: bool, max_chars: usize) -> String {
+    match obs {
+        Value::Execution(e) => {
+            let exit = e
+                .exit_code
+                .map_or_else(|| "none".to_string(), |c| c.to_string());
+            format!(
+                "status: {}\nexit_code: {exit}\nstdout:\n{}\nstderr:\n{}",
+                status(e, solved),
+                truncate_middle(&e.stdout, max_chars),
+                truncate_middle(&e.stderr, max_chars)
+            )
+        }
+        other => truncate_middle(&observation_text(other), max_chars),
+    }
+}
+
+/// Text of a non-execution observation (the task prompt, a file's content).
+pub fn observation_text(obs: &Value) -> String {
+    match obs {
+        Value::Text(s) => s.clone(),
+        Value::Json(serde_json::Value::String(s)) => s.clone(),
+        Value::Json(v) => v.to_string(),
+        other => serde_json::to_string(other).unwrap_or_else(|_| other.kind().to_string()),
+    }
+}
+
+/// OpenAI tool definitions: `run_python`, plus `write_file` and `read_file` in session mode.
+pub fn tool_definitions(session: bool) -> serde_json::Value {
+    let function =
+        |name: &str, description: &str, properties: serde_json::Value, required: &[&str]| {
+            json!({"type": "function", "function": {"name": name, "description": description,
+            "parameters": {"type": "object", "properties": properties, "required": required}}})
+        };
+    let mut tools = vec![function(
+        "run_python",
+        "Run a complete Python program in a sandbox; the task's checks run with it. Returns the \
+         status, exit code, stdout and stderr.",
+        json!({"code": {"type": "string", "description": "The complete Python program."}}),
+        &["code"],
+    )];
+    if session {
+        tools.push(function(
+            "write_file",
+            "Write a text file in the working directory (kept between calls).",
+            json!({"path": {"type": "string"}, "content": {"type": "string"}}),
+            &["path", "content"],
+        ));
+        tools.push(function(
+            "read_file",
+            "Read a text file from the working directory.",
+            json!({"path": {"type": "string"}}),
+            &["path"],
+        ));
+    }
+    serde_json::Value::Array(tools)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_in_one_pass() {
+        let out = render("a {x} b {y} {unknown} {", &[("x", "{y}"), ("y", "2")]);
+        assert_eq!(out, "a {y} b 2 {unknown} {");
+    }
+
+    #[test]
+    fn truncates_in_the_middle_on_char_boundaries() {
+        let s = "é".repeat(10) + &"z".repeat(10);
+        let t = truncate_middle(&s, 6);
+        assert!(t.starts_with("ééé\n"));
+        assert!(t.ends_with("\nzzz"));
+        assert!(t.contains("14 characters cut"));
+        assert_eq!(truncate_middle("short", 10), "short");
+    }
+}

@@ -1,0 +1,168 @@
+//! One episode: make an env session, reset it on the task, then alternate model calls and env steps
+//! (code-block or tools mode, see [`turns`]) until the task is solved, the model stops, the turn
+//! limit, an error, the deadline or cancellation. Whatever happens, the result is a complete
+//! [`TrajectoryRecord`] with everything that happened up to that point.
+
+pub mod format;
+mod turns;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::backend::{EnvBackend, EnvSession};
+use crate::client::ChatClient;
+use crate::config::RolloutConfig;
+use crate::dataset::record::{
+    ChatMessage, EngineInfo, EpisodeKey, ErrorKind, ErrorRecord, ModelInfo, SCHEMA_VERSION,
+    StopReason, Timings, TrajectoryRecord, TurnRecord, Usage,
+};
+
+/// What every episode of a run shares.
+#[derive(Debug, Clone)]
+pub struct EpisodeContext {
+    pub client: Arc<ChatClient>,
+    pub backend: EnvBackend,
+    pub config: Arc<RolloutConfig>,
+    pub run_id: String,
+}
+
+/// Which episode to play and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EpisodePlan {
+    pub task_id: String,
+    pub sample_index: u32,
+    pub seed: u64,
+    /// Index of the LLM endpoint the episode is pinned to.
+    pub endpoint: usize,
+    /// Index of the env server (remote backend) the episode is pinned to.
+    pub env_route: usize,
+}
+
+/// How an episode ended.
+#[derive(Debug)]
+struct Ending {
+    stop: StopReason,
+    error: Option<ErrorRecord>,
+}
+
+impl Ending {
+    fn new(stop: StopReason) -> Self {
+        Ending { stop, error: None }
+    }
+
+    fn error(stop: StopReason, kind: ErrorKind, message: impl Into<String>) -> Self {
+        Ending {
+            stop,
+            error: Some(ErrorRecord {
+                kind,
+                status: None,
+                message: message.into(),
+            }),
+        }
+    }
+}
+
+/// The episode's progress; survives the drop of the driving future at a deadline or cancellation.
+#[derive(Debug, Default)]
+struct EpisodeState {
+    session: Option<EnvSession>,
+    messages: Vec<ChatMessage>,
+    turns: Vec<TurnRecord>,
+    total_reward: f64,
+    final_reward: f64,
+    solved: bool,
+    usage: Usage,
+    model_ms: u64,
+    env_ms: u64,
+    served_model: Option<String>,
+    retry_budget: u32,
+}
+
+/// Plays one episode to its end and returns its record. Never fails: failures are recorded.
+pub async fn run_episode(
+    ctx: &EpisodeContext,
+    plan: EpisodePlan,
+    cancel: &CancellationToken,
+) -> TrajectoryRecord {
+    let started = Instant::now();
+    let started_at_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let deadline =
+        tokio::time::Instant::now() + Duration::from_secs_f64(ctx.config.episode_timeout_secs);
+    let mut st = EpisodeState {
+        retry_budget: ctx.config.model.episode_retry_budget,
+        ..EpisodeState::default()
+    };
+    let ending = if cancel.is_cancelled() {
+        Ending::error(
+            StopReason::Cancelled,
+            ErrorKind::Cancelled,
+            "run interrupted before the episode started",
+        )
+    } else {
+        tokio::select! {
+            ending = turns::drive(ctx, &plan, &mut st) => ending,
+            () = tokio::time::sleep_until(deadline) => Ending::error(
+                StopReason::Timeout,
+                ErrorKind::EpisodeTimeout,
+                format!("episode deadline of {} s passed", ctx.config.episode_timeout_secs),
+            ),
+            () = cancel.cancelled() => Ending::error(StopReason::Cancelled, ErrorKind::Cancelled, "run interrupted"),
+        }
+    };
+    if let Some(session) = st.session.take() {
+        let t = Instant::now();
+        // A server that does not answer a close must not hold the episode's record back for long.
+        match tokio::time::timeout(Duration::from_secs(10), session.close()).await {
+            Ok(Err(e)) => tracing::debug!(error = %e, "closing the env session failed"),
+            Err(_) => tracing::debug!("closing the env session timed out"),
+            Ok(Ok(())) => {}
+        }
+        st.env_ms += millis(t.elapsed());
+    }
+    let key = EpisodeKey {
+        task_id: plan.task_id.clone(),
+        sample_index: plan.sample_index,
+    };
+    let config = &ctx.config;
+    TrajectoryRecord {
+        schema_version: SCHEMA_VERSION,
+        run_id: ctx.run_id.clone(),
+        episode_id: key.episode_id(),
+        group_id: format!("{}/{}", ctx.run_id, plan.task_id),
+        task_id: plan.task_id,
+        sample_index: plan.sample_index,
+        seed: plan.seed,
+        env_id: config.env_id.clone(),
+        env_kwargs: config.env_kwargs.clone(),
+        mode: config.episode.mode,
+        model: ModelInfo {
+            requested: config.model.model.clone(),
+            served: st.served_model,
+            endpoint: ctx.client.endpoint_url(plan.endpoint).to_string(),
+        },
+        sampling: config.model.sampling.clone(),
+        messages: st.messages,
+        turns: st.turns,
+        total_reward: st.total_reward,
+        final_reward: st.final_reward,
+        solved: st.solved,
+        stop_reason: ending.stop,
+        error: ending.error,
+        usage: st.usage,
+        timings: Timings {
+            started_at_ms,
+            wall_ms: millis(started.elapsed()),
+            model_ms: st.model_ms,
+            env_ms: st.env_ms,
+        },
+        engine: EngineInfo::default(),
+    }
+}
+
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,278 @@
+//! Scheduling a run: every (task, sample) episode not already in the dataset, at most `concurrency`
+//! in flight (a semaphore, so thousands in flight cost one task each, not batches), each pinned to
+//! an endpoint and an env server, written as soon as it finishes. Cancellation stops admission and
+//! ends in-flight episodes as `cancelled`; everything is flushed before returning.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::{Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use crate::backend::EnvBackend;
+use crate::client::{ChatClient, ClientError};
+use crate::config::{ConfigError, RolloutConfig};
+use crate::dataset::manifest::ManifestCounts;
+use crate::dataset::record::{EpisodeKey, TrajectoryRecord};
+use crate::dataset::{DatasetError, DatasetWriter, Manifest, scan, sidecar};
+use crate::episode::{EpisodeContext, EpisodePlan, run_episode};
+use crate::progress::Progress;
+use crate::seed::episode_seed;
+use crate::summary::{EpisodeStats, Summary, summarize};
+
+/// A run that could not start or could not write its dataset.
+#[derive(Debug, thiserror::Error)]
+pub enum RolloutError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error(transparent)]
+    Dataset(#[from] DatasetError),
+    #[error("{0} already has records: pass --resume to continue it, or choose another file")]
+    Exists(String),
+    #[error("no tasks to run")]
+    NoTasks,
+}
+
+/// Runs (or resumes) the rollout described by `config`, with environments from `backend`, until
+/// every episode has a record or `shutdown` fires. Returns the summary, also written next to the
+/// dataset.
+pub async fn run(
+    config: RolloutConfig,
+    backend: EnvBackend,
+    shutdown: CancellationToken,
+) -> Result<Summary, RolloutError> {
+    config.validate()?;
+    let started = Instant::now();
+    let mut seen = HashSet::new();
+    let tasks: Vec<String> = config
+        .tasks
+        .iter()
+        .filter(|t| seen.insert(t.as_str()))
+        .cloned()
+        .collect();
+    if tasks.is_empty() {
+        return Err(RolloutError::NoTasks);
+    }
+    let out = config.output.out.clone();
+    let manifest_path = sidecar(&out, ".manifest.json");
+    let previous = if config.output.resume {
+        scan(&out, true)?
+    } else {
+        let s = scan(&out, false)?;
+        if s.lines > 0 || s.repaired_bytes > 0 {
+            return Err(RolloutError::Exists(out.display().to_string()));
+        }
+        s
+    };
+    let old_manifest = if config.output.resume {
+        Manifest::load(&manifest_path)?
+    } else {
+        None
+    };
+    let now = now_ms();
+    let mut manifest = match old_manifest {
+        Some(mut m) => {
+            if m.config.seed != config.seed
+                || m.config.model.model != config.model.model
+                || m.config.env_id != config.env_id
+            {
+                tracing::warn!(
+                    "resuming with a different seed, model or env than the dataset was started with"
+                );
+            }
+            m.config = config.clone();
+            m.updated_at_ms = now;
+            m
+        }
+        None => {
+            let run_id = previous
+                .latest
+                .first()
+                .map_or_else(|| uuid::Uuid::new_v4().to_string(), |r| r.run_id.clone());
+            Manifest::new(run_id, &config, now)
+        }
+    };
+    let run_id = manifest.run_id.clone();
+    let task_set: HashSet<&str> = tasks.iter().map(String::as_str).collect();
+    let mut stats: BTreeMap<EpisodeKey, EpisodeStats> = previous
+        .latest
+        .iter()
+        .filter(|r| task_set.contains(r.task_id.as_str()) && r.sample_index < config.samples)
+        .map(|r| (r.key(), EpisodeStats::of(r)))
+        .collect();
+    let mut records = previous.lines;
+    let done: HashSet<EpisodeKey> = previous
+        .latest
+        .iter()
+        .filter(|r| !r.needs_rerun())
+        .map(TrajectoryRecord::key)
+        .collect();
+    drop(previous);
+
+    let client = Arc::new(ChatClient::new(&config.model)?);
+    let endpoints = client.endpoint_count();
+    let servers = match &backend {
+        EnvBackend::Remote(r) => r.server_count(),
+        EnvBackend::InProcess(_) => 1,
+    };
+    let plans = plan_episodes(&config, &tasks, &done, endpoints, servers);
+    let expected = tasks.len() as u64 * u64::from(config.samples);
+    manifest.counts = counts(&stats, &tasks, config.samples, records, expected);
+    manifest.save(&manifest_path)?;
+    tracing::info!(run_id = %run_id, to_run = plans.len(), already_done = done.len(), "starting rollout");
+
+    let config = Arc::new(config);
+    let ctx = EpisodeContext {
+        client,
+        backend,
+        config: config.clone(),
+        run_id: run_id.clone(),
+    };
+    let mut writer = DatasetWriter::open(&out).await?;
+    let mut progress = Progress::new(
+        config.output.progress,
+        plans.len() as u64,
+        config.output.log_interval_secs,
+    );
+    let (tx, mut rx) = mpsc::channel::<TrajectoryRecord>(1024);
+    let admission = tokio::spawn(admit(ctx, plans, tx, shutdown.clone()));
+
+    let mut this_run = 0u64;
+    let mut write_error = None;
+    while let Some(record) = rx.recv().await {
+        let s = EpisodeStats::of(&record);
+        progress.record(&s);
+        if let Err(e) = writer.append(&record).await {
+            // Without a dataset there is no point going on: stop admitting and drain.
+            tracing::error!(error = %e, "cannot write the dataset; stopping");
+            shutdown.cancel();
+            write_error.get_or_insert(e);
+            continue;
+        }
+        records += 1;
+        this_run += 1;
+        stats.insert(record.key(), s);
+    }
+    progress.finish();
+    if let Err(e) = admission.await {
+        tracing::error!(error = %e, "episode admission task failed");
+    }
+    writer.sync().await?;
+    if let Some(e) = write_error {
+        return Err(e.into());
+    }
+    let interrupted = shutdown.is_cancelled();
+    manifest.counts = counts(&stats, &tasks, config.samples, records, expected);
+    manifest.updated_at_ms = now_ms();
+    manifest.save(&manifest_path)?;
+    let elapsed = started.elapsed().as_secs_f64();
+    let summary = summarize(
+        &run_id,
+        &stats,
+        expected,
+        config.samples,
+        this_run,
+        elapsed,
+        interrupted,
+    );
+    crate::dataset::file::write_json_atomic(&sidecar(&out, ".summary.json"), &summary)?;
+    Ok(summary)
+}
+
+/// Episodes to run, in task-major order so a group's samples run close together. A group sticks to
+/// one endpoint and server when there are at least as many groups as endpoints; otherwise episodes
+/// are spread round-robin so every endpoint gets work.
+fn plan_episodes(
+    config: &RolloutConfig,
+    tasks: &[String],
+    done: &HashSet<EpisodeKey>,
+    endpoints: usize,
+    servers: usize,
+) -> Vec<EpisodePlan> {
+    let mut plans = Vec::new();
+    let mut ordinal = 0usize;
+    for (group, task) in tasks.iter().enumerate() {
+        for sample_index in 0..config.samples {
+            let route = |n: usize| {
+                if tasks.len() >= n {
+                    group % n
+                } else {
+                    ordinal % n
+                }
+            };
+            let plan = EpisodePlan {
+                task_id: task.clone(),
+                sample_index,
+                seed: episode_seed(config.seed, task, sample_index),
+                endpoint: route(endpoints),
+                env_route: route(servers),
+            };
+            ordinal += 1;
+            let key = EpisodeKey {
+                task_id: task.clone(),
+                sample_index,
+            };
+            if !done.contains(&key) {
+                plans.push(plan);
+            }
+        }
+    }
+    plans
+}
+
+/// Starts episodes as permits free up; stops admitting on shutdown. Each episode sends its record.
+async fn admit(
+    ctx: EpisodeContext,
+    plans: Vec<EpisodePlan>,
+    tx: mpsc::Sender<TrajectoryRecord>,
+    shutdown: CancellationToken,
+) {
+    let permits = Arc::new(Semaphore::new(ctx.config.concurrency));
+    let ctx = Arc::new(ctx);
+    for plan in plans {
+        let permit = tokio::select! {
+            biased;
+            () = shutdown.cancelled() => break,
+            p = permits.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+        };
+        let (ctx, tx, shutdown) = (ctx.clone(), tx.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            let record = run_episode(&ctx, plan, &shutdown).await;
+            // The receiver lives until every sender is gone; a failed send means the run is over.
+            let _ = tx.send(record).await;
+            drop(permit);
+        });
+    }
+}
+
+fn counts(
+    stats: &BTreeMap<EpisodeKey, EpisodeStats>,
+    tasks: &[String],
+    samples: u32,
+    records: u64,
+    expected: u64,
+) -> ManifestCounts {
+    let rerun = stats.values().filter(|s| !s.is_sample()).count() as u64;
+    ManifestCounts {
+        tasks: tasks.len() as u64,
+        samples,
+        expected_episodes: expected,
+        episodes: stats.len() as u64,
+        rerun_needed: rerun,
+        solved: stats.values().filter(|s| s.solved).count() as u64,
+        records,
+        complete: stats.len() as u64 == expected && rerun == 0,
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}

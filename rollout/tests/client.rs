@@ -1,0 +1,260 @@
+//! The chat client against the fake server: every fault kind, which ones are retried, server
+//! retry delays, the episode retry budget, and what is passed through and kept.
+
+use rollout::client::{CallOutcome, ChatClient, ChatRequest};
+use rollout::config::ModelConfig;
+use rollout::dataset::record::{ChatMessage, ErrorKind, Role, TokenSource};
+use rollout::fake_llm::{FakeLlm, FakeScript, Fault, FaultRule, Reply};
+
+fn model_config(base_url: &str) -> ModelConfig {
+    ModelConfig {
+        model: "org/model:fastest".into(),
+        base_urls: vec![base_url.to_string()],
+        api_key_env: Vec::new(),
+        backoff_initial_ms: 1,
+        backoff_max_ms: 2_000,
+        request_timeout_secs: 30.0,
+        max_retries: 5,
+        ..ModelConfig::default()
+    }
+}
+
+fn faults(rules: Vec<FaultRule>) -> FakeScript {
+    FakeScript {
+        faults: rules,
+        default_reply: Reply::Text("ok".into()),
+        ..FakeScript::default()
+    }
+}
+
+async fn call(client: &ChatClient, budget: &mut u32) -> CallOutcome {
+    let messages = [ChatMessage::text(Role::User, "hello")];
+    let req = ChatRequest {
+        messages: &messages,
+        tools: None,
+        seed: Some(42),
+    };
+    client.chat(0, &req, budget).await
+}
+
+#[tokio::test]
+async fn retries_server_errors_until_success() {
+    let server = FakeLlm::start(faults(vec![
+        FaultRule::at(Fault::Status(500), [0]),
+        FaultRule::at(Fault::Status(503), [1]),
+        FaultRule::at(Fault::Status(408), [2]),
+    ]))
+    .await
+    .unwrap();
+    let client = ChatClient::new(&model_config(&server.base_url())).unwrap();
+    let mut budget = 10;
+    let out = call(&client, &mut budget).await;
+    assert!(out.completion.is_some(), "{:?}", out.call.error);
+    assert_eq!(out.call.attempts, 4);
+    let statuses: Vec<_> = out.call.retries.iter().map(|r| r.status).collect();
+    assert_eq!(statuses, [Some(500), Some(503), Some(408)]);
+    assert!(
+        out.call
+            .retries
+            .iter()
+            .all(|r| r.kind == ErrorKind::ServerError && !r.server_delay)
+    );
+    assert_eq!(server.request_count(), 4);
+    assert_eq!(budget, 7);
+}
+
+#[tokio::test]
+async fn honours_retry_after_headers_within_the_cap() {
+    let server = FakeLlm::start(faults(vec![
+        FaultRule::at(
+            Fault::RateLimited {
+                retry_after_secs: None,
+                retry_after_ms: Some(30),
+            },
+            [0],
+        ),
+        FaultRule::at(
+            Fault::RateLimited {
+                retry_after_secs: Some(1),
+                retry_after_ms: None,
+            },
+            [1],
+        ),
+        // Beyond the 2 s cap: ignored in favour of backoff.
+        FaultRule::at(
+            Fault::RateLimited {
+                retry_after_secs: Some(3600),
+                retry_after_ms: None,
+            },
+            [2],
+        ),
+    ]))
+    .await
+    .unwrap();
+    let client = ChatClient::new(&model_config(&server.base_url())).unwrap();
+    let out = call(&client, &mut 10).await;
+    assert!(out.completion.is_some());
+    let r = &out.call.retries;
+    assert_eq!(r.len(), 3);
+    assert!(
+        r.iter()
+            .all(|a| a.kind == ErrorKind::RateLimited && a.status == Some(429))
+    );
+    assert_eq!((r[0].backoff_ms, r[0].server_delay), (30, true));
+    assert_eq!((r[1].backoff_ms, r[1].server_delay), (1000, true));
+    assert!(!r[2].server_delay);
+    assert!(r[2].backoff_ms <= 2_000);
+    assert_eq!(server.request_count(), 4);
+}
+
+#[tokio::test]
+async fn retries_timeouts_of_hanging_requests() {
+    let server = FakeLlm::start(faults(vec![FaultRule::at(Fault::Hang, [0])]))
+        .await
+        .unwrap();
+    let mut config = model_config(&server.base_url());
+    config.request_timeout_secs = 1.0;
+    let client = ChatClient::new(&config).unwrap();
+    let out = call(&client, &mut 10).await;
+    assert!(out.completion.is_some());
+    assert_eq!(out.call.retries.len(), 1);
+    assert_eq!(out.call.retries[0].kind, ErrorKind::RequestTimeout);
+    assert_eq!(server.request_count(), 2);
+}
+
+#[tokio::test]
+async fn retries_connect_errors_then_gives_up() {
+    // A port that was just free: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut config = model_config(&format!("http://127.0.0.1:{port}/v1"));
+    config.max_retries = 2;
+    let client = ChatClient::new(&config).unwrap();
+    let out = call(&client, &mut 10).await;
+    assert!(out.completion.is_none());
+    assert_eq!(out.call.attempts, 3);
+    assert_eq!(out.call.retries.len(), 2);
+    assert!(
+        out.call
+            .retries
+            .iter()
+            .all(|r| r.kind == ErrorKind::Connect)
+    );
+    assert_eq!(out.call.error.unwrap().kind, ErrorKind::Connect);
+}
+
+#[tokio::test]
+async fn does_not_retry_client_errors() {
+    for (fault, kind, status) in [
+        (Fault::Unauthorized, ErrorKind::Auth, 401),
+        (Fault::Status(400), ErrorKind::BadRequest, 400),
+        (Fault::Status(404), ErrorKind::NotFound, 404),
+        (Fault::ContextLength, ErrorKind::ContextLength, 400),
+        (Fault::QuotaExceeded, ErrorKind::QuotaExceeded, 429),
+        (Fault::NoRetryHeader, ErrorKind::ServerError, 500),
+    ] {
+        let server = FakeLlm::start(faults(vec![FaultRule::at(fault.clone(), [0])]))
+            .await
+            .unwrap();
+        let client = ChatClient::new(&model_config(&server.base_url())).unwrap();
+        let out = call(&client, &mut 10).await;
+        let error = out.call.error.expect("the call must fail");
+        assert_eq!(
+            (error.kind, error.status),
+            (kind, Some(status)),
+            "{fault:?}"
+        );
+        assert_eq!(out.call.attempts, 1, "{fault:?}");
+        assert!(out.call.retries.is_empty());
+        assert_eq!(server.request_count(), 1, "{fault:?}");
+    }
+}
+
+#[tokio::test]
+async fn records_malformed_and_empty_completions_as_model_errors() {
+    for (fault, kind) in [
+        (Fault::Malformed, ErrorKind::MalformedResponse),
+        (Fault::EmptyChoices, ErrorKind::EmptyChoice),
+    ] {
+        let server = FakeLlm::start(faults(vec![FaultRule::at(fault, [0])]))
+            .await
+            .unwrap();
+        let client = ChatClient::new(&model_config(&server.base_url())).unwrap();
+        let out = call(&client, &mut 10).await;
+        assert_eq!(out.call.error.unwrap().kind, kind);
+        assert_eq!(server.request_count(), 1);
+    }
+}
+
+#[tokio::test]
+async fn the_episode_retry_budget_bounds_retries() {
+    let server = FakeLlm::start(faults(vec![FaultRule::with_rate(Fault::Status(502), 1.0)]))
+        .await
+        .unwrap();
+    let client = ChatClient::new(&model_config(&server.base_url())).unwrap();
+    let mut budget = 2;
+    let out = call(&client, &mut budget).await;
+    assert_eq!(
+        out.call.error.unwrap().kind,
+        ErrorKind::RetryBudgetExhausted
+    );
+    assert_eq!(out.call.attempts, 3);
+    assert_eq!(budget, 0);
+    let again = call(&client, &mut budget).await;
+    assert_eq!(again.call.attempts, 1);
+    assert_eq!(server.request_count(), 4);
+}
+
+#[tokio::test]
+async fn passes_parameters_through_and_keeps_server_tokens() {
+    let server = FakeLlm::start(FakeScript {
+        default_reply: Reply::Text("abc".into()),
+        support_logprobs: true,
+        support_token_ids: true,
+        record_requests: true,
+        served_model: Some("org/model-provider-x".into()),
+        ..FakeScript::default()
+    })
+    .await
+    .unwrap();
+    let mut config = model_config(&server.base_url());
+    config.sampling.temperature = Some(0.7);
+    config.sampling.top_p = Some(0.9);
+    config.sampling.max_tokens = Some(64);
+    config.sampling.stop = Some(vec!["END".into()]);
+    config.sampling.logprobs = Some(true);
+    config.sampling.top_logprobs = Some(2);
+    config
+        .sampling
+        .extra_body
+        .insert("return_token_ids".into(), serde_json::json!(true));
+    let client = ChatClient::new(&config).unwrap();
+    let out = call(&client, &mut 10).await;
+    let body = &server.recorded_requests()[0];
+    assert_eq!(body["model"], "org/model:fastest");
+    assert_eq!(body["temperature"], 0.7);
+    assert_eq!(body["top_p"], 0.9);
+    assert_eq!(body["max_tokens"], 64);
+    assert_eq!(body["stop"], serde_json::json!(["END"]));
+    assert_eq!(body["seed"], 42);
+    assert_eq!(body["top_logprobs"], 2);
+    assert_eq!(body["return_token_ids"], true);
+    assert!(body.get("n").is_none());
+    assert_eq!(
+        out.call.served_model.as_deref(),
+        Some("org/model-provider-x")
+    );
+    let tokens = out.call.tokens.expect("the server returned tokens");
+    assert_eq!(tokens.logprobs_source, Some(TokenSource::OpenaiLogprobs));
+    assert_eq!(tokens.token_ids_source, Some(TokenSource::VllmTokenIds));
+    assert_eq!(tokens.completion_token_ids, Some(vec![97, 98, 99]));
+    assert_eq!(tokens.logprobs.map(|l| l.len()), Some(3));
+    assert!(tokens.prompt_token_ids.is_some_and(|p| !p.is_empty()));
+
+    // Without the request flags, nothing is invented.
+    let plain = ChatClient::new(&model_config(&server.base_url())).unwrap();
+    assert!(call(&plain, &mut 10).await.call.tokens.is_none());
+}

@@ -1,0 +1,330 @@
+//! Whole runs against the real coding env (sandboxed Python) and the fake model: both modes,
+//! exact episode counts, and the dataset's resume guarantees.
+
+mod support;
+
+use std::collections::HashSet;
+
+use rollout::dataset::record::{ActionRecord, EpisodeMode, Role, StopReason};
+use rollout::dataset::{read_latest, sidecar};
+use rollout::fake_llm::{FakeLlm, Fault, FaultRule};
+use rollout::{EnvBackend, run};
+use tokio_util::sync::CancellationToken;
+
+fn lines(path: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn code_block_run_writes_one_record_per_episode() {
+    let tasks = support::tasks(4);
+    let server = FakeLlm::start(support::script(&tasks, false))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run.jsonl");
+    let config = support::config(&server.base_url(), &tasks, 3, &out);
+    let summary = run(
+        config,
+        EnvBackend::InProcess(support::registry()),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+
+    let records = read_latest(&out).unwrap();
+    assert_eq!(lines(&out).len(), 12);
+    assert_eq!(records.len(), 12);
+    let keys: HashSet<_> = records.iter().map(|r| r.key()).collect();
+    assert_eq!(keys.len(), 12);
+    for r in &records {
+        assert_eq!(r.mode, EpisodeMode::CodeBlock);
+        assert_eq!(r.messages[0].role, Role::System);
+        assert_eq!(r.model.requested, "test-org/test-model:fastest");
+        let first_step = &r.turns[0].env_steps[0];
+        assert!(matches!(first_step.action, ActionRecord::CodeBlock { .. }));
+        assert!(first_step.execution.is_some(), "a real execution result");
+        assert!(first_step.reward_breakdown.is_some());
+        if support::solvable(&tasks, &r.task_id) {
+            assert_eq!(r.stop_reason, StopReason::Solved, "{}", r.episode_id);
+            assert!(r.solved && r.total_reward > 0.0);
+            assert_eq!(r.turns.len(), 1);
+        } else {
+            assert_eq!(r.stop_reason, StopReason::MaxTurns, "{}", r.episode_id);
+            assert!(!r.solved);
+            assert_eq!(r.turns.len(), 2);
+            // The second request saw the execution feedback of the first.
+            let feedback = r.messages[3].content.as_deref().unwrap();
+            assert_eq!(r.messages[3].role, Role::User);
+            assert!(feedback.contains("wrong answer"), "{feedback}");
+        }
+    }
+    // Distinct seeds within a group, and the same seed for the same key on every run.
+    let group: HashSet<_> = records
+        .iter()
+        .filter(|r| r.task_id == tasks[0].0)
+        .map(|r| r.seed)
+        .collect();
+    assert_eq!(group.len(), 3);
+    assert_eq!(server.request_count(), 6 + 12);
+    assert_eq!(summary.episodes, 12);
+    assert_eq!(summary.solved, 6);
+    assert_eq!(summary.pass_at_k["pass@1"], 0.5);
+    assert_eq!(summary.pass_at_k["pass@3"], 0.5);
+    assert!(sidecar(&out, ".manifest.json").exists());
+    let written: rollout::Summary =
+        serde_json::from_slice(&std::fs::read(sidecar(&out, ".summary.json")).unwrap()).unwrap();
+    assert_eq!(written.episodes, 12);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_run_follows_tool_calls_until_the_model_stops() {
+    let tasks = support::tasks(2);
+    let server = FakeLlm::start(support::script(&tasks, true)).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("tools.jsonl");
+    let mut config = support::config(&server.base_url(), &tasks, 2, &out);
+    config.episode.mode = EpisodeMode::Tools;
+    config.episode.max_turns = 4;
+    run(
+        config,
+        EnvBackend::InProcess(support::registry()),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+
+    let records = read_latest(&out).unwrap();
+    assert_eq!(records.len(), 4);
+    for r in &records {
+        let call = r.messages[2]
+            .tool_calls
+            .as_ref()
+            .expect("the model called a tool");
+        assert_eq!(call[0].function.name, "run_python");
+        assert!(matches!(
+            r.turns[0].env_steps[0].action,
+            ActionRecord::RunPython { .. }
+        ));
+        if support::solvable(&tasks, &r.task_id) {
+            assert_eq!(r.stop_reason, StopReason::Solved);
+            assert_eq!(r.turns.len(), 1);
+        } else {
+            // Tool result, then the model answered without a tool call.
+            assert_eq!(r.messages[3].role, Role::Tool);
+            assert_eq!(
+                r.messages[3].tool_call_id.as_deref(),
+                Some(call[0].id.as_str())
+            );
+            assert_eq!(r.stop_reason, StopReason::NoCode);
+            assert_eq!(r.turns.len(), 2);
+            assert_eq!(r.turns[1].model_call.finish_reason.as_deref(), Some("stop"));
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_skips_finished_episodes_and_reruns_errored_ones() {
+    let tasks = support::tasks(2);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("resume.jsonl");
+    let registry = support::registry();
+    // Run 1, one episode at a time: requests 1 and 2 get a 401, so exactly two episodes error.
+    let mut script = support::script(&tasks, false);
+    script.faults = vec![FaultRule::at(Fault::Unauthorized, [1, 2])];
+    let first = FakeLlm::start(script).await.unwrap();
+    let mut config = support::config(&first.base_url(), &tasks, 2, &out);
+    config.concurrency = 1;
+    config.episode.max_turns = 1;
+    let s1 = run(
+        config.clone(),
+        EnvBackend::InProcess(registry.clone()),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(s1.errors_by_kind.get("auth"), Some(&2));
+    let errored: Vec<_> = read_latest(&out)
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.needs_rerun())
+        .collect();
+    assert_eq!(errored.len(), 2);
+    let run_id = errored[0].run_id.clone();
+
+    // Run 2 resumes against a healthy server: only the two errored episodes run again.
+    let second = FakeLlm::start(support::script(&tasks, false))
+        .await
+        .unwrap();
+    config.model.base_urls = vec![second.base_url()];
+    config.output.resume = true;
+    let s2 = run(
+        config.clone(),
+        EnvBackend::InProcess(registry.clone()),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(second.request_count(), 2);
+    assert_eq!(s2.episodes_this_run, 2);
+    assert_eq!(lines(&out).len(), 6);
+    let latest = read_latest(&out).unwrap();
+    assert_eq!(latest.len(), 4);
+    assert!(
+        latest
+            .iter()
+            .all(|r| !r.needs_rerun() && r.run_id == run_id)
+    );
+    assert!(s2.errors_by_kind.is_empty());
+
+    // Run 3: nothing left to do.
+    run(
+        config,
+        EnvBackend::InProcess(registry),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(second.request_count(), 2);
+    assert_eq!(lines(&out).len(), 6);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_repairs_a_torn_last_line() {
+    let tasks = support::tasks(2);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("torn.jsonl");
+    let registry = support::registry();
+    let server = FakeLlm::start(support::script(&tasks, false))
+        .await
+        .unwrap();
+    let mut config = support::config(&server.base_url(), &tasks, 2, &out);
+    config.episode.max_turns = 1;
+    run(
+        config.clone(),
+        EnvBackend::InProcess(registry.clone()),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let requests = server.request_count();
+
+    // Simulate a kill -9 in the middle of writing the last record.
+    let mut all = lines(&out);
+    let last = all.pop().unwrap();
+    let mut text = all.join("\n") + "\n";
+    text.push_str(&last[..last.len() / 2]);
+    std::fs::write(&out, text).unwrap();
+    assert_eq!(
+        read_latest(&out).unwrap().len(),
+        3,
+        "readers skip the torn line"
+    );
+
+    config.output.resume = true;
+    run(
+        config.clone(),
+        EnvBackend::InProcess(registry.clone()),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(server.request_count(), requests + 1);
+    let after = lines(&out);
+    assert_eq!(after.len(), 4);
+    for line in &after {
+        serde_json::from_str::<rollout::dataset::record::TrajectoryRecord>(line).unwrap();
+    }
+    let keys: HashSet<_> = read_latest(&out).unwrap().iter().map(|r| r.key()).collect();
+    assert_eq!(keys.len(), 4);
+
+    // Without --resume an existing dataset is never appended to.
+    config.output.resume = false;
+    let err = run(
+        config,
+        EnvBackend::InProcess(registry),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, rollout::RolloutError::Exists(_)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancellation_marks_in_flight_episodes_and_resume_finishes_them() {
+    let tasks = support::tasks(2);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cancel.jsonl");
+    let registry = support::registry();
+    let mut script = support::script(&tasks, false);
+    script.faults = vec![FaultRule::with_rate(Fault::Hang, 1.0)];
+    let hanging = FakeLlm::start(script).await.unwrap();
+    let mut config = support::config(&hanging.base_url(), &tasks, 3, &out);
+    config.concurrency = 2;
+    let cancel = CancellationToken::new();
+    let handle = tokio::spawn(run(
+        config.clone(),
+        EnvBackend::InProcess(registry.clone()),
+        cancel.clone(),
+    ));
+    // Cancel once both admitted episodes are waiting on the model.
+    let waited = tokio::time::timeout(std::time::Duration::from_secs(120), async {
+        while hanging.request_count() < 2 {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(waited.is_ok(), "episodes never reached the model");
+    cancel.cancel();
+    let summary = handle.await.unwrap().unwrap();
+    assert!(summary.interrupted);
+    let records = read_latest(&out).unwrap();
+    assert_eq!(records.len(), 2, "only admitted episodes are written");
+    assert!(
+        records
+            .iter()
+            .all(|r| r.stop_reason == StopReason::Cancelled)
+    );
+
+    let healthy = FakeLlm::start(support::script(&tasks, false))
+        .await
+        .unwrap();
+    config.model.base_urls = vec![healthy.base_url()];
+    config.output.resume = true;
+    let done = run(
+        config,
+        EnvBackend::InProcess(registry),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(done.episodes, 6);
+    assert_eq!(done.episodes_this_run, 6);
+    assert!(read_latest(&out).unwrap().iter().all(|r| !r.needs_rerun()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_episode_deadline_ends_a_stuck_episode() {
+    let tasks = support::tasks(1);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("deadline.jsonl");
+    let mut script = support::script(&tasks, false);
+    script.faults = vec![FaultRule::with_rate(Fault::Hang, 1.0)];
+    let server = FakeLlm::start(script).await.unwrap();
+    let mut config = support::config(&server.base_url(), &tasks, 1, &out);
+    config.episode_timeout_secs = 1.0;
+    let summary = run(
+        config,
+        EnvBackend::InProcess(support::registry()),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let records = read_latest(&out).unwrap();
+    assert_eq!(records[0].stop_reason, StopReason::Timeout);
+    assert_eq!(summary.errors_by_kind.get("episode_timeout"), Some(&1));
+}

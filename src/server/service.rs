@@ -1,0 +1,239 @@
+//! `codegym.v1.EnvService`: the unary RPCs and `Evaluate`, plus the request parsing shared with the
+//! `Session` stream.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use env_core::{DynEnv, EnvSpec, EvalItem, Options, Value};
+use futures::Stream;
+use proto::convert::{self, ConvertError};
+use proto::v1;
+use tonic::{Request, Response, Status, Streaming};
+use tracing::Instrument;
+
+use super::State;
+use super::deadline;
+use super::sessions::Permit;
+use super::status::ServerError;
+
+/// The service implementation; cheap to clone.
+#[derive(Clone)]
+pub struct EnvServer {
+    pub(crate) state: Arc<State>,
+}
+
+impl EnvServer {
+    pub(crate) fn new(state: Arc<State>) -> Self {
+        EnvServer { state }
+    }
+}
+
+/// A fresh env for `make`, with its capacity slot. Creation runs on the blocking pool: constructors
+/// may load task files or probe a sandbox.
+pub(crate) async fn make_env(
+    state: &Arc<State>,
+    req: v1::MakeRequest,
+) -> Result<(Box<dyn DynEnv>, EnvSpec, Permit), ServerError> {
+    if state.shutdown.is_cancelled() {
+        return Err(ServerError::ShuttingDown);
+    }
+    let kwargs = convert::json_object(&req.kwargs_json, "kwargs_json")?;
+    let spec = state.registry.spec(&req.env_id)?.clone();
+    let permit = state.sessions.reserve()?;
+    let registry = state.registry.clone();
+    let env = tokio::task::spawn_blocking(move || registry.make(&req.env_id, &kwargs))
+        .await
+        .map_err(|_| ServerError::EnvPanicked)??;
+    Ok((env, spec, permit))
+}
+
+pub(crate) fn parse_reset(req: &v1::ResetRequest) -> Result<(Option<u64>, Options), ServerError> {
+    Ok((
+        req.seed,
+        convert::json_object(&req.options_json, "options_json")?,
+    ))
+}
+
+pub(crate) fn parse_action(req: v1::StepRequest) -> Result<Value, ServerError> {
+    Ok(convert::value_from_proto(
+        req.action.ok_or(ConvertError::Missing("action"))?,
+    )?)
+}
+
+pub(crate) fn make_response(state: &State, session_id: String, spec: &EnvSpec) -> v1::MakeResponse {
+    let evaluate = state.registry.supports_evaluate(&spec.id).unwrap_or(false);
+    v1::MakeResponse {
+        session_id,
+        spec: Some(convert::spec_to_proto(spec, evaluate)),
+    }
+}
+
+pub(crate) fn reset_response((obs, info): (Value, env_core::Info)) -> v1::ResetResponse {
+    v1::ResetResponse {
+        observation: Some(convert::value_to_proto(&obs)),
+        info_json: convert::json_text(&info),
+    }
+}
+
+type SessionStream = Pin<Box<dyn Stream<Item = Result<v1::SessionResponse, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl v1::env_service_server::EnvService for EnvServer {
+    async fn list_envs(
+        &self,
+        _req: Request<v1::ListEnvsRequest>,
+    ) -> Result<Response<v1::ListEnvsResponse>, Status> {
+        let registry = &self.state.registry;
+        let envs = registry
+            .specs()
+            .map(|spec| {
+                let evaluate = registry.supports_evaluate(&spec.id).unwrap_or(false);
+                convert::spec_to_proto(spec, evaluate)
+            })
+            .collect();
+        Ok(Response::new(v1::ListEnvsResponse { envs }))
+    }
+
+    #[tracing::instrument(name = "make", skip_all, fields(env_id = %req.get_ref().env_id, session_id))]
+    async fn make(
+        &self,
+        req: Request<v1::MakeRequest>,
+    ) -> Result<Response<v1::MakeResponse>, Status> {
+        let deadline = deadline::from_request(&req);
+        let state = &self.state;
+        let response = deadline::within(deadline, async {
+            let (env, spec, permit) = make_env(state, req.into_inner()).await?;
+            let session = state.sessions.insert(spec, env, permit);
+            tracing::Span::current().record("session_id", session.id.as_str());
+            tracing::debug!("session created");
+            Ok(make_response(state, session.id.clone(), &session.spec))
+        })
+        .await?;
+        Ok(Response::new(response))
+    }
+
+    #[tracing::instrument(name = "reset", skip_all, fields(session_id = %req.get_ref().session_id))]
+    async fn reset(
+        &self,
+        req: Request<v1::ResetRequest>,
+    ) -> Result<Response<v1::ResetResponse>, Status> {
+        let deadline = deadline::from_request(&req);
+        let req = req.into_inner();
+        let session = self.state.sessions.get(&req.session_id)?;
+        let (seed, options) = parse_reset(&req)?;
+        let out =
+            deadline::within(deadline, session.call(move |env| env.reset(seed, &options))).await?;
+        Ok(Response::new(reset_response(out)))
+    }
+
+    #[tracing::instrument(name = "step", skip_all, fields(session_id = %req.get_ref().session_id))]
+    async fn step(
+        &self,
+        req: Request<v1::StepRequest>,
+    ) -> Result<Response<v1::StepResponse>, Status> {
+        let deadline = deadline::from_request(&req);
+        let req = req.into_inner();
+        let session = self.state.sessions.get(&req.session_id)?;
+        let action = parse_action(req)?;
+        let step = deadline::within(deadline, session.call(move |env| env.step(action))).await?;
+        Ok(Response::new(convert::step_to_proto(&step)))
+    }
+
+    #[tracing::instrument(name = "close", skip_all, fields(session_id = %req.get_ref().session_id))]
+    async fn close(
+        &self,
+        req: Request<v1::CloseRequest>,
+    ) -> Result<Response<v1::CloseResponse>, Status> {
+        let closed = self.state.sessions.remove(&req.get_ref().session_id).await;
+        Ok(Response::new(v1::CloseResponse { closed }))
+    }
+
+    type SessionStream = SessionStream;
+
+    async fn session(
+        &self,
+        req: Request<Streaming<v1::SessionRequest>>,
+    ) -> Result<Response<Self::SessionStream>, Status> {
+        let span = tracing::info_span!("session_stream", session_id = tracing::field::Empty);
+        let rx = super::stream::spawn(self.state.clone(), req.into_inner(), span);
+        Ok(Response::new(Box::pin(rx)))
+    }
+
+    #[tracing::instrument(name = "evaluate", skip_all, fields(env_id = %req.get_ref().env_id, items = req.get_ref().items.len()))]
+    async fn evaluate(
+        &self,
+        req: Request<v1::EvaluateRequest>,
+    ) -> Result<Response<v1::EvaluateResponse>, Status> {
+        let deadline = deadline::from_request(&req);
+        let req = req.into_inner();
+        let limit = self.state.config.max_evaluate_items;
+        if req.items.len() > limit {
+            return Err(ServerError::TooLarge {
+                what: "Evaluate",
+                got: req.items.len(),
+                limit,
+            }
+            .into());
+        }
+        let evaluator = self
+            .state
+            .registry
+            .evaluator(&req.env_id)
+            .map_err(ServerError::from)?;
+        let kwargs =
+            convert::json_object(&req.kwargs_json, "kwargs_json").map_err(ServerError::from)?;
+
+        // A malformed item fails alone; the others are still evaluated.
+        let mut results: Vec<Option<Result<v1::StepResponse, ServerError>>> =
+            Vec::with_capacity(req.items.len());
+        let mut items = Vec::new();
+        for item in req.items {
+            match parse_item(item) {
+                Ok(item) => {
+                    items.push(item);
+                    results.push(None);
+                }
+                Err(e) => results.push(Some(Err(e))),
+            }
+        }
+        let evaluated = deadline::within(deadline, async move {
+            tokio::task::spawn_blocking(move || evaluator.evaluate(&kwargs, items))
+                .await
+                .map_err(|_| ServerError::EnvPanicked)?
+                .map_err(ServerError::from)
+        })
+        .in_current_span()
+        .await?;
+        let mut evaluated = evaluated.into_iter();
+        let results = results
+            .into_iter()
+            .map(|slot| {
+                let outcome = slot.unwrap_or_else(|| match evaluated.next() {
+                    Some(r) => r
+                        .map(|s| convert::step_to_proto(&s))
+                        .map_err(ServerError::from),
+                    None => Err(ServerError::EnvPanicked),
+                });
+                match outcome {
+                    Ok(step) => v1::EvaluateResult {
+                        step: Some(step),
+                        error: None,
+                    },
+                    Err(e) => v1::EvaluateResult {
+                        step: None,
+                        error: Some((&e).into()),
+                    },
+                }
+            })
+            .collect();
+        Ok(Response::new(v1::EvaluateResponse { results }))
+    }
+}
+
+fn parse_item(item: v1::EvaluateItem) -> Result<EvalItem, ServerError> {
+    Ok(EvalItem {
+        seed: item.seed,
+        options: convert::json_object(&item.options_json, "options_json")?,
+        action: convert::value_from_proto(item.action.ok_or(ConvertError::Missing("action"))?)?,
+    })
+}

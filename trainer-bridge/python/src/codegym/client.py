@@ -1,0 +1,356 @@
+"""Sync (`Client`) and asyncio (`AsyncClient`) clients of `codegym.v1.EnvService`.
+
+Every unary call has a deadline (`timeout` seconds; `evaluate_timeout` for batch scoring, which runs
+programs). Failures raise `CodegymError` with the gRPC status code.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from codegym._errors import CodegymError, from_in_band, from_rpc_error
+from codegym._values import decode_value, encode_value, parse_json_object
+from codegym.v1 import env_pb2 as pb
+from codegym.v1 import env_pb2_grpc as pb_grpc
+
+# Observations of coding envs carry program output; the default 4 MiB is too tight for a batch.
+_CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ("grpc.max_send_message_length", 64 * 1024 * 1024),
+]
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """Gymnasium's step tuple, also unpackable as `obs, reward, terminated, truncated, info`."""
+
+    observation: Any
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict
+
+    def __iter__(self):
+        return iter((self.observation, self.reward, self.terminated, self.truncated, self.info))
+
+
+@dataclass(frozen=True)
+class EvalItem:
+    """One independent reset + step for `evaluate`."""
+
+    action: Any
+    options: Mapping[str, Any] | None = None
+    seed: int | None = None
+
+
+def _dumps(obj: Mapping[str, Any] | None) -> str:
+    return json.dumps(dict(obj)) if obj else ""
+
+
+def _step_result(resp: pb.StepResponse) -> StepResult:
+    return StepResult(
+        decode_value(resp.observation),
+        float(resp.reward),
+        bool(resp.terminated),
+        bool(resp.truncated),
+        parse_json_object(resp.info_json),
+    )
+
+
+def _eval_request(env_id: str, items: Iterable[EvalItem], kwargs: Mapping[str, Any] | None) -> pb.EvaluateRequest:
+    return pb.EvaluateRequest(
+        env_id=env_id,
+        kwargs_json=_dumps(kwargs),
+        items=[
+            pb.EvaluateItem(seed=i.seed, options_json=_dumps(i.options), action=encode_value(i.action)) for i in items
+        ],
+    )
+
+
+def _eval_results(resp: pb.EvaluateResponse) -> list[StepResult | CodegymError]:
+    out: list[StepResult | CodegymError] = []
+    for r in resp.results:
+        out.append(from_in_band(r.error, "Evaluate") if r.HasField("error") else _step_result(r.step))
+    return out
+
+
+def _session_result(resp: pb.SessionResponse, expected: int, owner):
+    """Decodes one `SessionResponse`; remembers the spec on `owner` so steps encode by action space."""
+    if resp.request_id != expected:
+        raise CodegymError(grpc.StatusCode.INTERNAL, f"response {resp.request_id} for request {expected}", "Session")
+    kind = resp.WhichOneof("kind")
+    if kind == "error":
+        raise from_in_band(resp.error, "Session")
+    if kind == "make":
+        owner.spec = resp.make.spec
+        owner.action_space = resp.make.spec.action_space
+        return resp.make.session_id, resp.make.spec
+    if kind == "reset":
+        return decode_value(resp.reset.observation), parse_json_object(resp.reset.info_json)
+    if kind == "step":
+        return _step_result(resp.step)
+    if kind == "close":
+        return bool(resp.close.closed)
+    raise CodegymError(grpc.StatusCode.INTERNAL, f"unexpected response kind {kind!r}", "Session")
+
+
+class Client:
+    """Blocking client. Use as a context manager, or call `close_channel()`."""
+
+    def __init__(self, address: str, *, timeout: float = 30.0, evaluate_timeout: float = 600.0) -> None:
+        self.address = address
+        self.timeout = timeout
+        self.evaluate_timeout = evaluate_timeout
+        self._channel = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
+        self._stub = pb_grpc.EnvServiceStub(self._channel)
+
+    def _call(self, name: str, request, timeout: float | None = None):
+        try:
+            return getattr(self._stub, name)(request, timeout=timeout or self.timeout)
+        except grpc.RpcError as err:
+            raise from_rpc_error(err, name) from None
+
+    def list_envs(self) -> list[pb.EnvSpec]:
+        return list(self._call("ListEnvs", pb.ListEnvsRequest()).envs)
+
+    def make(self, env_id: str, **kwargs: Any) -> tuple[str, pb.EnvSpec]:
+        """Creates a session; returns `(session_id, spec)`."""
+        resp = self._call("Make", pb.MakeRequest(env_id=env_id, kwargs_json=_dumps(kwargs)))
+        return resp.session_id, resp.spec
+
+    def reset(self, session_id: str, seed: int | None = None, options: Mapping[str, Any] | None = None):
+        resp = self._call("Reset", pb.ResetRequest(session_id=session_id, seed=seed, options_json=_dumps(options)))
+        return decode_value(resp.observation), parse_json_object(resp.info_json)
+
+    def step(self, session_id: str, action: Any, space: pb.Space | None = None) -> StepResult:
+        req = pb.StepRequest(session_id=session_id, action=encode_value(action, space))
+        return _step_result(self._call("Step", req))
+
+    def close(self, session_id: str) -> bool:
+        return bool(self._call("Close", pb.CloseRequest(session_id=session_id)).closed)
+
+    def evaluate(
+        self, env_id: str, items: Sequence[EvalItem], kwargs: Mapping[str, Any] | None = None
+    ) -> list[StepResult | CodegymError]:
+        """Scores every item in one call; a failed item is a `CodegymError` in its slot."""
+        resp = self._call("Evaluate", _eval_request(env_id, items, kwargs), self.evaluate_timeout)
+        return _eval_results(resp)
+
+    def session(self, timeout: float | None = None) -> Session:
+        """A pipelined `Session` stream; `timeout` bounds the whole stream (None: no deadline)."""
+        return Session(self._stub, timeout)
+
+    def close_channel(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close_channel()
+
+
+_END = object()
+
+
+class Session:
+    """One env session bound to one bidirectional stream; the server closes it when the stream ends.
+
+    `send_*` queue a request and return its id without waiting (pipelining); `recv()` returns the
+    next response in request order. `make`/`reset`/`step`/`close` are send + recv.
+    """
+
+    def __init__(self, stub: pb_grpc.EnvServiceStub, timeout: float | None) -> None:
+        self._requests: queue.Queue = queue.Queue()
+        self._next_id = 0
+        self._pending: list[int] = []
+        self._lock = threading.Lock()
+        self.action_space: pb.Space | None = None
+        self.spec: pb.EnvSpec | None = None
+        self._responses = stub.Session(iter(self._requests.get, _END), timeout=timeout)
+        self._closed = False
+
+    def _send(self, **kind) -> int:
+        if self._closed:
+            raise CodegymError(grpc.StatusCode.FAILED_PRECONDITION, "session stream is closed", "Session")
+        with self._lock:
+            rid = self._next_id
+            self._next_id += 1
+            self._pending.append(rid)
+        self._requests.put(pb.SessionRequest(request_id=rid, **kind))
+        return rid
+
+    def send_make(self, env_id: str, **kwargs: Any) -> int:
+        return self._send(make=pb.MakeRequest(env_id=env_id, kwargs_json=_dumps(kwargs)))
+
+    def send_reset(self, seed: int | None = None, options: Mapping[str, Any] | None = None) -> int:
+        return self._send(reset=pb.ResetRequest(seed=seed, options_json=_dumps(options)))
+
+    def send_step(self, action: Any) -> int:
+        return self._send(step=pb.StepRequest(action=encode_value(action, self.action_space)))
+
+    def send_close(self) -> int:
+        return self._send(close=pb.CloseRequest())
+
+    def recv(self):
+        """The next response: `(session_id, spec)`, `(obs, info)`, a `StepResult` or a bool."""
+        with self._lock:
+            if not self._pending:
+                raise CodegymError(grpc.StatusCode.FAILED_PRECONDITION, "no request in flight", "Session")
+            expected = self._pending.pop(0)
+        try:
+            resp = next(self._responses)
+        except StopIteration:
+            raise CodegymError(grpc.StatusCode.UNAVAILABLE, "stream ended", "Session") from None
+        except grpc.RpcError as err:
+            raise from_rpc_error(err, "Session") from None
+        return _session_result(resp, expected, self)
+
+    def make(self, env_id: str, **kwargs: Any) -> tuple[str, pb.EnvSpec]:
+        self.send_make(env_id, **kwargs)
+        return self.recv()
+
+    def reset(self, seed: int | None = None, options: Mapping[str, Any] | None = None):
+        self.send_reset(seed, options)
+        return self.recv()
+
+    def step(self, action: Any) -> StepResult:
+        self.send_step(action)
+        return self.recv()
+
+    def close(self) -> None:
+        """Ends the stream (the server closes the session). Idempotent."""
+        if not self._closed:
+            self._closed = True
+            self._requests.put(_END)
+            self._responses.cancel()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class AsyncClient:
+    """asyncio client (grpc.aio) with the same methods as `Client`, as coroutines."""
+
+    def __init__(self, address: str, *, timeout: float = 30.0, evaluate_timeout: float = 600.0) -> None:
+        self.address = address
+        self.timeout = timeout
+        self.evaluate_timeout = evaluate_timeout
+        self._channel = grpc.aio.insecure_channel(address, options=_CHANNEL_OPTIONS)
+        self._stub = pb_grpc.EnvServiceStub(self._channel)
+
+    async def _call(self, name: str, request, timeout: float | None = None):
+        try:
+            return await getattr(self._stub, name)(request, timeout=timeout or self.timeout)
+        except grpc.RpcError as err:
+            raise from_rpc_error(err, name) from None
+
+    async def list_envs(self) -> list[pb.EnvSpec]:
+        return list((await self._call("ListEnvs", pb.ListEnvsRequest())).envs)
+
+    async def make(self, env_id: str, **kwargs: Any) -> tuple[str, pb.EnvSpec]:
+        resp = await self._call("Make", pb.MakeRequest(env_id=env_id, kwargs_json=_dumps(kwargs)))
+        return resp.session_id, resp.spec
+
+    async def reset(self, session_id: str, seed: int | None = None, options: Mapping[str, Any] | None = None):
+        req = pb.ResetRequest(session_id=session_id, seed=seed, options_json=_dumps(options))
+        resp = await self._call("Reset", req)
+        return decode_value(resp.observation), parse_json_object(resp.info_json)
+
+    async def step(self, session_id: str, action: Any, space: pb.Space | None = None) -> StepResult:
+        req = pb.StepRequest(session_id=session_id, action=encode_value(action, space))
+        return _step_result(await self._call("Step", req))
+
+    async def close(self, session_id: str) -> bool:
+        return bool((await self._call("Close", pb.CloseRequest(session_id=session_id))).closed)
+
+    async def evaluate(
+        self, env_id: str, items: Sequence[EvalItem], kwargs: Mapping[str, Any] | None = None
+    ) -> list[StepResult | CodegymError]:
+        resp = await self._call("Evaluate", _eval_request(env_id, items, kwargs), self.evaluate_timeout)
+        return _eval_results(resp)
+
+    def session(self, timeout: float | None = None) -> AsyncSession:
+        return AsyncSession(self._stub, timeout)
+
+    async def close_channel(self) -> None:
+        await self._channel.close()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close_channel()
+
+
+class AsyncSession:
+    """The asyncio form of `Session`: `await send_*()` pipelines, `await recv()` reads in order."""
+
+    def __init__(self, stub: pb_grpc.EnvServiceStub, timeout: float | None) -> None:
+        self._call = stub.Session(timeout=timeout)
+        self._next_id = 0
+        self._pending: list[int] = []
+        self.action_space: pb.Space | None = None
+        self.spec: pb.EnvSpec | None = None
+        self._closed = False
+
+    async def _send(self, **kind) -> int:
+        rid = self._next_id
+        self._next_id += 1
+        self._pending.append(rid)
+        try:
+            await self._call.write(pb.SessionRequest(request_id=rid, **kind))
+        except grpc.RpcError as err:
+            raise from_rpc_error(err, "Session") from None
+        return rid
+
+    async def send_make(self, env_id: str, **kwargs: Any) -> int:
+        return await self._send(make=pb.MakeRequest(env_id=env_id, kwargs_json=_dumps(kwargs)))
+
+    async def send_reset(self, seed: int | None = None, options: Mapping[str, Any] | None = None) -> int:
+        return await self._send(reset=pb.ResetRequest(seed=seed, options_json=_dumps(options)))
+
+    async def send_step(self, action: Any) -> int:
+        return await self._send(step=pb.StepRequest(action=encode_value(action, self.action_space)))
+
+    async def send_close(self) -> int:
+        return await self._send(close=pb.CloseRequest())
+
+    async def recv(self):
+        if not self._pending:
+            raise CodegymError(grpc.StatusCode.FAILED_PRECONDITION, "no request in flight", "Session")
+        expected = self._pending.pop(0)
+        try:
+            resp = await self._call.read()
+        except grpc.RpcError as err:
+            raise from_rpc_error(err, "Session") from None
+        if resp is grpc.aio.EOF:
+            raise CodegymError(grpc.StatusCode.UNAVAILABLE, "stream ended", "Session")
+        return _session_result(resp, expected, self)
+
+    async def make(self, env_id: str, **kwargs: Any):
+        await self.send_make(env_id, **kwargs)
+        return await self.recv()
+
+    async def reset(self, seed: int | None = None, options: Mapping[str, Any] | None = None):
+        await self.send_reset(seed, options)
+        return await self.recv()
+
+    async def step(self, action: Any) -> StepResult:
+        await self.send_step(action)
+        return await self.recv()
+
+    async def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._call.cancel()

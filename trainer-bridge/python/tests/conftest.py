@@ -1,0 +1,73 @@
+"""Fixtures: a real `codegym serve` on 127.0.0.1:0, started once per test session."""
+
+from __future__ import annotations
+
+import os
+import queue
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+# Generous: the server may be starting on two loaded cores alongside other test suites.
+STARTUP_TIMEOUT_S = 120.0
+
+
+def codegym_bin() -> Path:
+    path = Path(os.environ.get("CODEGYM_BIN", "target/debug/codegym"))
+    return path if path.is_absolute() else REPO_ROOT / path
+
+
+def _drain(stream, sink: queue.Queue | None) -> None:
+    # Keeps the pipe empty so that the server never blocks on a full stdout.
+    for line in stream:
+        if sink is not None:
+            sink.put(line)
+
+
+@pytest.fixture(scope="session")
+def server_address(tmp_path_factory) -> str:
+    binary = codegym_bin()
+    if not binary.exists():
+        pytest.fail(f"codegym binary not found at {binary}: build it (cargo build -p codegym) or set CODEGYM_BIN")
+    log_path = tmp_path_factory.mktemp("server") / "stderr.log"
+    log = open(log_path, "wb")
+    proc = subprocess.Popen(
+        [str(binary), "serve", "--addr", "127.0.0.1:0"],
+        stdout=subprocess.PIPE,
+        stderr=log,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        cwd=REPO_ROOT,
+    )
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=_drain, args=(proc.stdout, lines), daemon=True).start()
+    try:
+        first = lines.get(timeout=STARTUP_TIMEOUT_S)
+    except queue.Empty:
+        proc.kill()
+        pytest.fail(f"codegym serve printed nothing in {STARTUP_TIMEOUT_S}s; stderr: {log_path.read_text()}")
+    prefix = "listening on "
+    if not first.startswith(prefix):
+        proc.kill()
+        pytest.fail(f"unexpected first line {first!r}; stderr: {log_path.read_text()}")
+    try:
+        yield first[len(prefix) :].strip()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+@pytest.fixture()
+def client(server_address):
+    import codegym
+
+    with codegym.Client(server_address, timeout=60.0) as c:
+        yield c

@@ -1,0 +1,40 @@
+"""Runs every snippet of README.md against a real server and a real export."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+from pathlib import Path
+
+from conftest import codegym_bin
+from rollout_data import write_rollout
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def blocks(lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", README.read_text(), flags=re.DOTALL)
+
+
+def test_readme_snippets_run(server_address, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_rollout(tmp_path / "rollout.jsonl")
+    # The export commands of the offline section (the install block has no `codegym` command).
+    commands = [line for block in blocks("bash") for line in block.splitlines() if line.startswith("codegym ")]
+    assert len(commands) == 2
+    for line in commands:
+        argv = shlex.split(line)
+        done = subprocess.run([str(codegym_bin()), *argv[1:]], check=False, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+    snippets = blocks("python")
+    assert len(snippets) == 3
+    scopes = []
+    for code in snippets:
+        scope: dict = {}
+        program = compile(code.replace("localhost:50051", server_address), str(README), "exec")
+        exec(program, scope)  # noqa: S102 - running the README is the point
+        scopes.append(scope)
+    assert len(scopes[0]["rl"]) == 6 and "chosen" in scopes[0]["dpo"].column_names
+    scores = scopes[2]["scores"]
+    assert scores[0] > scores[1]

@@ -1,0 +1,244 @@
+//! `codegym export`: a rollout dataset (JSONL of trajectory records) to training data.
+//!
+//! Formats (each row carries `schema_version` = [`EXPORT_SCHEMA_VERSION`]; Parquet files also carry
+//! `codegym.export` = `{"format", "schema_version"}` in their footer metadata):
+//! - `rl`: one row per episode kept by the advantage mask: ids, `prompt` and `completion` messages,
+//!   `reward`, `advantage`, `zero_variance`, `solved`, `stop_reason`, and server token ids and
+//!   logprobs per assistant turn when the rollout recorded them.
+//! - `sft`: solved episodes as whole conversations (`messages`), for rejection sampling.
+//! - `dpo`: pairs within a group, `prompt` / `chosen` (solved) / `rejected` (failed).
+//!
+//! Messages are `{role, content, tool_calls_json, tool_call_id}`, TRL's conversational format.
+//! Output is written to a temporary file beside the target and renamed into place, so a reader
+//! never sees a half-written dataset.
+
+mod input;
+mod parquet_file;
+mod rows;
+mod table;
+
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::advantage::{AdvantageConfig, AdvantageError};
+pub use input::read_records;
+pub use table::{ColumnData, Message, Table};
+
+/// Version of the exported layouts; bumped when a column is renamed, retyped or removed.
+pub const EXPORT_SCHEMA_VERSION: i64 = 1;
+
+/// What to export.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExportFormat {
+    #[default]
+    Rl,
+    Sft,
+    Dpo,
+}
+
+impl ExportFormat {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExportFormat::Rl => "rl",
+            ExportFormat::Sft => "sft",
+            ExportFormat::Dpo => "dpo",
+        }
+    }
+}
+
+/// File encoding, chosen by the output's extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileFormat {
+    Jsonl,
+    Parquet,
+}
+
+impl FileFormat {
+    /// `.jsonl` / `.json` or `.parquet`.
+    pub fn from_path(path: &Path) -> Result<Self, ExportError> {
+        match path
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase)
+            .as_deref()
+        {
+            Some("jsonl" | "json") => Ok(FileFormat::Jsonl),
+            Some("parquet") => Ok(FileFormat::Parquet),
+            _ => Err(ExportError::UnknownExtension(path.to_path_buf())),
+        }
+    }
+}
+
+/// Which episodes become SFT examples.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SftConfig {
+    /// Keep episodes whose total reward is at least this; `None`: the episode's `solved` flag.
+    pub min_reward: Option<f64>,
+    /// At most this many examples per group (the first ones in the file).
+    pub max_per_group: Option<usize>,
+}
+
+/// How DPO pairs are formed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DpoConfig {
+    /// Chosen when total reward is at least this; `None`: the episode's `solved` flag.
+    pub min_reward: Option<f64>,
+    /// Cap on pairs per group; `None`: `min(#solved, #failed)`.
+    pub max_pairs_per_group: Option<usize>,
+}
+
+/// Everything `export` needs besides the paths.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ExportConfig {
+    pub format: ExportFormat,
+    pub advantage: AdvantageConfig,
+    pub sft: SftConfig,
+    pub dpo: DpoConfig,
+}
+
+/// What an export did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExportSummary {
+    /// Distinct episodes read (after deduplication).
+    pub episodes: usize,
+    /// Rows written.
+    pub rows: usize,
+}
+
+/// Why an export failed. Every variant names the file concerned.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error("{path}: {source}", path = path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}: {message}", path = path.display())]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+    #[error("{}: unknown output extension (use .jsonl or .parquet)", .0.display())]
+    UnknownExtension(PathBuf),
+    #[error("{path}: parquet: {message}", path = path.display())]
+    Parquet { path: PathBuf, message: String },
+    #[error("{path}: {source}", path = path.display())]
+    Advantage {
+        path: PathBuf,
+        source: AdvantageError,
+    },
+}
+
+impl From<AdvantageError> for ExportError {
+    fn from(source: AdvantageError) -> Self {
+        ExportError::Advantage {
+            path: PathBuf::new(),
+            source,
+        }
+    }
+}
+
+/// Builds the table of `config.format` from already-read records.
+pub fn build_table(
+    records: &[rollout::dataset::record::TrajectoryRecord],
+    config: &ExportConfig,
+) -> Result<Table, ExportError> {
+    let mut table = match config.format {
+        ExportFormat::Rl => rows::rl(records, &config.advantage)?,
+        ExportFormat::Sft => rows::sft(records, &config.sft),
+        ExportFormat::Dpo => rows::dpo(records, &config.dpo),
+    };
+    let n = table.num_rows();
+    table.columns.insert(
+        0,
+        (
+            "schema_version",
+            ColumnData::I64(vec![EXPORT_SCHEMA_VERSION; n]),
+        ),
+    );
+    Ok(table)
+}
+
+/// Reads the rollout dataset at `input` and writes `config.format` rows to `output` atomically.
+pub fn export(
+    input: &Path,
+    output: &Path,
+    config: &ExportConfig,
+) -> Result<ExportSummary, ExportError> {
+    let file_format = FileFormat::from_path(output)?;
+    let records = read_records(input)?;
+    let table = build_table(&records, config).map_err(|e| match e {
+        ExportError::Advantage { source, .. } => ExportError::Advantage {
+            path: input.to_path_buf(),
+            source,
+        },
+        other => other,
+    })?;
+    write_atomically(output, |w| match file_format {
+        FileFormat::Jsonl => write_jsonl(&table, w).map_err(|e| e.to_string()),
+        FileFormat::Parquet => {
+            let meta = serde_json::json!({"format": config.format.as_str(), "schema_version": EXPORT_SCHEMA_VERSION});
+            parquet_file::write(&table, w, vec![("codegym.export".into(), meta.to_string())])
+                .map_err(|e| e.to_string())
+        }
+    })?;
+    let summary = ExportSummary {
+        episodes: records.len(),
+        rows: table.num_rows(),
+    };
+    tracing::info!(input = %input.display(), output = %output.display(), format = config.format.as_str(), episodes = summary.episodes, rows = summary.rows, "exported");
+    Ok(summary)
+}
+
+fn write_jsonl(table: &Table, w: &mut BufWriter<std::fs::File>) -> std::io::Result<()> {
+    for i in 0..table.num_rows() {
+        table.write_row_json(i, w)?;
+        w.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
+/// Runs `fill` on a temporary file in `path`'s directory, syncs it, then renames it over `path`.
+fn write_atomically(
+    path: &Path,
+    fill: impl FnOnce(&mut BufWriter<std::fs::File>) -> Result<(), String>,
+) -> Result<(), ExportError> {
+    let io = |source| ExportError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let tmp = tempfile::Builder::new()
+        .prefix(".codegym-export-")
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(io)?;
+    let (file, tmp_path) = tmp.into_parts();
+    let mut w = BufWriter::new(file);
+    let parquet_err = |message| ExportError::Parquet {
+        path: path.to_path_buf(),
+        message,
+    };
+    fill(&mut w).map_err(|m| match FileFormat::from_path(path) {
+        Ok(FileFormat::Parquet) => parquet_err(m),
+        _ => io(std::io::Error::other(m)),
+    })?;
+    let file = w.into_inner().map_err(|e| io(e.into_error()))?;
+    file.sync_all().map_err(io)?;
+    // Dropping `tmp_path` on any error above deletes the temporary file.
+    tmp_path.persist(path).map_err(|e| io(e.error))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

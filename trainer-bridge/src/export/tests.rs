@@ -1,0 +1,374 @@
+//! Export tests on hand-written rollout files in the documented record schema.
+
+use std::fs;
+use std::path::Path;
+
+use ::parquet::file::reader::{FileReader, SerializedFileReader};
+use ::parquet::record::{Field, Row};
+use serde_json::{Value, json};
+
+use super::*;
+use crate::advantage::{Estimator, MaskPolicy};
+
+/// A record with one user prompt and one assistant turn per entry of `answers`.
+fn record(task: &str, sample: u32, reward: f64, solved: bool, stop: &str, tokens: bool) -> Value {
+    let mut messages = vec![
+        json!({"role": "system", "content": "You write Python."}),
+        json!({"role": "user", "content": format!("Solve {task}")}),
+    ];
+    let mut turns = Vec::new();
+    for turn in 0..2u32 {
+        messages.push(
+            json!({"role": "assistant", "content": format!("```python\nprint({sample})\n```")}),
+        );
+        let mut call = json!({"latency_ms": 5, "attempts": 1});
+        if tokens {
+            call["tokens"] = json!({
+                "prompt_token_ids": [1, 2, 3],
+                "completion_token_ids": [10 + turn, 20 + turn],
+                "logprobs": [-0.5, -0.25],
+            });
+        }
+        turns.push(json!({"index": turn, "model_call": call, "message_index": messages.len() - 1}));
+        messages.push(json!({"role": "user", "content": "Output: ..."}));
+    }
+    json!({
+        "schema_version": 1, "run_id": "run", "episode_id": format!("{task}#{sample}"), "task_id": task,
+        "group_id": format!("run/{task}"), "sample_index": sample, "seed": u64::MAX - u64::from(sample),
+        "env_id": "codegym/Python-v0", "mode": "code_block",
+        "model": {"requested": "m", "endpoint": "http://127.0.0.1:1"}, "sampling": {},
+        "messages": messages, "turns": turns, "total_reward": reward, "final_reward": reward,
+        "solved": solved, "stop_reason": stop, "usage": {},
+        "timings": {"started_at_ms": 0, "wall_ms": 1, "model_ms": 1, "env_ms": 0},
+        "engine": {"name": "codegym-rollout", "version": "0.1.0"}
+    })
+}
+
+fn row_json(row: &Row) -> Value {
+    Value::Object(
+        row.get_column_iter()
+            .map(|(k, f)| (k.clone(), field_json(f)))
+            .collect(),
+    )
+}
+
+/// Parquet's record API view of a value, shaped like the JSONL export (3-level lists unwrapped).
+fn field_json(f: &Field) -> Value {
+    match f {
+        Field::Null => Value::Null,
+        Field::Bool(b) => json!(b),
+        Field::Long(x) => json!(x),
+        Field::Double(x) => json!(x),
+        Field::Str(s) => json!(s),
+        Field::Group(row) => row_json(row),
+        Field::ListInternal(list) => Value::Array(list.elements().iter().map(field_json).collect()),
+        other => panic!("unexpected parquet field {other:?}"),
+    }
+}
+
+fn write_lines(path: &Path, lines: &[Value]) {
+    let text: String = lines.iter().map(|v| format!("{v}\n")).collect();
+    fs::write(path, text).unwrap();
+}
+
+fn read_jsonl(path: &Path) -> Vec<Value> {
+    fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn sample_dataset(dir: &Path) -> std::path::PathBuf {
+    let input = dir.join("rollout.jsonl");
+    write_lines(
+        &input,
+        &[
+            record("a", 0, 1.0, true, "solved", true),
+            record("a", 1, 0.0, false, "max_turns", false),
+            record("b", 0, 1.0, true, "solved", false),
+            record("b", 1, 1.0, true, "solved", false),
+            record("a", 2, 0.0, false, "error", false),
+        ],
+    );
+    input
+}
+
+#[test]
+fn reader_dedupes_last_wins_and_skips_a_torn_last_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("r.jsonl");
+    let mut text = format!(
+        "{}\n\n{}\n",
+        record("a", 0, 0.0, false, "error", false),
+        record("a", 1, 0.5, false, "no_code", false)
+    );
+    text.push_str(&format!("{}\n", record("a", 0, 1.0, true, "solved", false)));
+    let torn = record("a", 2, 1.0, true, "solved", false).to_string();
+    text.push_str(&torn[..torn.len() / 2]);
+    fs::write(&input, text).unwrap();
+    let records = read_records(&input).unwrap();
+    assert_eq!(records.len(), 2);
+    assert_eq!(records[0].episode_id, "a#0");
+    assert!(records[0].solved, "the later line for a#0 must win");
+    assert_eq!(records[1].episode_id, "a#1");
+}
+
+#[test]
+fn reader_errors_name_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("bad.jsonl");
+    fs::write(
+        &input,
+        format!(
+            "{}\n{{not json\n{}\n",
+            record("a", 0, 0.0, false, "solved", false),
+            record("a", 1, 0.0, false, "solved", false)
+        ),
+    )
+    .unwrap();
+    let err = read_records(&input).unwrap_err().to_string();
+    assert!(err.contains("bad.jsonl:2:"), "{err}");
+
+    let mut future = record("a", 0, 0.0, false, "solved", false);
+    future["schema_version"] = json!(99);
+    write_lines(&input, &[future]);
+    let err = read_records(&input).unwrap_err().to_string();
+    assert!(
+        err.contains("bad.jsonl:1:") && err.contains("schema_version 99"),
+        "{err}"
+    );
+
+    let err = read_records(&dir.path().join("missing.jsonl"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("missing.jsonl"), "{err}");
+}
+
+#[test]
+fn rl_jsonl_has_advantages_messages_and_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = sample_dataset(dir.path());
+    let out = dir.path().join("rl.jsonl");
+    let mut config = ExportConfig::default();
+    config.advantage.estimator = Estimator::DrGrpo;
+    let summary = export(&input, &out, &config).unwrap();
+    // The errored episode is excluded by default.
+    assert_eq!(
+        summary,
+        ExportSummary {
+            episodes: 5,
+            rows: 4
+        }
+    );
+    let first_line = fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .to_string();
+    assert!(
+        first_line.starts_with(r#"{"schema_version":1,"episode_id":"a#0","#),
+        "{first_line}"
+    );
+    let rows = read_jsonl(&out);
+    let adv: Vec<f64> = rows
+        .iter()
+        .map(|r| r["advantage"].as_f64().unwrap())
+        .collect();
+    assert_eq!(adv, vec![0.5, -0.5, 0.0, 0.0]);
+    assert_eq!(rows[2]["zero_variance"], json!(true));
+    assert_eq!(rows[0]["schema_version"], json!(EXPORT_SCHEMA_VERSION));
+    assert_eq!(rows[0]["seed"], json!(u64::MAX.to_string()));
+    assert_eq!(rows[0]["prompt"].as_array().unwrap().len(), 2);
+    assert_eq!(rows[0]["prompt"][1]["content"], json!("Solve a"));
+    let completion = rows[0]["completion"].as_array().unwrap();
+    assert_eq!(completion.len(), 4);
+    assert_eq!(completion[0]["role"], json!("assistant"));
+    assert_eq!(rows[0]["completion_token_ids"], json!([[10, 20], [11, 21]]));
+    assert_eq!(
+        rows[0]["completion_logprobs"],
+        json!([[-0.5, -0.25], [-0.5, -0.25]])
+    );
+    assert_eq!(rows[0]["prompt_token_ids"], json!([1, 2, 3]));
+    assert_eq!(rows[1]["completion_token_ids"], Value::Null);
+    assert_eq!(rows[1]["stop_reason"], json!("max_turns"));
+}
+
+#[test]
+fn rl_masks_follow_the_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = sample_dataset(dir.path());
+    let out = dir.path().join("rl.jsonl");
+    let mut config = ExportConfig::default();
+    config.advantage.drop_zero_variance = true;
+    config.advantage.truncated = MaskPolicy::Exclude;
+    // Group a keeps only a#0 (a#1 truncated, a#2 errored): flat, dropped; group b is flat too.
+    assert_eq!(export(&input, &out, &config).unwrap().rows, 0);
+    config.advantage = AdvantageConfig {
+        errored: MaskPolicy::ZeroReward,
+        estimator: Estimator::Rloo,
+        ..AdvantageConfig::default()
+    };
+    assert_eq!(export(&input, &out, &config).unwrap().rows, 5);
+    let rows = read_jsonl(&out);
+    let a: Vec<f64> = rows
+        .iter()
+        .filter(|r| r["task_id"] == json!("a"))
+        .map(|r| r["advantage"].as_f64().unwrap())
+        .collect();
+    assert_eq!(a, vec![1.0, -0.5, -0.5]);
+}
+
+#[test]
+fn sft_keeps_solved_conversations() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = sample_dataset(dir.path());
+    let out = dir.path().join("sft.jsonl");
+    let config = ExportConfig {
+        format: ExportFormat::Sft,
+        ..ExportConfig::default()
+    };
+    assert_eq!(export(&input, &out, &config).unwrap().rows, 3);
+    let rows = read_jsonl(&out);
+    assert!(
+        rows.iter()
+            .all(|r| r["messages"].as_array().unwrap().len() == 6)
+    );
+    let limited = ExportConfig {
+        format: ExportFormat::Sft,
+        sft: SftConfig {
+            max_per_group: Some(1),
+            min_reward: None,
+        },
+        ..ExportConfig::default()
+    };
+    assert_eq!(export(&input, &out, &limited).unwrap().rows, 2);
+}
+
+#[test]
+fn dpo_pairs_solved_with_failed_in_the_same_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = sample_dataset(dir.path());
+    let out = dir.path().join("dpo.jsonl");
+    let config = ExportConfig {
+        format: ExportFormat::Dpo,
+        ..ExportConfig::default()
+    };
+    // Group a: a#0 solved vs a#1 failed (a#2 errored is unusable); group b has no failure.
+    assert_eq!(export(&input, &out, &config).unwrap().rows, 1);
+    let rows = read_jsonl(&out);
+    assert_eq!(rows[0]["chosen_episode_id"], json!("a#0"));
+    assert_eq!(rows[0]["rejected_episode_id"], json!("a#1"));
+    assert_eq!(rows[0]["prompt"][1]["content"], json!("Solve a"));
+    assert_eq!(
+        rows[0]["chosen"][0]["content"],
+        json!("```python\nprint(0)\n```")
+    );
+    assert_eq!(
+        rows[0]["rejected"][0]["content"],
+        json!("```python\nprint(1)\n```")
+    );
+}
+
+#[test]
+fn parquet_roundtrips_rows_nested_lists_and_metadata() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = sample_dataset(dir.path());
+    let out = dir.path().join("rl.parquet");
+    export(&input, &out, &ExportConfig::default()).unwrap();
+    let reader = SerializedFileReader::new(fs::File::open(&out).unwrap()).unwrap();
+    let meta = reader.metadata().file_metadata();
+    assert_eq!(meta.num_rows(), 4);
+    let kv = meta.key_value_metadata().unwrap();
+    let export_meta = kv.iter().find(|k| k.key == "codegym.export").unwrap();
+    assert!(export_meta.value.as_deref().unwrap().contains("\"rl\""));
+    let rows: Vec<Value> = reader
+        .get_row_iter(None)
+        .unwrap()
+        .map(|r| row_json(&r.unwrap()))
+        .collect();
+    let jsonl = dir.path().join("rl.jsonl");
+    export(&input, &jsonl, &ExportConfig::default()).unwrap();
+    let expected = read_jsonl(&jsonl);
+    for (got, want) in rows.iter().zip(&expected) {
+        for key in [
+            "episode_id",
+            "reward",
+            "advantage",
+            "completion_token_ids",
+            "prompt_token_ids",
+            "seed",
+        ] {
+            assert_eq!(got[key], want[key], "{key}");
+        }
+        let contents = |v: &Value| {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m["content"].clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(contents(&got["completion"]), contents(&want["completion"]));
+    }
+    assert_eq!(rows.len(), expected.len());
+}
+
+#[test]
+fn empty_exports_are_valid_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("empty.jsonl");
+    fs::write(&input, "").unwrap();
+    let out = dir.path().join("dpo.parquet");
+    let config = ExportConfig {
+        format: ExportFormat::Dpo,
+        ..ExportConfig::default()
+    };
+    assert_eq!(export(&input, &out, &config).unwrap().rows, 0);
+    let reader = SerializedFileReader::new(fs::File::open(&out).unwrap()).unwrap();
+    assert_eq!(reader.metadata().file_metadata().num_rows(), 0);
+    assert!(
+        reader
+            .metadata()
+            .file_metadata()
+            .schema_descr()
+            .num_columns()
+            > 5
+    );
+}
+
+#[test]
+fn failed_exports_leave_no_partial_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rl.jsonl");
+    fs::write(&out, "previous\n").unwrap();
+    let input = dir.path().join("bad.jsonl");
+    fs::write(&input, "{\"schema_version\": 1}\n").unwrap();
+    let err = export(&input, &out, &ExportConfig::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("bad.jsonl:1:"), "{err}");
+    assert_eq!(fs::read_to_string(&out).unwrap(), "previous\n");
+    let leftovers: Vec<_> = fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty());
+
+    let err = export(
+        &sample_dataset(dir.path()),
+        &dir.path().join("x.csv"),
+        &ExportConfig::default(),
+    )
+    .unwrap_err();
+    assert!(matches!(err, ExportError::UnknownExtension(_)), "{err}");
+    let err = export(
+        &sample_dataset(dir.path()),
+        &dir.path().join("no/such/dir/x.jsonl"),
+        &ExportConfig::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("no/such/dir/x.jsonl"), "{err}");
+}

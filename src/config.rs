@@ -9,7 +9,7 @@ use serde::Deserialize;
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub server: crate::server::ServerConfig,
-    pub coding: (),
+    pub coding: env_coding::CodingConfig,
 }
 
 /// Errors name the file and, for syntax and schema errors, the line and column.

@@ -7,10 +7,10 @@ pub mod config;
 pub mod server;
 
 /// Every built-in environment: `classic/CartPole-v1` and the coding environments.
-pub fn registry(coding: ()) -> Result<env_core::Registry, RegistryError> {
+pub fn registry(coding: env_coding::CodingConfig) -> Result<env_core::Registry, RegistryError> {
     let mut registry = env_core::Registry::new();
     env_core::envs::register_classic(&mut registry)?;
-    let _ = coding;
+    env_coding::register(&mut registry, coding)?;
     Ok(registry)
 }
 
@@ -19,4 +19,6 @@ pub fn registry(coding: ()) -> Result<env_core::Registry, RegistryError> {
 pub enum RegistryError {
     #[error(transparent)]
     Env(#[from] env_core::EnvError),
+    #[error(transparent)]
+    Coding(#[from] env_coding::CodingError),
 }

@@ -1,1 +1,366 @@
-//! Scoring completion files (`codegym evaluate`) and checking reference solutions (`codegym tasks check`).
+//! Scoring completion files (`codegym evaluate`) and checking reference solutions
+//! (`codegym tasks check`), as library functions the CLI wraps.
+//!
+//! Samples follow the HumanEval convention: JSONL lines `{"task_id": ..., "completion": ...}` where the
+//! completion continues the task's prompt (a task's `completion_prefix`). pass@k is the unbiased
+//! estimator `1 - C(n-c, k) / C(n, k)` of Chen et al. (2021), computed as a product so it neither
+//! overflows nor loses precision.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use futures::StreamExt;
+use serde::Serialize;
+
+use crate::reward::run::{EvalOptions, Program, evaluate};
+use crate::sandbox::{Sandbox, SandboxError};
+use crate::tasks::TaskSet;
+
+/// Executions kept in flight by the drivers here; the sandbox's own permits bound the real
+/// concurrency, this only bounds memory on huge sample files.
+const IN_FLIGHT: usize = 256;
+
+/// Why an evaluation could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}: {message}")]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+    #[error("{path}: no samples")]
+    Empty { path: PathBuf },
+    #[error("sandbox: {0}")]
+    Sandbox(#[from] SandboxError),
+}
+
+/// One completion to score.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sample {
+    pub task_id: String,
+    pub completion: String,
+    /// Line in the samples file (1-based).
+    pub line: usize,
+}
+
+/// Reads a samples JSONL file (optionally gzip-compressed); every task id must exist in `tasks`.
+pub fn read_samples(path: &Path, tasks: &TaskSet) -> Result<Vec<Sample>, EvalError> {
+    let io = |source| EvalError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let raw = std::fs::read(path).map_err(io)?;
+    let bytes = if raw.starts_with(&[0x1f, 0x8b]) {
+        let mut out = Vec::new();
+        flate2::read::MultiGzDecoder::new(raw.as_slice())
+            .read_to_end(&mut out)
+            .map_err(io)?;
+        out
+    } else {
+        raw
+    };
+    let parse = |line, message| EvalError::Parse {
+        path: path.to_path_buf(),
+        line,
+        message,
+    };
+    let text = String::from_utf8(bytes).map_err(|e| parse(0, format!("not UTF-8: {e}")))?;
+    let mut samples = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| parse(i + 1, format!("invalid JSON: {e}")))?;
+        let task_id = match v.get("task_id") {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(serde_json::Value::Number(n)) => n.to_string(),
+            _ => return Err(parse(i + 1, "missing task_id (a string or number)".into())),
+        };
+        let Some(completion) = v.get("completion").and_then(|c| c.as_str()) else {
+            return Err(parse(i + 1, "missing completion (a string)".into()));
+        };
+        if tasks.get(&task_id).is_none() {
+            return Err(parse(
+                i + 1,
+                format!("unknown task_id {task_id:?} (not in {})", tasks.source()),
+            ));
+        }
+        samples.push(Sample {
+            task_id,
+            completion: completion.to_string(),
+            line: i + 1,
+        });
+    }
+    if samples.is_empty() {
+        return Err(EvalError::Empty {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(samples)
+}
+
+/// The verdict on one sample (one line of the results file).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SampleResult {
+    pub task_id: String,
+    pub completion: String,
+    pub passed: bool,
+    pub reward: f64,
+    pub reward_breakdown: serde_json::Value,
+}
+
+/// Scores every sample, in parallel, results in input order.
+pub async fn evaluate_samples(
+    sandbox: &Sandbox,
+    tasks: &TaskSet,
+    samples: Vec<Sample>,
+    opts: EvalOptions,
+) -> Result<Vec<SampleResult>, EvalError> {
+    let results: Vec<Result<SampleResult, EvalError>> = futures::stream::iter(samples)
+        .map(|s| async move {
+            let Some(task) = tasks.get(&s.task_id) else {
+                return Err(EvalError::Parse {
+                    path: PathBuf::from(tasks.source()),
+                    line: s.line,
+                    message: format!("unknown task_id {:?}", s.task_id),
+                });
+            };
+            let program = Program::new(task.program_from_completion(&s.completion));
+            let outcome = evaluate(sandbox, &task.reward, &program, None, opts).await?;
+            Ok(SampleResult {
+                task_id: s.task_id,
+                completion: s.completion,
+                passed: outcome.solved,
+                reward: outcome.reward,
+                reward_breakdown: outcome.breakdown(),
+            })
+        })
+        .buffered(IN_FLIGHT)
+        .collect()
+        .await;
+    results.into_iter().collect()
+}
+
+/// Unbiased pass@k for one task with `n` samples of which `c` passed.
+pub fn pass_at_k(n: usize, c: usize, k: usize) -> f64 {
+    if k == 0 || n == 0 {
+        return 0.0;
+    }
+    if n.saturating_sub(c) < k {
+        return 1.0;
+    }
+    // 1 - prod_{i = n-c+1}^{n} (1 - k / i)
+    let prod: f64 = (n - c + 1..=n).map(|i| 1.0 - k as f64 / i as f64).product();
+    1.0 - prod
+}
+
+/// pass@k over tasks, for every `k` not larger than the smallest per-task sample count (as the
+/// HumanEval harness does); keyed `"pass@k"`.
+pub fn pass_at_ks(results: &[SampleResult], ks: &[usize]) -> BTreeMap<String, f64> {
+    let mut per_task: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    for r in results {
+        let e = per_task.entry(&r.task_id).or_default();
+        e.0 += 1;
+        e.1 += usize::from(r.passed);
+    }
+    let min_n = per_task.values().map(|(n, _)| *n).min().unwrap_or(0);
+    let mut out = BTreeMap::new();
+    for &k in ks {
+        if k == 0 || k > min_n {
+            continue;
+        }
+        let mean = per_task
+            .values()
+            .map(|&(n, c)| pass_at_k(n, c, k))
+            .sum::<f64>()
+            / per_task.len() as f64;
+        out.insert(format!("pass@{k}"), mean);
+    }
+    out
+}
+
+/// HumanEval's default results path: `<samples>_results.jsonl`.
+pub fn default_results_path(samples: &Path) -> PathBuf {
+    let mut s = samples.as_os_str().to_owned();
+    s.push("_results.jsonl");
+    PathBuf::from(s)
+}
+
+/// Writes `results` as JSONL to `path` atomically (a temp file in the same dir, then a rename).
+pub fn write_results(path: &Path, results: &[SampleResult]) -> Result<(), EvalError> {
+    let mut body = Vec::new();
+    for r in results {
+        // Serializing plain data into a Vec cannot fail.
+        if let Ok(line) = serde_json::to_vec(r) {
+            body.extend_from_slice(&line);
+            body.push(b'\n');
+        }
+    }
+    write_atomic(path, &body)
+}
+
+/// Replaces `path` with `data` so that readers see the old or the new file, never a partial one.
+pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), EvalError> {
+    let io = |source| EvalError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(
+        ".{name}.tmp-{}-{:08x}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(data)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.map_err(io)
+}
+
+/// The verdict on one task's reference solution.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CheckResult {
+    pub task_id: String,
+    pub passed: bool,
+    pub reward: f64,
+    /// Why it failed (no reference solution, failing components).
+    pub error: Option<String>,
+}
+
+/// Runs every task's reference solution through its reward spec, in parallel, in task order.
+pub async fn check_tasks(
+    sandbox: &Sandbox,
+    tasks: &TaskSet,
+    opts: EvalOptions,
+) -> Result<Vec<CheckResult>, EvalError> {
+    let results: Vec<Result<CheckResult, EvalError>> = futures::stream::iter(tasks.iter())
+        .map(|task| async move {
+            let Some(reference) = &task.reference_solution else {
+                return Ok(CheckResult {
+                    task_id: task.id.clone(),
+                    passed: false,
+                    reward: 0.0,
+                    error: Some("no reference solution".into()),
+                });
+            };
+            let outcome = evaluate(
+                sandbox,
+                &task.reward,
+                &Program::new(reference.clone()),
+                None,
+                opts,
+            )
+            .await?;
+            let failing: Vec<String> = outcome
+                .components
+                .iter()
+                .filter(|c| c.score < 1.0)
+                .map(|c| format!("{} scored {:.3}: {}", c.kind, c.score, c.detail))
+                .collect();
+            Ok(CheckResult {
+                task_id: task.id.clone(),
+                passed: outcome.solved,
+                reward: outcome.reward,
+                error: (!failing.is_empty()).then(|| failing.join("; ")),
+            })
+        })
+        .buffered(IN_FLIGHT)
+        .collect()
+        .await;
+    results.into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// pass@k by the definition, with exact binomials (small n only).
+    fn reference(n: u64, c: u64, k: u64) -> f64 {
+        fn binom(n: u64, k: u64) -> f64 {
+            if k > n {
+                return 0.0;
+            }
+            (0..k).fold(1.0, |acc, i| acc * (n - i) as f64 / (i + 1) as f64)
+        }
+        1.0 - binom(n - c, k) / binom(n, k)
+    }
+
+    #[test]
+    fn pass_at_k_matches_the_definition() {
+        for n in 1..=12u64 {
+            for c in 0..=n {
+                for k in 1..=n {
+                    let got = pass_at_k(n as usize, c as usize, k as usize);
+                    assert!(
+                        (got - reference(n, c, k)).abs() < 1e-12,
+                        "n={n} c={c} k={k}"
+                    );
+                }
+            }
+        }
+        assert_eq!(pass_at_k(10, 0, 1), 0.0);
+        assert_eq!(pass_at_k(10, 10, 5), 1.0);
+        assert!((pass_at_k(10, 3, 1) - 0.3).abs() < 1e-12);
+    }
+
+    #[test]
+    fn pass_at_k_is_stable_for_large_n() {
+        // C(1000, 500) overflows f64; the product form does not.
+        let v = pass_at_k(1000, 1, 100);
+        assert!((v - 0.1).abs() < 1e-12, "{v}");
+        let v = pass_at_k(100_000, 50_000, 1);
+        assert!((v - 0.5).abs() < 1e-9, "{v}");
+    }
+
+    #[test]
+    fn pass_at_ks_skips_k_above_the_sample_count() {
+        let r = |id: &str, passed| SampleResult {
+            task_id: id.into(),
+            completion: String::new(),
+            passed,
+            reward: 0.0,
+            reward_breakdown: serde_json::Value::Null,
+        };
+        let results = vec![r("a", true), r("a", false), r("b", false), r("b", false)];
+        let m = pass_at_ks(&results, &[1, 2, 10]);
+        assert_eq!(m.len(), 2);
+        assert!((m["pass@1"] - 0.25).abs() < 1e-12);
+        assert!((m["pass@2"] - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn atomic_write_and_default_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("out.jsonl");
+        write_atomic(&p, b"one").unwrap();
+        write_atomic(&p, b"two").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"two");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        assert_eq!(
+            default_results_path(Path::new("x/s.jsonl")),
+            PathBuf::from("x/s.jsonl_results.jsonl")
+        );
+        assert!(write_atomic(&dir.path().join("missing/out"), b"x").is_err());
+    }
+}

@@ -230,13 +230,21 @@ async fn proc_shows_only_the_sandbox() {
 async fn writes_outside_the_work_dir_fail() {
     let f = Fixture::new();
     let tag = format!("codegym-hostile-{}", std::process::id());
-    let site = f
+    // The interpreter's own site-packages (prefix/lib/python3.X/site-packages).
+    let lib = f
         .sandbox
         .python()
         .parent()
         .and_then(|b| b.parent())
         .map(|p| p.join("lib"))
         .unwrap_or_default();
+    let site = std::fs::read_dir(&lib)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("site-packages"))
+        .find(|p| p.is_dir())
+        .unwrap_or(lib);
     let targets = [
         format!("{}/{tag}.py", site.display()),
         format!("/tmp/{tag}"),

@@ -154,11 +154,11 @@ async fn unit_tests_report_each_test() {
 #[tokio::test]
 async fn exiting_before_the_asserts_is_not_a_pass() {
     for cheat in [
-        "import sys\ndef add(a, b):\n    return 0\nsys.exit(0)\n",
-        "import os\ndef add(a, b):\n    return 0\nos._exit(0)\n",
+        "import sys\ndef add(a, b):\n    return None\nsys.exit(0)\n",
+        "import os\ndef add(a, b):\n    return None\nos._exit(0)\n",
         "def add(a, b):\n    import os\n    os._exit(0)\n",
         "def add(a, b):\n    raise SystemExit(0)\n",
-        "import atexit, os\natexit.register(lambda: os._exit(0))\ndef add(a, b):\n    return 0\n",
+        "import atexit, os\natexit.register(lambda: os._exit(0))\ndef add(a, b):\n    return None\n",
     ] {
         for s in [check_spec(), asserts_spec()] {
             let o = score(&s, cheat).await;

@@ -268,3 +268,18 @@ fn isolation_report_is_strict_here() {
         "{shown}"
     );
 }
+
+#[test]
+fn api_types_are_shareable_and_configs_reject_unknown_fields() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<Sandbox>();
+    send::<env_coding::sandbox::PySession>();
+    let ok: SandboxConfig =
+        serde_json::from_str(r#"{"limits": {"cpu_ms": 2000}, "max_concurrent": 3}"#)
+            .expect("config");
+    assert_eq!(ok.limits.cpu_ms, 2000);
+    assert_eq!(ok.limits.wall_ms, Limits::default().wall_ms);
+    assert!(serde_json::from_str::<SandboxConfig>(r#"{"limitz": {}}"#).is_err());
+    assert!(serde_json::from_str::<Limits>(r#"{"cpu": 1}"#).is_err());
+}

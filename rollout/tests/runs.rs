@@ -7,7 +7,7 @@ use std::collections::HashSet;
 
 use rollout::dataset::record::{ActionRecord, EpisodeMode, Role, StopReason};
 use rollout::dataset::{read_latest, sidecar};
-use rollout::fake_llm::{FakeLlm, Fault, FaultRule};
+use rollout::fake_llm::{FakeLlm, FakeScript, Fault, FaultRule, Reply, Rule};
 use rollout::{EnvBackend, run};
 use tokio_util::sync::CancellationToken;
 
@@ -327,4 +327,128 @@ async fn the_episode_deadline_ends_a_stuck_episode() {
     let records = read_latest(&out).unwrap();
     assert_eq!(records[0].stop_reason, StopReason::Timeout);
     assert_eq!(summary.errors_by_kind.get("episode_timeout"), Some(&1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn groups_stick_to_one_endpoint_round_robin() {
+    let tasks = support::tasks(2);
+    let a = FakeLlm::start(support::script(&tasks, false))
+        .await
+        .unwrap();
+    let b = FakeLlm::start(support::script(&tasks, false))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("endpoints.jsonl");
+    let mut config = support::config(&a.base_url(), &tasks, 3, &out);
+    config.model.base_urls = vec![a.base_url(), b.base_url()];
+    config.episode.max_turns = 1;
+    run(
+        config,
+        EnvBackend::InProcess(support::registry()),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let records = read_latest(&out).unwrap();
+    for (task, _, _) in &tasks {
+        let endpoints: HashSet<_> = records
+            .iter()
+            .filter(|r| &r.task_id == task)
+            .map(|r| r.model.endpoint.clone())
+            .collect();
+        assert_eq!(endpoints.len(), 1, "group {task} spread over {endpoints:?}");
+    }
+    assert_eq!((a.request_count(), b.request_count()), (3, 3));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_tools_write_then_run_files() {
+    let tasks = support::tasks(1);
+    let (_, prompt, solution) = tasks[0].clone();
+    let rule = |turn: usize, reply: Reply| Rule {
+        prompt_contains: Some(prompt.clone()),
+        turn: Some(turn),
+        reply,
+    };
+    let script = FakeScript {
+        rules: vec![
+            rule(
+                0,
+                Reply::ToolCall {
+                    name: "write_file".into(),
+                    arguments: serde_json::json!({"path": "notes.txt", "content": "kept between calls"}),
+                },
+            ),
+            rule(
+                1,
+                Reply::ToolCall {
+                    name: "read_file".into(),
+                    arguments: serde_json::json!({"path": "notes.txt"}),
+                },
+            ),
+            rule(2, Reply::run_python(&solution)),
+        ],
+        ..FakeScript::default()
+    };
+    let server = FakeLlm::start(script).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("session.jsonl");
+    let mut config = support::config(&server.base_url(), &tasks, 1, &out);
+    config.episode.mode = EpisodeMode::Tools;
+    config.episode.max_turns = 5;
+    config
+        .env_kwargs
+        .insert("mode".into(), serde_json::json!("session"));
+    run(
+        config,
+        EnvBackend::InProcess(support::registry()),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let r = &read_latest(&out).unwrap()[0];
+    let tools = server.request_count();
+    assert_eq!(tools, 3);
+    assert!(matches!(
+        r.turns[0].env_steps[0].action,
+        ActionRecord::WriteFile { .. }
+    ));
+    let read_back = r
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .nth(1)
+        .and_then(|m| m.content.clone());
+    assert!(
+        read_back.is_some_and(|c| c.contains("kept between calls")),
+        "{:?}",
+        r.messages
+    );
+    assert_eq!(r.stop_reason, StopReason::Solved, "{:?}", r.error);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_context_length_error_ends_the_episode_without_a_rerun() {
+    let tasks = support::tasks(1);
+    let mut script = support::script(&tasks, false);
+    script.faults = vec![FaultRule::at(Fault::ContextLength, [0])];
+    let server = FakeLlm::start(script).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ctx.jsonl");
+    let mut config = support::config(&server.base_url(), &tasks, 1, &out);
+    config.model.base_urls = vec![server.base_url().replace("http://", "http://user:pw@")];
+    run(
+        config,
+        EnvBackend::InProcess(support::registry()),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let r = &read_latest(&out).unwrap()[0];
+    assert_eq!(r.stop_reason, StopReason::ContextLength);
+    assert!(!r.needs_rerun());
+    assert_eq!(r.turns[0].model_call.attempts, 1);
+    assert!(!r.model.endpoint.contains("pw"), "{}", r.model.endpoint);
+    assert_eq!(server.request_count(), 1);
 }

@@ -23,6 +23,19 @@ pub struct GrpcBenchArgs {
     pub duration: Duration,
     /// An external server to measure; `None` starts one in this process.
     pub addr: Option<SocketAddr>,
+    /// Which environment to drive.
+    pub env: BenchEnv,
+    /// Items per `Evaluate` call (coding env only).
+    pub batch: usize,
+}
+
+/// The environment under load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchEnv {
+    /// `classic/CartPole-v1`: measures the server and the transport alone.
+    Cartpole,
+    /// `codegym/Python-v0`: sandboxed executions through the server.
+    Python,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,8 +51,7 @@ pub async fn run(args: GrpcBenchArgs) -> anyhow::Result<String> {
         None => {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
             let addr = listener.local_addr()?;
-            let mut registry = env_core::Registry::new();
-            env_core::register_classic(&mut registry)?;
+            let registry = crate::registry(Default::default())?;
             let (tx, rx) = tokio::sync::oneshot::channel::<()>();
             let handle = tokio::spawn(crate::server::serve(
                 Arc::new(registry),
@@ -52,6 +64,9 @@ pub async fn run(args: GrpcBenchArgs) -> anyhow::Result<String> {
             (addr, Some((tx, handle)))
         }
     };
+    if args.env == BenchEnv::Python {
+        return super::grpc_coding::run(addr, &args.clients, args.duration, args.batch).await;
+    }
     let mut table = String::from(
         "| transport | clients | steps/s | p50 (us) | p99 (us) |\n|---|---:|---:|---:|---:|\n",
     );

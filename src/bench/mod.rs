@@ -2,7 +2,10 @@
 //!
 //! Benchmarks, not tests, own every speed claim: tests never assert wall-clock times.
 
+pub mod exec;
 pub mod grpc;
+mod grpc_coding;
+pub mod rollout;
 
 /// Latency summary of one run.
 #[derive(Debug, Clone, Copy)]

@@ -1,6 +1,7 @@
 //! `codegym bench ...`: the benchmarks whose numbers are recorded in `BENCHMARKS.md`.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -8,7 +9,7 @@ use codegym::bench;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
-    /// CartPole step round trips over gRPC (unary and stream) at several client counts.
+    /// Step round trips over gRPC (unary, stream, Evaluate) at several client counts.
     Grpc {
         /// Comma-separated concurrent client counts.
         #[arg(long, value_delimiter = ',', default_value = "1,8,64")]
@@ -19,24 +20,96 @@ pub enum Command {
         /// Measure an already running server instead of an in-process one.
         #[arg(long)]
         addr: Option<SocketAddr>,
+        /// The environment under load.
+        #[arg(long, value_enum, default_value_t = bench::grpc::BenchEnv::Cartpole)]
+        env: bench::grpc::BenchEnv,
+        /// Items per `Evaluate` call (`--env python`).
+        #[arg(long, default_value_t = 64)]
+        batch: usize,
     },
+    /// Sandboxed executions in process: env steps and batch evaluation vs a naive `python3 -c`.
+    Exec {
+        /// Comma-separated concurrent caller counts.
+        #[arg(long, value_delimiter = ',', default_value = "1,8,64")]
+        callers: Vec<usize>,
+        /// Seconds measured per row.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        /// Python interpreter (default: the real binary behind `python3`).
+        #[arg(long)]
+        python: Option<PathBuf>,
+    },
+    /// Rollout engine overhead against the ideal schedule, with the fake LLM server.
+    Rollout {
+        /// Episodes of the throughput run.
+        #[arg(long, default_value_t = 2_000)]
+        episodes: usize,
+        /// Model turns per episode.
+        #[arg(long, default_value_t = 3)]
+        turns: u32,
+        /// Fake model latency per request, in milliseconds.
+        #[arg(long, default_value_t = 50)]
+        latency_ms: u64,
+        /// Episodes in flight in the throughput run.
+        #[arg(long, default_value_t = 256)]
+        concurrency: usize,
+        /// Episodes all in flight at once in the memory run.
+        #[arg(long, default_value_t = 4_000)]
+        memory_episodes: usize,
+    },
+}
+
+fn seconds(s: f64) -> anyhow::Result<Duration> {
+    Duration::try_from_secs_f64(s).map_err(|e| anyhow::anyhow!("--seconds {s}: {e}"))
 }
 
 pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
     let table = match cmd {
         Command::Grpc {
             clients,
-            seconds,
+            seconds: s,
             addr,
+            env,
+            batch,
         } => {
-            let duration = Duration::try_from_secs_f64(seconds)
-                .map_err(|e| anyhow::anyhow!("--seconds {seconds}: {e}"))?;
+            let duration = seconds(s)?;
             bench::grpc::run(bench::grpc::GrpcBenchArgs {
                 clients,
                 duration,
                 addr,
+                env,
+                batch,
             })
             .await?
+        }
+        Command::Exec {
+            callers,
+            seconds: s,
+            python,
+        } => {
+            let duration = seconds(s)?;
+            bench::exec::run(bench::exec::ExecBenchArgs {
+                callers,
+                duration,
+                python,
+            })
+            .await?
+        }
+        Command::Rollout {
+            episodes,
+            turns,
+            latency_ms,
+            concurrency,
+            memory_episodes,
+        } => {
+            let args = bench::rollout::RolloutBenchArgs {
+                episodes,
+                turns,
+                latency: Duration::from_millis(latency_ms),
+                concurrency,
+                memory_episodes,
+            };
+            bench::rollout::run(args).await?
         }
     };
     println!("{table}");

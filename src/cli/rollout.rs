@@ -1,10 +1,283 @@
-//! `codegym rollout`.
+//! `codegym rollout`: maps flags (over an optional `--config FILE.json`) onto
+//! `rollout::RolloutConfig`, sets up the environment backend, and runs until done or interrupted
+//! (SIGINT/SIGTERM stop admission and mark in-flight episodes cancelled; a second signal exits at
+//! once).
 
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::ValueEnum;
+use rollout::config::{ProgressMode, RolloutConfig};
+use rollout::dataset::record::EpisodeMode;
+use rollout::{EnvBackend, backend::RemoteBackend};
+use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    // Boxed: the flags are many, and `Command` should stay small.
+    #[command(flatten)]
+    flags: Box<Flags>,
+}
 
-pub async fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`codegym rollout` is being built")
+#[derive(Debug, clap::Args)]
+struct Flags {
+    /// JSON `RolloutConfig`; flags given on the command line override its fields.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Model name, passed through untouched (`org/model:provider`, `org/model:fastest`).
+    #[arg(long)]
+    model: Option<String>,
+    /// OpenAI-compatible base URL (repeat for several endpoints; default: the Hugging Face router).
+    #[arg(long = "base-url")]
+    base_urls: Vec<String>,
+    /// Environment variable holding the API key (repeatable; default HF_TOKEN then OPENAI_API_KEY).
+    #[arg(long = "api-key-env")]
+    api_key_env: Vec<String>,
+    /// Task file (native JSONL, HumanEval, MBPP) or `builtin:examples`.
+    #[arg(long, default_value = "builtin:examples")]
+    tasks: String,
+    /// Only these task ids (comma-separated); default: every task in the file.
+    #[arg(long, value_delimiter = ',')]
+    task_ids: Vec<String>,
+    /// Episodes per task (a group).
+    #[arg(long)]
+    samples: Option<u32>,
+    /// Episodes in flight.
+    #[arg(long)]
+    concurrency: Option<usize>,
+    /// Run seed (per-episode seeds derive from it, the task id and the sample index).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// How the model acts.
+    #[arg(long, value_enum)]
+    mode: Option<ModeArg>,
+    /// Environment execution mode: `script` (fresh process per step) or `session` (persistent
+    /// interpreter; enables write_file/read_file tools).
+    #[arg(long)]
+    env_mode: Option<String>,
+    /// Environment id.
+    #[arg(long)]
+    env_id: Option<String>,
+    /// Model calls per episode at most.
+    #[arg(long)]
+    max_turns: Option<u32>,
+    /// Messages kept after the system and task messages when calling the model.
+    #[arg(long)]
+    max_history_messages: Option<usize>,
+    #[arg(long)]
+    temperature: Option<f64>,
+    #[arg(long)]
+    top_p: Option<f64>,
+    #[arg(long)]
+    max_tokens: Option<u32>,
+    /// Stop sequence (repeatable).
+    #[arg(long)]
+    stop: Vec<String>,
+    /// Ask for per-token logprobs.
+    #[arg(long)]
+    logprobs: bool,
+    #[arg(long)]
+    top_logprobs: Option<u8>,
+    /// Extra JSON object merged into every request body (e.g. '{"return_token_ids": true}').
+    #[arg(long)]
+    extra_body: Option<String>,
+    /// Timeout of one HTTP attempt, seconds.
+    #[arg(long)]
+    request_timeout: Option<f64>,
+    /// Wall-clock limit of one episode, seconds.
+    #[arg(long)]
+    episode_timeout: Option<f64>,
+    /// Retries of one request.
+    #[arg(long)]
+    max_retries: Option<u32>,
+    /// Retries over a whole episode.
+    #[arg(long)]
+    retry_budget: Option<u32>,
+    /// Requests per minute per endpoint.
+    #[arg(long)]
+    rpm: Option<u32>,
+    /// `codegym serve` address (`http://host:port`, repeatable); default: environments in-process.
+    #[arg(long = "env-server")]
+    env_servers: Vec<String>,
+    /// The JSONL dataset to write (`FILE.manifest.json` and `FILE.summary.json` go beside it).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Continue an existing dataset: skip finished episodes, re-run errored and cancelled ones.
+    #[arg(long)]
+    resume: bool,
+    /// Progress display.
+    #[arg(long, value_enum)]
+    progress: Option<ProgressArg>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ModeArg {
+    CodeBlock,
+    Tools,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ProgressArg {
+    Auto,
+    Bar,
+    Log,
+    Off,
+}
+
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let args = *args.flags;
+    let mut config = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            serde_json::from_str(&text)
+                .with_context(|| format!("{}: not a rollout config", path.display()))?
+        }
+        None => RolloutConfig::default(),
+    };
+    apply_flags(&args, &mut config)?;
+    let task_set = env_coding::tasks::TaskSet::load(&args.tasks)
+        .with_context(|| format!("cannot load tasks {}", args.tasks))?;
+    if config.tasks.is_empty() {
+        config.tasks = task_set.ids().map(String::from).collect();
+    } else if let Some(missing) = config.tasks.iter().find(|t| task_set.get(t).is_none()) {
+        anyhow::bail!("task {missing:?} is not in {}", args.tasks);
+    }
+    if args.tasks != env_coding::tasks::BUILTIN_EXAMPLES_NAME {
+        // The env loads the same file; an absolute path also works for a server on this machine.
+        let path =
+            std::fs::canonicalize(&args.tasks).unwrap_or_else(|_| PathBuf::from(&args.tasks));
+        config.env_kwargs.insert(
+            "tasks".into(),
+            serde_json::json!(path.display().to_string()),
+        );
+    }
+    config.validate()?;
+    let backend = if config.env_servers.is_empty() {
+        let registry = codegym::registry(env_coding::CodingConfig::default())
+            .context("cannot set up the environments")?;
+        EnvBackend::InProcess(Arc::new(registry))
+    } else {
+        EnvBackend::Remote(RemoteBackend::new(&config.env_servers)?)
+    };
+    let cancel = CancellationToken::new();
+    tokio::spawn(watch_signals(cancel.clone()));
+    let summary = rollout::run(config.clone(), backend, cancel).await?;
+    println!("{summary}");
+    println!("dataset: {}", config.output.out.display());
+    Ok(if summary.interrupted {
+        ExitCode::from(130)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn apply_flags(a: &Flags, c: &mut RolloutConfig) -> anyhow::Result<()> {
+    fn set<T: Clone>(dst: &mut T, v: &Option<T>) {
+        if let Some(v) = v {
+            *dst = v.clone();
+        }
+    }
+    set(&mut c.model.model, &a.model);
+    if !a.base_urls.is_empty() {
+        c.model.base_urls.clone_from(&a.base_urls);
+    }
+    if !a.api_key_env.is_empty() {
+        c.model.api_key_env.clone_from(&a.api_key_env);
+    }
+    if !a.task_ids.is_empty() {
+        c.tasks.clone_from(&a.task_ids);
+    }
+    set(&mut c.samples, &a.samples);
+    set(&mut c.concurrency, &a.concurrency);
+    set(&mut c.seed, &a.seed);
+    set(&mut c.env_id, &a.env_id);
+    if let Some(m) = a.mode {
+        c.episode.mode = match m {
+            ModeArg::CodeBlock => EpisodeMode::CodeBlock,
+            ModeArg::Tools => EpisodeMode::Tools,
+        };
+    }
+    if let Some(m) = &a.env_mode {
+        c.env_kwargs.insert("mode".into(), serde_json::json!(m));
+    }
+    set(&mut c.episode.max_turns, &a.max_turns);
+    if a.max_history_messages.is_some() {
+        c.episode.max_history_messages = a.max_history_messages;
+    }
+    let s = &mut c.model.sampling;
+    for (dst, v) in [(&mut s.temperature, a.temperature), (&mut s.top_p, a.top_p)] {
+        if v.is_some() {
+            *dst = v;
+        }
+    }
+    if a.max_tokens.is_some() {
+        s.max_tokens = a.max_tokens;
+    }
+    if !a.stop.is_empty() {
+        s.stop = Some(a.stop.clone());
+    }
+    if a.logprobs {
+        s.logprobs = Some(true);
+    }
+    if a.top_logprobs.is_some() {
+        s.top_logprobs = a.top_logprobs;
+    }
+    if let Some(extra) = &a.extra_body {
+        let value: serde_json::Value =
+            serde_json::from_str(extra).context("--extra-body is not JSON")?;
+        let serde_json::Value::Object(map) = value else {
+            anyhow::bail!("--extra-body must be a JSON object");
+        };
+        s.extra_body.extend(map);
+    }
+    set(&mut c.model.request_timeout_secs, &a.request_timeout);
+    set(&mut c.episode_timeout_secs, &a.episode_timeout);
+    set(&mut c.model.max_retries, &a.max_retries);
+    set(&mut c.model.episode_retry_budget, &a.retry_budget);
+    if a.rpm.is_some() {
+        c.model.requests_per_minute = a.rpm;
+    }
+    if !a.env_servers.is_empty() {
+        c.env_servers.clone_from(&a.env_servers);
+    }
+    set(&mut c.output.out, &a.out);
+    if a.resume {
+        c.output.resume = true;
+    }
+    if let Some(p) = a.progress {
+        c.output.progress = match p {
+            ProgressArg::Auto => ProgressMode::Auto,
+            ProgressArg::Bar => ProgressMode::Bar,
+            ProgressArg::Log => ProgressMode::Log,
+            ProgressArg::Off => ProgressMode::Off,
+        };
+    }
+    Ok(())
+}
+
+/// First SIGINT/SIGTERM: graceful stop. Second: exit immediately (the dataset stays consistent:
+/// resume repairs a torn last line).
+async fn watch_signals(cancel: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("cannot install signal handlers");
+        return;
+    };
+    for round in 0..2 {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        if round == 0 {
+            eprintln!("interrupted: finishing up (signal again to exit at once)");
+            cancel.cancel();
+        }
+    }
+    std::process::exit(130);
 }

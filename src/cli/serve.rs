@@ -39,7 +39,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     apply_flags(&args, &mut config.server);
     if args.require_isolation {
-        let _ = ();
+        config.coding.sandbox.min_isolation = env_coding::sandbox::IsolationLevel::Strict;
     }
     let registry = codegym::registry(config.coding).context("cannot set up the environments")?;
     let listener = tokio::net::TcpListener::bind(args.addr)

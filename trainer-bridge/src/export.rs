@@ -136,20 +136,11 @@ pub enum ExportError {
     },
 }
 
-impl From<AdvantageError> for ExportError {
-    fn from(source: AdvantageError) -> Self {
-        ExportError::Advantage {
-            path: PathBuf::new(),
-            source,
-        }
-    }
-}
-
 /// Builds the table of `config.format` from already-read records.
 pub fn build_table(
     records: &[rollout::dataset::record::TrajectoryRecord],
     config: &ExportConfig,
-) -> Result<Table, ExportError> {
+) -> Result<Table, AdvantageError> {
     let mut table = match config.format {
         ExportFormat::Rl => rows::rl(records, &config.advantage)?,
         ExportFormat::Sft => rows::sft(records, &config.sft),
@@ -174,12 +165,9 @@ pub fn export(
 ) -> Result<ExportSummary, ExportError> {
     let file_format = FileFormat::from_path(output)?;
     let records = read_records(input)?;
-    let table = build_table(&records, config).map_err(|e| match e {
-        ExportError::Advantage { source, .. } => ExportError::Advantage {
-            path: input.to_path_buf(),
-            source,
-        },
-        other => other,
+    let table = build_table(&records, config).map_err(|source| ExportError::Advantage {
+        path: input.to_path_buf(),
+        source,
     })?;
     write_atomically(output, |w| match file_format {
         FileFormat::Jsonl => write_jsonl(&table, w).map_err(|e| e.to_string()),
@@ -224,6 +212,14 @@ fn write_atomically(
         .tempfile_in(dir)
         .map_err(io)?;
     let (file, tmp_path) = tmp.into_parts();
+    // Temporary files are created 0600; a dataset keeps the target's mode, or gets 0644 when new.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path).map_or(0o644, |m| m.permissions().mode() & 0o7777);
+        file.set_permissions(std::fs::Permissions::from_mode(mode))
+            .map_err(io)?;
+    }
     let mut w = BufWriter::new(file);
     let parquet_err = |message| ExportError::Parquet {
         path: path.to_path_buf(),

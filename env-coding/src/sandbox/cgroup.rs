@@ -66,13 +66,31 @@ fn own_path(controller: &str) -> Option<String> {
     })
 }
 
+/// Removes empty `codegym-*` groups (and their `run-*` children) of dead processes.
+fn sweep_stale(parent: &Path) {
+    for e in std::fs::read_dir(parent).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !super::workdir::is_stale(&name) || !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        sweep_stale(&e.path());
+        for child in std::fs::read_dir(e.path()).into_iter().flatten().flatten() {
+            if child.file_type().is_ok_and(|t| t.is_dir()) {
+                let _ = std::fs::remove_dir(child.path());
+            }
+        }
+        let _ = std::fs::remove_dir(e.path());
+    }
+}
+
 /// Creates `<own cgroup>/<name>` in a v1 hierarchy, if writable.
 fn v1_dir(controller: &str, name: &str) -> Option<PathBuf> {
     let own = own_path(controller)?;
-    let dir = Path::new("/sys/fs/cgroup")
+    let parent = Path::new("/sys/fs/cgroup")
         .join(controller)
-        .join(own.trim_start_matches('/'))
-        .join(name);
+        .join(own.trim_start_matches('/'));
+    sweep_stale(&parent);
+    let dir = parent.join(name);
     match std::fs::create_dir(&dir) {
         Ok(()) => Some(dir),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Some(dir),
@@ -87,6 +105,7 @@ fn v2_dir(name: &str) -> Option<CgroupRoot> {
         .map(Path::new)
         .find(|m| m.join("cgroup.controllers").exists())?;
     let parent = mount.join(own.trim_start_matches('/'));
+    sweep_stale(&parent);
     let available =
         std::fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
     let memory = available.split_whitespace().any(|c| c == "memory");

@@ -78,18 +78,9 @@ impl std::fmt::Display for IsolationReport {
 
 /// Tries a `clone3` with `flags` whose child exits at once.
 pub(crate) fn can_clone(flags: u64) -> Result<(), std::io::Error> {
-    // SAFETY: clone_args is plain data.
-    let mut args: libc::clone_args = unsafe { std::mem::zeroed() };
-    args.flags = flags;
-    args.exit_signal = libc::SIGCHLD as u64;
-    // SAFETY: fork-like clone3; the child calls only _exit.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_clone3,
-            &mut args as *mut libc::clone_args,
-            size_of::<libc::clone_args>(),
-        )
-    };
+    let mut pidfd: libc::c_int = -1;
+    // SAFETY: the child calls only _exit.
+    let ret = unsafe { super::spawn::raw_fork(flags, &mut pidfd) };
     if ret == 0 {
         // SAFETY: in the child: leave immediately.
         unsafe { libc::_exit(0) };
@@ -97,8 +88,11 @@ pub(crate) fn can_clone(flags: u64) -> Result<(), std::io::Error> {
     if ret < 0 {
         return Err(std::io::Error::last_os_error());
     }
-    // SAFETY: reaping our own child.
-    unsafe { libc::waitpid(ret as i32, std::ptr::null_mut(), 0) };
+    // SAFETY: reaping our own child and closing the pidfd raw_fork gave us.
+    unsafe {
+        libc::waitpid(ret as i32, std::ptr::null_mut(), 0);
+        libc::close(pidfd);
+    }
     Ok(())
 }
 

@@ -6,14 +6,16 @@
 //! reported by [`IsolationReport`] (logged at [`Sandbox::new`], printed by `codegym doctor`).
 //! Sessions ([`PySession`]) keep one interpreter alive across `exec`s for notebook-like episodes.
 //!
-//! The seam for another backend (e.g. forking a warm interpreter) is [`plan::Launch`]: a launch
-//! description that a backend turns into a running child; supervision is backend-agnostic.
+//! The seam for another backend (e.g. forking a warm interpreter) is `plan::Prepared::new`: everything
+//! up to the `spawn` call is backend-agnostic, and so is supervision.
 
 mod cgroup;
+mod child;
 mod config;
 mod isolation;
 mod outcome;
 mod plan;
+mod probe;
 mod python;
 mod seccomp;
 mod session;
@@ -50,7 +52,7 @@ pub(crate) struct Inner {
     config: SandboxConfig,
     python: python::PythonInfo,
     report: IsolationReport,
-    layers: plan::Layers,
+    layers: probe::Layers,
     /// This sandbox's private dir under the configured work root.
     work_root: PathBuf,
     permits: tokio::sync::Semaphore,
@@ -76,7 +78,9 @@ impl Sandbox {
             std::process::id(),
             rand::random::<u32>()
         );
-        let work_root = workdir::pick_root(config.work_root.as_deref()).join(&tag);
+        let parent = workdir::pick_root(config.work_root.as_deref());
+        workdir::sweep_stale(&parent);
+        let work_root = parent.join(&tag);
         {
             use std::os::unix::fs::DirBuilderExt;
             // 0711: execution uids may traverse to their own dir but not list the others.
@@ -89,7 +93,7 @@ impl Sandbox {
                     source,
                 })?;
         }
-        let (layers, report) = plan::probe(&config, &python, &work_root, &tag);
+        let (layers, report) = probe::probe(&config, &python, &work_root, &tag);
         for l in report.missing() {
             tracing::warn!(layer = l.name, reason = %l.detail, "sandbox isolation layer not available");
         }
@@ -115,7 +119,7 @@ impl Sandbox {
                 report: inner.report.to_string(),
             });
         }
-        plan::self_test(&inner)?;
+        probe::self_test(&inner)?;
         Ok(Sandbox {
             inner: Arc::new(inner),
         })

@@ -4,6 +4,11 @@
 //! The child runs `session_driver.py`; cells travel over a private pipe pair (fds 3 and 4), so
 //! the program's own stdin/stdout/stderr stay ordinary. A timeout or crash kills the whole
 //! session (`is_alive() == false`).
+//!
+//! The exit code of a cell is reported by the driver inside the sandbox, so the cell itself can
+//! forge it (it can write to fd 4 like the driver does). Verdicts must come from host-side checks,
+//! never from a session cell's exit code alone; one-shot [`super::Sandbox::run`] exit codes come
+//! from the kernel.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -45,7 +50,7 @@ impl std::fmt::Debug for PySession {
 fn cpu_ticks(pid: i32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
-    let rest = &stat[stat.rfind(')')? + 2..];
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
     let f: Vec<&str> = rest.split_whitespace().collect();
     let ut: u64 = f.get(11)?.parse().ok()?;
     let st: u64 = f.get(12)?.parse().ok()?;

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock, mpsc};
 use libc::{c_char, c_int, c_void};
 
 use super::SandboxError;
+use super::child;
 
 /// A mount step in the child's private mount namespace.
 #[derive(Clone)]
@@ -82,6 +83,9 @@ const STAGES: &[&str] = &[
     "execve",
 ];
 
+/// How long a child may take from clone to execve (mounts, Landlock, seccomp: normally < 5 ms).
+const SETUP_TIMEOUT_MS: c_int = 20_000;
+
 type Job = (ChildPlan, mpsc::Sender<Result<Spawned, SandboxError>>);
 
 /// Spawns `plan` on the spawner thread and waits until the child has exec'd (or failed).
@@ -121,6 +125,45 @@ fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
     }
     // SAFETY: pipe2 returned two fresh fds that we now own.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// A fork-like clone (no new stack) into the namespaces in `flags`; stores a pidfd of the child
+/// in `pidfd`. Returns 0 in the child, the pid in the parent, -1 on error (errno set).
+/// `clone3` first; container runtimes often make it fail with ENOSYS, so fall back to `clone`.
+///
+/// # Safety
+/// As `fork` in a multi-threaded process: the child may only make async-signal-safe calls.
+pub(crate) unsafe fn raw_fork(flags: u64, pidfd: &mut c_int) -> libc::c_long {
+    // SAFETY: clone_args is plain data; zero is a valid value for every field.
+    let mut args: libc::clone_args = unsafe { std::mem::zeroed() };
+    args.flags = flags | libc::CLONE_PIDFD as u64;
+    args.pidfd = pidfd as *mut c_int as u64;
+    args.exit_signal = libc::SIGCHLD as u64;
+    // SAFETY: valid clone_args of the right size; fork semantics as documented above.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            &mut args as *mut libc::clone_args,
+            size_of::<libc::clone_args>(),
+        )
+    };
+    // SAFETY: reading errno of this thread.
+    if ret >= 0 || unsafe { *libc::__errno_location() } != libc::ENOSYS {
+        return ret;
+    }
+    // clone(flags, newsp, parent_tid, child_tid, tls) on x86_64; with CLONE_PIDFD the pidfd is
+    // written through parent_tid.
+    // SAFETY: fork-like clone, same contract as above.
+    unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            flags | libc::CLONE_PIDFD as u64 | libc::SIGCHLD as u64,
+            0usize,
+            pidfd as *mut c_int,
+            0usize,
+            0usize,
+        )
+    }
 }
 
 fn dup_high(fd: OwnedFd) -> io::Result<OwnedFd> {
@@ -166,22 +209,11 @@ fn spawn_now(plan: ChildPlan) -> Result<Spawned, SandboxError> {
         })
         .collect();
     let mut pidfd: c_int = -1;
-    // SAFETY: clone_args is plain data; zero is a valid value for every field.
-    let mut args: libc::clone_args = unsafe { std::mem::zeroed() };
-    args.flags = plan.clone_flags | libc::CLONE_PIDFD as u64;
-    args.pidfd = &mut pidfd as *mut c_int as u64;
-    args.exit_signal = libc::SIGCHLD as u64;
-    // SAFETY: a fork-like clone3 (no new stack); the child only runs `child_main`, which uses
-    // raw syscalls on memory prepared above and never returns.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_clone3,
-            &mut args as *mut libc::clone_args,
-            size_of::<libc::clone_args>(),
-        )
-    };
+    // SAFETY: the child only runs `child_main`, which uses raw syscalls on memory prepared
+    // above and never returns.
+    let ret = unsafe { raw_fork(plan.clone_flags, &mut pidfd) };
     if ret == 0 {
-        let ctx = ChildCtx {
+        let ctx = child::ChildCtx {
             plan: &plan,
             argv: &argv,
             envp: &envp,
@@ -190,7 +222,7 @@ fn spawn_now(plan: ChildPlan) -> Result<Spawned, SandboxError> {
             err_w: err_w.as_raw_fd(),
         };
         // SAFETY: we are the freshly cloned child.
-        unsafe { child_main(&ctx) }
+        unsafe { child::child_main(&ctx) }
     }
     if ret < 0 {
         return Err(SandboxError::Setup {
@@ -199,7 +231,7 @@ fn spawn_now(plan: ChildPlan) -> Result<Spawned, SandboxError> {
         });
     }
     let pid = ret as i32;
-    // SAFETY: CLONE_PIDFD stored a fresh pidfd that we now own.
+    // SAFETY: raw_fork stored a fresh pidfd that we now own.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
     drop(sync_r);
     drop(err_w);
@@ -227,6 +259,27 @@ fn spawn_now(plan: ChildPlan) -> Result<Spawned, SandboxError> {
     let mut buf = [0u8; 5];
     let mut got = 0;
     while got < buf.len() {
+        // A child stuck before execve must not wedge the spawner (and every later execution).
+        let mut pfd = libc::pollfd {
+            fd: err_r.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: poll on one valid pollfd.
+        let ready = unsafe { libc::poll(&mut pfd, 1, SETUP_TIMEOUT_MS) };
+        if ready == 0 {
+            kill_and_reap(&spawned);
+            return Err(SandboxError::Child {
+                stage: "setup timeout",
+                source: io::ErrorKind::TimedOut.into(),
+            });
+        }
+        if ready < 0 {
+            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            break;
+        }
         // SAFETY: reading into the unfilled part of a local buffer.
         let n = unsafe {
             libc::read(
@@ -276,224 +329,4 @@ pub(crate) fn kill_pidfd(pidfd: &OwnedFd) {
             0,
         )
     };
-}
-
-struct ChildCtx<'a> {
-    plan: &'a ChildPlan,
-    argv: &'a [*const c_char],
-    envp: &'a [*const c_char],
-    fprogs: &'a [libc::sock_fprog],
-    sync_r: RawFd,
-    err_w: RawFd,
-}
-
-/// Reports `stage` and errno to the parent and exits. Async-signal-safe.
-unsafe fn fail(ctx: &ChildCtx<'_>, stage: u8) -> ! {
-    // SAFETY: errno location is thread-local and valid; write/_exit are async-signal-safe.
-    unsafe {
-        let e = (*libc::__errno_location()).to_ne_bytes();
-        let msg = [stage, e[0], e[1], e[2], e[3]];
-        libc::write(ctx.err_w, msg.as_ptr() as *const c_void, msg.len());
-        libc::_exit(127)
-    }
-}
-
-/// Writes `/proc/self/fd/<fd>\0` into `buf` without allocating (async-signal-safe).
-fn fd_path(buf: &mut [u8; 32], fd: c_int) {
-    let prefix = b"/proc/self/fd/";
-    buf[..prefix.len()].copy_from_slice(prefix);
-    let mut digits = [0u8; 12];
-    let mut n = fd.max(0) as u32;
-    let mut len = 0;
-    loop {
-        digits[len] = b'0' + (n % 10) as u8;
-        len += 1;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    let mut i = prefix.len();
-    while len > 0 {
-        len -= 1;
-        buf[i] = digits[len];
-        i += 1;
-    }
-    buf[i] = 0;
-}
-
-#[repr(C, packed)]
-struct LandlockPathBeneath {
-    allowed_access: u64,
-    parent_fd: i32,
-}
-
-/// The child between clone3 and execve. Only raw, async-signal-safe syscalls.
-unsafe fn child_main(ctx: &ChildCtx<'_>) -> ! {
-    let p = ctx.plan;
-    macro_rules! check {
-        ($stage:expr, $e:expr) => {
-            if $e < 0 {
-                fail(ctx, $stage)
-            }
-        };
-    }
-    // SAFETY: all calls below are raw syscalls on memory the parent prepared before clone3.
-    unsafe {
-        let mut b = 0u8;
-        loop {
-            let n = libc::read(ctx.sync_r, &mut b as *mut u8 as *mut c_void, 1);
-            if n == 1 {
-                break;
-            }
-            if n == 0 || *libc::__errno_location() != libc::EINTR {
-                libc::_exit(126);
-            }
-        }
-        check!(
-            1,
-            libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0
-            )
-        );
-        check!(2, libc::setsid());
-        let mut held = [-1 as c_int; 16];
-        let mut n_held = 0;
-        let mut src_buf = [0u8; 32];
-        for op in &p.mounts {
-            let r = match op {
-                MountOp::Hold(path) => {
-                    let fd = libc::open(
-                        path.as_ptr(),
-                        libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-                    );
-                    if fd >= 0 && n_held < held.len() {
-                        held[n_held] = fd;
-                        n_held += 1;
-                    }
-                    fd
-                }
-                MountOp::MakePrivate => libc::mount(
-                    std::ptr::null(),
-                    c"/".as_ptr(),
-                    std::ptr::null(),
-                    libc::MS_REC | libc::MS_PRIVATE,
-                    std::ptr::null(),
-                ),
-                MountOp::Proc => libc::mount(
-                    c"proc".as_ptr(),
-                    c"/proc".as_ptr(),
-                    c"proc".as_ptr(),
-                    libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                    std::ptr::null(),
-                ),
-                MountOp::Tmpfs(path) => libc::mount(
-                    c"tmpfs".as_ptr(),
-                    path.as_ptr(),
-                    c"tmpfs".as_ptr(),
-                    libc::MS_NOSUID | libc::MS_NODEV,
-                    c"mode=0755,size=64k".as_ptr() as *const c_void,
-                ),
-                MountOp::Mkdir(path) => libc::mkdir(path.as_ptr(), 0o755),
-                MountOp::BindRo { held: idx, dst } => {
-                    let fd = held.get(*idx).copied().unwrap_or(-1);
-                    fd_path(&mut src_buf, fd);
-                    let r = libc::mount(
-                        src_buf.as_ptr() as *const c_char,
-                        dst.as_ptr(),
-                        std::ptr::null(),
-                        libc::MS_BIND | libc::MS_REC,
-                        std::ptr::null(),
-                    );
-                    if r < 0 {
-                        r
-                    } else {
-                        libc::mount(
-                            std::ptr::null(),
-                            dst.as_ptr(),
-                            std::ptr::null(),
-                            libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_NOSUID,
-                            std::ptr::null(),
-                        )
-                    }
-                }
-            };
-            check!(3, r);
-        }
-        // The kernel's OOM killer should pick sandboxed code before the server.
-        let fd = libc::open(
-            c"/proc/self/oom_score_adj".as_ptr(),
-            libc::O_WRONLY | libc::O_CLOEXEC,
-        );
-        if fd >= 0 {
-            libc::write(fd, b"1000".as_ptr() as *const c_void, 4);
-            libc::close(fd);
-        }
-        check!(5, libc::dup2(p.stdin.as_raw_fd(), 0));
-        check!(5, libc::dup2(p.stdout.as_raw_fd(), 1));
-        check!(5, libc::dup2(p.stderr.as_raw_fd(), 2));
-        for (fd, target) in &p.extra_fds {
-            check!(5, libc::dup2(fd.as_raw_fd(), *target));
-        }
-        check!(6, libc::chdir(p.workdir.as_ptr()));
-        for &(res, soft, hard) in &p.rlimits {
-            let rl = libc::rlimit {
-                rlim_cur: soft,
-                rlim_max: hard,
-            };
-            check!(7, libc::setrlimit(res, &rl));
-        }
-        if let Some((uid, gid)) = p.ids {
-            check!(8, libc::setgroups(0, std::ptr::null()));
-            check!(9, libc::setresgid(gid, gid, gid));
-            check!(10, libc::setresuid(uid, uid, uid));
-        }
-        check!(11, libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0));
-        if let Some((ruleset, proc_access)) = &p.landlock {
-            if p.mounts.iter().any(|m| matches!(m, MountOp::Proc)) {
-                let proc_fd = libc::open(c"/proc".as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
-                check!(12, proc_fd);
-                let attr = LandlockPathBeneath {
-                    allowed_access: *proc_access,
-                    parent_fd: proc_fd,
-                };
-                check!(
-                    12,
-                    libc::syscall(
-                        libc::SYS_landlock_add_rule,
-                        ruleset.as_raw_fd(),
-                        1, // LANDLOCK_RULE_PATH_BENEATH
-                        &attr as *const LandlockPathBeneath,
-                        0
-                    )
-                );
-            }
-            check!(
-                12,
-                libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0)
-            );
-        }
-        // Keep 0-2, the session's extra fds (dup'ed to 3..) and the CLOEXEC error pipe.
-        // (the error pipe is far above the kept fds, see `dup_high`)
-        let keep_from = 3 + p.extra_fds.len() as u32;
-        let err = ctx.err_w as u32;
-        check!(13, libc::close_range(keep_from, err - 1, 0));
-        check!(13, libc::close_range(err + 1, u32::MAX, 0));
-        for fprog in ctx.fprogs {
-            check!(
-                14,
-                libc::prctl(
-                    libc::PR_SET_SECCOMP,
-                    libc::SECCOMP_MODE_FILTER,
-                    fprog as *const libc::sock_fprog
-                )
-            );
-        }
-        libc::execve(p.program.as_ptr(), ctx.argv.as_ptr(), ctx.envp.as_ptr());
-        fail(ctx, 15)
-    }
 }

@@ -102,3 +102,69 @@ pub(crate) fn pick_root(configured: Option<&Path>) -> PathBuf {
     }
     std::env::temp_dir()
 }
+
+/// The pid embedded in a `codegym-...-<pid>-...` name (first all-digit segment), if any.
+pub(crate) fn owner_pid(name: &str) -> Option<u32> {
+    name.strip_prefix("codegym-")?
+        .split('-')
+        .find_map(|s| s.parse().ok())
+}
+
+/// Whether a `codegym-*` entry belongs to a process that is gone (a crashed or killed server).
+pub(crate) fn is_stale(name: &str) -> bool {
+    owner_pid(name).is_some_and(|pid| {
+        pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists()
+    })
+}
+
+/// Removes work roots left behind by dead processes (a SIGKILLed server cannot clean up).
+pub(crate) fn sweep_stale(root: &Path) {
+    for e in std::fs::read_dir(root).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if is_stale(&name) && e.file_type().is_ok_and(|t| t.is_dir()) {
+            tracing::info!(dir = %e.path().display(), "removing a stale sandbox work root");
+            remove(&e.path());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_paths_must_stay_inside() {
+        for ok in ["a.py", "pkg/mod.py", "./x"] {
+            assert!(validate_rel(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "/etc/passwd", "../x", "a/../../x", ".", "a\0b"] {
+            assert!(validate_rel(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn stale_names_carry_their_owner_pid() {
+        assert_eq!(owner_pid("codegym-123-00ab12cd"), Some(123));
+        assert_eq!(owner_pid("codegym-hostile-guard-77"), Some(77));
+        assert_eq!(owner_pid("other-123"), None);
+        assert!(!is_stale(&format!("codegym-{}-abc", std::process::id())));
+        // pid_max here is far below this, so no such process can exist.
+        assert!(is_stale("codegym-4000000000-abc"));
+    }
+
+    #[test]
+    fn removal_never_follows_planted_links() {
+        let base = std::env::temp_dir().join(format!("codegym-wd-test-{}", std::process::id()));
+        let victim = base.join("victim");
+        let dir = base.join("run");
+        std::fs::create_dir_all(&victim).expect("victim");
+        std::fs::write(victim.join("keep"), "x").expect("keep");
+        create(&dir, &[(PathBuf::from("sub/f"), b"1".as_slice())], None).expect("create");
+        std::os::unix::fs::symlink(&victim, dir.join("link")).expect("link");
+        std::os::unix::fs::symlink(victim.join("keep"), dir.join("sub/keep")).expect("link");
+        remove(&dir);
+        assert!(!dir.exists());
+        assert!(victim.join("keep").exists());
+        std::fs::remove_dir_all(&base).expect("cleanup");
+    }
+}

@@ -76,6 +76,9 @@ struct Mbpp {
     test_setup_code: String,
     #[serde(default)]
     challenge_test_list: Vec<String>,
+    /// Sanitized MBPP: imports the tests need.
+    #[serde(default)]
+    test_imports: Vec<String>,
 }
 
 pub(super) fn mbpp(value: serde_json::Value) -> Result<Task, String> {
@@ -96,7 +99,13 @@ pub(super) fn mbpp(value: serde_json::Value) -> Result<Task, String> {
         prompt,
         reward: spec(Component::Asserts {
             asserts: r.test_list,
-            setup: r.test_setup_code,
+            setup: r
+                .test_imports
+                .iter()
+                .chain([&r.test_setup_code])
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("\n"),
             weight: 1.0,
         })?,
         reference_solution: r.code,

@@ -55,7 +55,8 @@ pub struct Task {
 impl Task {
     /// A task from its native JSON form (the `options.task` of `reset`); `schema_version` optional.
     pub fn from_json(value: serde_json::Value) -> Result<Task, String> {
-        native::parse_task(value, None)
+        // An inline task defaults to the current version; an explicit other version is still refused.
+        native::parse_task(value, Some(NATIVE_SCHEMA_VERSION))
     }
 
     /// The program scored for `completion` (HumanEval convention).

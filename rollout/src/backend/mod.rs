@@ -2,8 +2,7 @@
 //! `codegym serve` processes reached over gRPC. Episodes see the same [`EnvSession`] API either way,
 //! so trajectories do not depend on the backend.
 
-mod remote_tmp;
-use remote_tmp as remote;
+mod remote;
 
 use std::sync::Arc;
 

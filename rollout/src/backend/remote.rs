@@ -25,7 +25,9 @@ impl RemoteBackend {
             .iter()
             .map(|a| {
                 let endpoint = Endpoint::from_shared(a.clone())
-                    .map_err(|e| EnvError::InvalidKwargs(format!("bad env server address {a:?}: {e}")))?
+                    .map_err(|e| {
+                        EnvError::InvalidKwargs(format!("bad env server address {a:?}: {e}"))
+                    })?
                     .tcp_nodelay(true);
                 Ok((a.clone(), EnvServiceClient::new(endpoint.connect_lazy())))
             })
@@ -38,7 +40,12 @@ impl RemoteBackend {
         self.servers.len()
     }
 
-    pub(super) async fn make(&self, env_id: &str, kwargs: &Kwargs, route: usize) -> Result<RemoteSession, EnvError> {
+    pub(super) async fn make(
+        &self,
+        env_id: &str,
+        kwargs: &Kwargs,
+        route: usize,
+    ) -> Result<RemoteSession, EnvError> {
         let (address, client) = &self.servers[route % self.servers.len()];
         let mut client = client.clone();
         let response = client
@@ -71,7 +78,11 @@ impl std::fmt::Debug for RemoteSession {
 }
 
 impl RemoteSession {
-    pub(super) async fn reset(&mut self, seed: Option<u64>, options: &Options) -> Result<(Value, Info), EnvError> {
+    pub(super) async fn reset(
+        &mut self,
+        seed: Option<u64>,
+        options: &Options,
+    ) -> Result<(Value, Info), EnvError> {
         let response = self
             .client
             .reset(v1::ResetRequest {
@@ -82,7 +93,8 @@ impl RemoteSession {
             .await
             .map_err(status_error)?
             .into_inner();
-        convert::reset_from_proto(response).map_err(|e| EnvError::Infrastructure(format!("bad reset response: {e}")))
+        convert::reset_from_proto(response)
+            .map_err(|e| EnvError::Infrastructure(format!("bad reset response: {e}")))
     }
 
     pub(super) async fn step(&mut self, action: Value) -> Result<Step<Value>, EnvError> {
@@ -95,7 +107,8 @@ impl RemoteSession {
             .await
             .map_err(status_error)?
             .into_inner();
-        convert::step_from_proto(response).map_err(|e| EnvError::Infrastructure(format!("bad step response: {e}")))
+        convert::step_from_proto(response)
+            .map_err(|e| EnvError::Infrastructure(format!("bad step response: {e}")))
     }
 
     pub(super) async fn close(mut self) -> Result<(), EnvError> {
@@ -109,15 +122,13 @@ impl RemoteSession {
     }
 }
 
-/// Maps a gRPC status back onto the env error it most likely came from.
+/// Maps a gRPC status back onto an env error: a rejected action stays the model's fault (the episode
+/// shows it to the model); everything else is a failure of the machinery, re-run on `--resume`.
 fn status_error(s: tonic::Status) -> EnvError {
     let m = s.message().to_string();
     match s.code() {
         tonic::Code::InvalidArgument => EnvError::InvalidAction(m),
-        tonic::Code::NotFound => EnvError::UnregisteredEnv(m),
-        tonic::Code::FailedPrecondition => EnvError::InvalidOptions(m),
         tonic::Code::ResourceExhausted => EnvError::ResourceExhausted(m),
-        tonic::Code::Unimplemented => EnvError::Unsupported(m),
-        code => EnvError::Infrastructure(format!("env server {code:?}: {m}")),
+        code => EnvError::Infrastructure(format!("env server answered {code:?}: {m}")),
     }
 }

@@ -90,8 +90,13 @@ impl ChatClient {
                 let trimmed = base.trim_end_matches('/');
                 let url = reqwest::Url::parse(&format!("{trimmed}/chat/completions"))
                     .map_err(|_| ClientError::BaseUrl(base.clone()))?;
+                // Records name the endpoint; credentials embedded in the URL must not go with it.
+                let mut shown =
+                    reqwest::Url::parse(trimmed).map_err(|_| ClientError::BaseUrl(base.clone()))?;
+                let _ = shown.set_username("");
+                let _ = shown.set_password(None);
                 Ok(Endpoint {
-                    base_url: trimmed.to_string(),
+                    base_url: shown.as_str().trim_end_matches('/').to_string(),
                     completions_url: url,
                     limiter: config
                         .requests_per_minute

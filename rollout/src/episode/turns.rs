@@ -395,3 +395,55 @@ fn push_step(st: &mut EpisodeState, step: EnvStepRecord) {
 fn env_ending(e: EnvError) -> Ending {
     Ending::error(StopReason::Error, ErrorKind::Env, e.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(role: Role, text: &str) -> ChatMessage {
+        ChatMessage::text(role, text)
+    }
+
+    #[test]
+    fn the_history_cap_keeps_system_task_and_a_whole_tail() {
+        let mut m = vec![msg(Role::System, "s"), msg(Role::User, "task")];
+        for i in 0..4 {
+            m.push(msg(Role::Assistant, &format!("a{i}")));
+            m.push(msg(Role::User, &format!("f{i}")));
+        }
+        assert_eq!(history_view(&m, None).len(), 10);
+        assert_eq!(history_view(&m, Some(8)).len(), 10);
+        let view = history_view(&m, Some(3));
+        let texts: Vec<_> = view
+            .iter()
+            .map(|x| x.content.as_deref().unwrap_or(""))
+            .collect();
+        // A cap of 3 would start at a feedback message; the tail starts at the next assistant turn.
+        assert_eq!(texts, ["s", "task", "a3", "f3"]);
+        let view = history_view(&m, Some(4));
+        assert_eq!(view.len(), 6);
+        assert_eq!(view[2].content.as_deref(), Some("a2"));
+    }
+
+    #[test]
+    fn tool_calls_become_env_actions() {
+        let call = |name: &str, args: &str| ToolCall {
+            id: "c".into(),
+            kind: "function".into(),
+            function: crate::dataset::record::FunctionCall {
+                name: name.into(),
+                arguments: args.into(),
+            },
+        };
+        let (action, record) =
+            decode_tool_call(&call("write_file", r#"{"path":"a.py","content":"x=1"}"#)).unwrap();
+        assert_eq!(
+            action,
+            Value::Json(json!({"tool": "write_file", "path": "a.py", "content": "x=1"}))
+        );
+        assert!(matches!(record, ActionRecord::WriteFile { .. }));
+        assert!(decode_tool_call(&call("run_python", "{not json")).is_err());
+        assert!(decode_tool_call(&call("run_python", r#"{"source":"x"}"#)).is_err());
+        assert!(decode_tool_call(&call("rm_rf", r#"{}"#)).is_err());
+    }
+}

@@ -41,6 +41,7 @@ struct Shared {
     faults: AtomicU64,
     rng: std::sync::Mutex<rand::rngs::StdRng>,
     recorded: std::sync::Mutex<Vec<Value>>,
+    authorization: std::sync::Mutex<Option<String>>,
     shutdown: watch::Receiver<bool>,
 }
 
@@ -56,6 +57,7 @@ impl FakeLlm {
             requests: AtomicU64::new(0),
             faults: AtomicU64::new(0),
             recorded: std::sync::Mutex::new(Vec::new()),
+            authorization: std::sync::Mutex::new(None),
             shutdown: rx.clone(),
         });
         let app = Router::new()
@@ -94,6 +96,11 @@ impl FakeLlm {
         self.state.faults.load(Ordering::SeqCst)
     }
 
+    /// The `Authorization` header of the latest chat request, if it had one.
+    pub fn last_authorization(&self) -> Option<String> {
+        self.state.authorization.lock().ok().and_then(|a| a.clone())
+    }
+
     /// Request bodies received, when the script records them.
     pub fn recorded_requests(&self) -> Vec<Value> {
         self.state
@@ -124,8 +131,14 @@ async fn models(State(state): State<Arc<Shared>>) -> Response {
     .into_response()
 }
 
-async fn chat(State(state): State<Arc<Shared>>, body: Bytes) -> Response {
+async fn chat(State(state): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
     let index = state.requests.fetch_add(1, Ordering::SeqCst);
+    if let Ok(mut a) = state.authorization.lock() {
+        *a = headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .map(String::from);
+    }
     let script = &state.script;
     if script.latency_ms > 0 {
         tokio::time::sleep(Duration::from_millis(script.latency_ms)).await;

@@ -44,7 +44,8 @@ def test_rl_export_loads_with_advantages(rollout, tmp_path, ext):
     assert by_id["sum#0"]["prompt"][1]["content"] == "Solve sum"
     assert by_id["sum#0"]["completion"][0]["role"] == "assistant"
     assert by_id["sum#0"]["completion_token_ids"] == [[7, 8, 9]]
-    assert by_id["sum#0"]["completion_logprobs"] == pytest.approx([[-0.1, -0.2, -0.3]])
+    [logprobs] = by_id["sum#0"]["completion_logprobs"]
+    assert logprobs == pytest.approx([-0.1, -0.2, -0.3])
     assert by_id["sum#1"]["completion_token_ids"] is None
     assert set(ds["schema_version"]) == {1}
 

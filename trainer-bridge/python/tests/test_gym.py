@@ -53,15 +53,27 @@ def test_parity_with_gymnasium_cartpole(server_address):
         reference.close()
 
 
-def test_vector_env_runs_independent_sessions(server_address):
-    envs = codegym.make_vec(CARTPOLE, 3, address=server_address)
+def test_vector_env_matches_unpipelined_sync_vector_env(server_address):
+    pipelined = codegym.make_vec(CARTPOLE, 3, address=server_address)
+    plain = gym.vector.SyncVectorEnv([lambda: codegym.make(CARTPOLE, address=server_address) for _ in range(3)])
+    rng = np.random.default_rng(7)
     try:
-        obs, _ = envs.reset(seed=[1, 2, 3])
-        assert obs.shape == (3, 4)
-        assert not np.array_equal(obs[0], obs[1])
-        for _ in range(30):
-            obs, rewards, terminated, truncated, _ = envs.step(np.array([0, 1, 0]))
-            assert obs.shape == (3, 4) and rewards.shape == (3,)
-            assert terminated.dtype == np.bool_ and truncated.dtype == np.bool_
+        obs_a, _ = pipelined.reset(seed=[1, 2, 3])
+        obs_b, _ = plain.reset(seed=[1, 2, 3])
+        assert obs_a.shape == (3, 4) and not np.array_equal(obs_a[0], obs_a[1])
+        np.testing.assert_array_equal(obs_a, obs_b)
+        episodes_ended = 0
+        for _ in range(60):
+            actions = rng.integers(0, 2, size=3)
+            obs_a, rew_a, term_a, trunc_a, _ = pipelined.step(actions)
+            obs_b, rew_b, term_b, trunc_b, _ = plain.step(actions)
+            np.testing.assert_array_equal(obs_a, obs_b)
+            np.testing.assert_array_equal(rew_a, rew_b)
+            np.testing.assert_array_equal(term_a, term_b)
+            np.testing.assert_array_equal(trunc_a, trunc_b)
+            episodes_ended += int(term_a.sum())
+        # Random actions end CartPole episodes within ~60 steps: autoreset was exercised.
+        assert episodes_ended >= 3
     finally:
-        envs.close()
+        pipelined.close()
+        plain.close()

@@ -14,7 +14,8 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def blocks(lang: str) -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", README.read_text(), flags=re.DOTALL)
+    # Fences on their own lines: snippets may contain ``` inside strings.
+    return re.findall(rf"^```{lang}\n(.*?)^```$", README.read_text(), flags=re.DOTALL | re.MULTILINE)
 
 
 def test_readme_snippets_run(server_address, tmp_path, monkeypatch):

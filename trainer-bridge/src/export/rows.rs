@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use rollout::dataset::record::{ChatMessage, Role, StopReason, TrajectoryRecord};
 
 use super::table::{ColumnData as C, Message, Table, TurnLists};
-use super::{DpoConfig, ExportError, SftConfig};
-use crate::advantage::{self, AdvantageConfig, EpisodeStatus, Sample};
+use super::{DpoConfig, SftConfig};
+use crate::advantage::{self, AdvantageConfig, AdvantageError, EpisodeStatus, Sample};
 
 /// How advantages see an episode's end.
 pub fn status(stop: StopReason) -> EpisodeStatus {
@@ -110,7 +110,7 @@ fn push_ids(t: &mut Table, rs: &[&TrajectoryRecord]) {
 }
 
 /// One row per episode kept by the advantage mask.
-pub fn rl(records: &[TrajectoryRecord], config: &AdvantageConfig) -> Result<Table, ExportError> {
+pub fn rl(records: &[TrajectoryRecord], config: &AdvantageConfig) -> Result<Table, AdvantageError> {
     let samples: Vec<Sample<'_>> = records
         .iter()
         .map(|r| Sample {

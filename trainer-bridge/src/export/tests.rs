@@ -314,6 +314,26 @@ fn parquet_roundtrips_rows_nested_lists_and_metadata() {
     assert_eq!(rows.len(), expected.len());
 }
 
+#[cfg(unix)]
+#[test]
+fn outputs_get_normal_permissions() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let input = sample_dataset(dir.path());
+    let out = dir.path().join("rl.parquet");
+    export(&input, &out, &ExportConfig::default()).unwrap();
+    assert_eq!(
+        fs::metadata(&out).unwrap().permissions().mode() & 0o777,
+        0o644
+    );
+    fs::set_permissions(&out, fs::Permissions::from_mode(0o640)).unwrap();
+    export(&input, &out, &ExportConfig::default()).unwrap();
+    assert_eq!(
+        fs::metadata(&out).unwrap().permissions().mode() & 0o777,
+        0o640
+    );
+}
+
 #[test]
 fn empty_exports_are_valid_files() {
     let dir = tempfile::tempdir().unwrap();

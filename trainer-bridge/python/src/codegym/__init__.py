@@ -2,7 +2,7 @@
 
 from codegym._errors import CodegymError
 from codegym.client import AsyncClient, AsyncSession, Client, EvalItem, Session, StepResult
-from codegym.env import RemoteEnv, make, make_vec
+from codegym.env import RemoteEnv, RemoteVectorEnv, make, make_vec
 from codegym.reward import RewardFunction, completion_text, reward_fn
 
 __all__ = [
@@ -12,6 +12,7 @@ __all__ = [
     "CodegymError",
     "EvalItem",
     "RemoteEnv",
+    "RemoteVectorEnv",
     "RewardFunction",
     "Session",
     "StepResult",

@@ -238,6 +238,11 @@ class Session:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def __del__(self) -> None:
+        # Unblocks gRPC's request-consumer thread, which would otherwise wait on the queue forever.
+        if not getattr(self, "_closed", True):
+            self._requests.put(_END)
+
 
 class AsyncClient:
     """asyncio client (grpc.aio) with the same methods as `Client`, as coroutines."""

@@ -1,0 +1,258 @@
+//! Probing the isolation layers once ([`Layers`], [`IsolationReport`]): namespaces, uid drop,
+//! seccomp, Landlock, cgroups, and the mount plan that hides host dirs; plus the start-up
+//! self-test that runs a trivial program under every layer.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use super::cgroup::{self, CgroupRoot};
+use super::config::{Limits, SandboxConfig};
+use super::isolation::{self, IsolationReport, Layer};
+use super::outcome::SandboxError;
+use super::plan::{Mode, Prepared};
+use super::python::PythonInfo;
+use super::spawn::MountOp;
+use super::{Inner, seccomp};
+
+/// Host dirs hidden behind an empty tmpfs in the child's mount namespace.
+const HIDDEN: &[&str] = &[
+    "/root", "/home", "/tmp", "/var/tmp", "/dev/shm", "/run", "/work", "/mnt", "/srv", "/media",
+    "/opt",
+];
+
+/// The layers this machine supports, probed once.
+#[derive(Clone)]
+pub(crate) struct Layers {
+    pub clone_flags: u64,
+    pub mounts: Vec<MountOp>,
+    pub drop_uid: bool,
+    pub seccomp: Vec<seccomp::Program>,
+    pub landlock: bool,
+    pub cgroup: Option<CgroupRoot>,
+}
+
+pub(crate) fn cstr(p: &Path) -> Option<CString> {
+    CString::new(p.as_os_str().as_bytes()).ok()
+}
+
+/// Mount steps: private propagation, a fresh /proc, hidden host dirs with the Python install bound
+/// back read-only.
+fn mount_plan(python: &PythonInfo, work_root: &Path, pid_ns: bool) -> Option<Vec<MountOp>> {
+    let mut ops = vec![MountOp::MakePrivate];
+    if pid_ns {
+        ops.push(MountOp::Proc);
+    }
+    let mut trees: Vec<PathBuf> = python.prefixes.clone();
+    if let Some(bin) = python.exe.parent()
+        && !trees.iter().any(|t| bin.starts_with(t))
+    {
+        trees.push(bin.to_path_buf());
+    }
+    for hidden in HIDDEN {
+        let h = Path::new(hidden);
+        let Ok(real) = h.canonicalize() else { continue };
+        if real != h || !real.is_dir() || work_root.starts_with(h) {
+            continue; // a symlink (e.g. /run -> /var/run) or the work root's own tree
+        }
+        let inside: Vec<&PathBuf> = trees.iter().filter(|t| t.starts_with(h)).collect();
+        let first = ops.iter().filter(|o| matches!(o, MountOp::Hold(_))).count();
+        for t in &inside {
+            ops.push(MountOp::Hold(cstr(t)?));
+        }
+        ops.push(MountOp::Tmpfs(cstr(h)?));
+        let mut made: Vec<PathBuf> = Vec::new();
+        for (i, t) in inside.iter().enumerate() {
+            let mut cur = h.to_path_buf();
+            for c in t.strip_prefix(h).ok()?.components() {
+                cur.push(c);
+                if !made.contains(&cur) {
+                    made.push(cur.clone());
+                    ops.push(MountOp::Mkdir(cstr(&cur)?));
+                }
+            }
+            ops.push(MountOp::BindRo {
+                held: first + i,
+                dst: cstr(t)?,
+            });
+        }
+    }
+    Some(ops)
+}
+
+/// Probes every layer; never fails (missing layers are reported).
+pub(crate) fn probe(
+    config: &SandboxConfig,
+    python: &PythonInfo,
+    work_root: &Path,
+    tag: &str,
+) -> (Layers, IsolationReport) {
+    let mut report = vec![
+        Layer {
+            name: "process",
+            active: true,
+            detail: "one fresh interpreter per execution".into(),
+        },
+        Layer {
+            name: "rlimits",
+            active: true,
+            detail: "CPU, FSIZE, NOFILE, NPROC, CORE=0 (AS without memory cgroup)".into(),
+        },
+        Layer {
+            name: "environment",
+            active: true,
+            detail: "cleared: PATH HOME TMPDIR LANG only".into(),
+        },
+        Layer {
+            name: "wall-clock kill",
+            active: true,
+            detail: "SIGKILL of the whole tree at the deadline".into(),
+        },
+    ];
+    let mut layer = |name: &'static str, r: Result<String, String>| {
+        let active = r.is_ok();
+        report.push(Layer {
+            name,
+            active,
+            detail: r.unwrap_or_else(|e| e),
+        });
+        active
+    };
+    let ns = |flag: libc::c_int| {
+        isolation::can_clone(flag as u64).map_err(|e| format!("clone3 refused: {e}"))
+    };
+    let mut flags = 0u64;
+    let pid_ns = layer(
+        "pid namespace",
+        ns(libc::CLONE_NEWPID).map(|()| "tree dies with the main process".into()),
+    );
+    if pid_ns {
+        flags |= libc::CLONE_NEWPID as u64;
+    }
+    if layer(
+        "network namespace",
+        ns(libc::CLONE_NEWNET).map(|()| "no interfaces but a down loopback".into()),
+    ) {
+        flags |= libc::CLONE_NEWNET as u64;
+    }
+    if layer(
+        "ipc/uts namespace",
+        ns(libc::CLONE_NEWIPC | libc::CLONE_NEWUTS)
+            .map(|()| "private SysV IPC and hostname".into()),
+    ) {
+        flags |= (libc::CLONE_NEWIPC | libc::CLONE_NEWUTS) as u64;
+    }
+    let mounts = ns(libc::CLONE_NEWNS).and_then(|()| {
+        mount_plan(python, work_root, pid_ns).ok_or_else(|| "unrepresentable path".to_string())
+    });
+    let mounts = match mounts {
+        Ok(ops) => {
+            layer(
+                "mount namespace",
+                Ok(format!("host dirs hidden: {}", HIDDEN.join(" "))),
+            );
+            flags |= libc::CLONE_NEWNS as u64;
+            ops
+        }
+        Err(e) => {
+            layer("mount namespace", Err(e));
+            Vec::new()
+        }
+    };
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let drop_uid = layer(
+        "uid drop",
+        if root {
+            Ok(format!(
+                "uids {}..{}",
+                config.uid_base,
+                config.uid_base as u64 + config.uid_count as u64
+            ))
+        } else {
+            Err("not root: runs as the server's uid".into())
+        },
+    );
+    let seccomp = if isolation::seccomp_available() {
+        seccomp::build()
+    } else {
+        Err("kernel without seccomp".into())
+    };
+    let seccomp = match seccomp {
+        Ok(p) => {
+            layer(
+                "seccomp",
+                Ok("deny list + AF_UNIX-only sockets + clone3 -> ENOSYS".into()),
+            );
+            p
+        }
+        Err(e) => {
+            layer("seccomp", Err(e));
+            Vec::new()
+        }
+    };
+    let abi = isolation::landlock_abi();
+    let landlock = layer(
+        "landlock",
+        if abi > 0 {
+            Ok(format!(
+                "ABI {abi}: read system + Python, write the work dir only, no TCP"
+            ))
+        } else {
+            Err("not supported by the kernel".into())
+        },
+    );
+    let cgroup = cgroup::probe(tag);
+    let cg_detail = match &cgroup {
+        Some(c) if c.has_memory() || c.has_pids() => Ok(c.describe()),
+        Some(c) => Err(format!("no memory/pids controller: {}", c.describe())),
+        None => Err("no writable memory/pids cgroup".into()),
+    };
+    layer("cgroup", cg_detail);
+    let layers = Layers {
+        clone_flags: flags,
+        mounts,
+        drop_uid,
+        seccomp,
+        landlock,
+        cgroup,
+    };
+    (layers, IsolationReport::new(report))
+}
+
+/// Runs `pass` under all layers once, so a broken layer fails `Sandbox::new`, not every step.
+pub(crate) fn self_test(inner: &Inner) -> Result<(), SandboxError> {
+    let limits = Limits {
+        wall_ms: 30_000,
+        ..inner.config.limits
+    };
+    // A private runtime: `new` is sync and may run inside or outside another runtime.
+    let outcome = std::thread::scope(|s| {
+        s.spawn(|| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(SandboxError::setup("self-test runtime"))?;
+            rt.block_on(async {
+                let files = [(PathBuf::from("main.py"), &b"import sys\nprint('ok')\n"[..])];
+                let run =
+                    Prepared::new(inner, u64::MAX, &files, &limits, Mode::Script, false).await?;
+                Ok::<_, SandboxError>(run.execute(None, &limits).await)
+            })
+        })
+        .join()
+        .unwrap_or(Err(SandboxError::Closed))
+    })?;
+    if outcome.exit_code != Some(0) || outcome.stdout != b"ok\n" {
+        return Err(SandboxError::Setup {
+            stage: "self-test",
+            source: std::io::Error::other(format!(
+                "`print('ok')` gave {:?}/{:?}: {}",
+                outcome.exit_code,
+                outcome.signal,
+                String::from_utf8_lossy(&outcome.stderr)
+            )),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,304 @@
+//! `codegym/Python-v0` end to end through the registry: both modes, termination, truncation, tools,
+//! errors, and the batch evaluator, on real sandboxed Python.
+
+use env_coding::{CodingConfig, PYTHON_ENV_ID, register};
+use env_core::{DynEnv, EnvError, EvalItem, Kwargs, Options, Registry, Step, Value};
+use serde_json::json;
+
+fn registry() -> Registry {
+    let mut reg = Registry::new();
+    if let Err(e) = register(&mut reg, CodingConfig::default()) {
+        panic!("register: {e}");
+    }
+    reg
+}
+
+fn kwargs(v: serde_json::Value) -> Kwargs {
+    v.as_object().cloned().unwrap_or_default()
+}
+
+fn make(reg: &Registry, kw: serde_json::Value) -> Box<dyn DynEnv> {
+    reg.make(PYTHON_ENV_ID, &kwargs(kw))
+        .unwrap_or_else(|e| panic!("make: {e}"))
+}
+
+fn opts(v: serde_json::Value) -> Options {
+    v.as_object().cloned().unwrap_or_default()
+}
+
+fn step(env: &mut dyn DynEnv, action: Value) -> Step<Value> {
+    env.step(action).unwrap_or_else(|e| panic!("step: {e}"))
+}
+
+fn exec(obs: &Value) -> &env_core::ExecutionResult {
+    match obs {
+        Value::Execution(r) => r,
+        other => panic!("expected an execution, got {other:?}"),
+    }
+}
+
+const SOLUTION: &str =
+    "Here you go:\n```python\nprint(f'Result: {sum(i * i for i in range(1, 101))}')\n```\n";
+
+#[test]
+fn script_mode_solves_and_terminates() {
+    let reg = registry();
+    let mut env = make(&reg, json!({}));
+    let (obs, info) = env
+        .reset(Some(1), &opts(json!({"task_id": "sum-of-squares"})))
+        .expect("reset");
+    assert!(matches!(&obs, Value::Text(p) if p.contains("sum of the squares")));
+    assert_eq!(info["task_id"], json!("sum-of-squares"));
+
+    let s = step(env.as_mut(), Value::Text("print('Result: 1')".into()));
+    assert_eq!(exec(&s.obs).stdout, "Result: 1\n");
+    assert!(!s.terminated && !s.truncated);
+    assert!((s.reward - 0.5).abs() < 1e-9, "{s:?}");
+    assert_eq!(s.info["solved"], json!(false));
+
+    let s = step(env.as_mut(), Value::Text(SOLUTION.into()));
+    assert_eq!(exec(&s.obs).stdout, "Result: 338350\n");
+    assert!(s.terminated && !s.truncated);
+    assert_eq!(s.reward, 1.0);
+    assert_eq!(s.info["solved"], json!(true));
+    assert_eq!(
+        s.info["reward_breakdown"]["components"][1]["type"],
+        json!("contains")
+    );
+    assert!(matches!(
+        env.step(Value::Text(SOLUTION.into())),
+        Err(EnvError::EpisodeEnded)
+    ));
+}
+
+#[test]
+fn truncates_at_max_episode_steps() {
+    let reg = registry();
+    let mut env = make(&reg, json!({"max_episode_steps": 2}));
+    env.reset(None, &opts(json!({"task_id": "hello-world"})))
+        .expect("reset");
+    let s = step(env.as_mut(), Value::Text("print('hello')".into()));
+    assert!(!s.terminated && !s.truncated);
+    let s = step(env.as_mut(), Value::Text("print('hello')".into()));
+    assert!(!s.terminated && s.truncated);
+    assert!(matches!(
+        env.step(Value::Text("print(1)".into())),
+        Err(EnvError::EpisodeEnded)
+    ));
+    // The default comes from the spec (4 turns).
+    assert_eq!(
+        reg.spec(PYTHON_ENV_ID).expect("spec").max_episode_steps,
+        Some(4)
+    );
+}
+
+#[test]
+fn session_mode_keeps_state_and_scores_in_fresh_processes() {
+    let reg = registry();
+    let mut env = make(&reg, json!({"mode": "session"}));
+    let task = json!({"id": "inline-42", "prompt": "print 42",
+        "reward": {"version": 1, "components": [{"type": "exit_code"}, {"type": "stdout", "expected": "42"}]}});
+    let (obs, _) = env
+        .reset(None, &opts(json!({"task": task})))
+        .expect("reset");
+    assert_eq!(obs, Value::Text("print 42".into()));
+
+    let s = step(env.as_mut(), Value::Text("import math\nx = 41".into()));
+    assert_eq!(exec(&s.obs).exit_code, Some(0));
+    assert!(!s.terminated);
+    // A failing cell does not become part of the scored program.
+    let s = step(env.as_mut(), Value::Text("raise ValueError('oops')".into()));
+    assert!(exec(&s.obs).stderr.contains("ValueError: oops"));
+    let s = step(env.as_mut(), Value::Text("print(x + 1)".into()));
+    assert_eq!(exec(&s.obs).stdout, "42\n");
+    assert!(s.terminated, "{:?}", s.info);
+    assert_eq!(s.reward, 1.0);
+}
+
+#[test]
+fn session_file_tools() {
+    let reg = registry();
+    let mut env = make(&reg, json!({"mode": "session", "max_episode_steps": 10}));
+    env.reset(None, &opts(json!({"task_id": "hello-world"})))
+        .expect("reset");
+    let w = step(
+        env.as_mut(),
+        Value::Json(json!({"tool": "write_file", "path": "data/in.txt", "content": "hello"})),
+    );
+    assert_eq!(w.obs, Value::Text("wrote data/in.txt".into()));
+    let s = step(
+        env.as_mut(),
+        Value::Json(json!({"tool": "run_python",
+        "code": "print(open('data/in.txt').read().upper())\nopen('out.txt', 'w').write('from python')"})),
+    );
+    assert_eq!(exec(&s.obs).stdout, "HELLO\n", "{:?}", exec(&s.obs).stderr);
+    let r = step(
+        env.as_mut(),
+        Value::Json(json!({"tool": "read_file", "path": "out.txt"})),
+    );
+    assert_eq!(r.obs, Value::Text("from python".into()));
+    let s = step(
+        env.as_mut(),
+        Value::Json(json!({"tool": "run_python",
+        "code": "import os\nos.symlink('/etc/hostname', 'link')"})),
+    );
+    assert_eq!(exec(&s.obs).exit_code, Some(0), "{:?}", exec(&s.obs).stderr);
+    for path in ["link", "../x", "/etc/passwd"] {
+        let r = step(
+            env.as_mut(),
+            Value::Json(json!({"tool": "read_file", "path": path})),
+        );
+        assert!(
+            matches!(&r.obs, Value::Text(t) if t.starts_with("error:")),
+            "{path}: {:?}",
+            r.obs
+        );
+    }
+    let w = step(
+        env.as_mut(),
+        Value::Json(json!({"tool": "write_file", "path": "link", "content": "x"})),
+    );
+    assert!(matches!(&w.obs, Value::Text(t) if t.starts_with("error:")));
+}
+
+#[test]
+fn errors_are_typed() {
+    let reg = registry();
+    assert!(matches!(
+        reg.make(PYTHON_ENV_ID, &kwargs(json!({"mode": "notebook"}))),
+        Err(EnvError::InvalidKwargs(_))
+    ));
+    assert!(matches!(
+        reg.make(PYTHON_ENV_ID, &kwargs(json!({"bogus": 1}))),
+        Err(EnvError::InvalidKwargs(_))
+    ));
+    assert!(matches!(
+        reg.make(
+            PYTHON_ENV_ID,
+            &kwargs(json!({"tasks": "/nonexistent.jsonl"}))
+        ),
+        Err(EnvError::InvalidKwargs(_))
+    ));
+    let mut env = make(&reg, json!({}));
+    assert!(matches!(
+        env.step(Value::Text("print(1)".into())),
+        Err(EnvError::ResetNeeded)
+    ));
+    assert!(matches!(
+        env.reset(None, &opts(json!({"task_id": "nope"}))),
+        Err(EnvError::InvalidOptions(_))
+    ));
+    assert!(matches!(
+        env.reset(None, &opts(json!({"colour": "red"}))),
+        Err(EnvError::InvalidOptions(_))
+    ));
+    assert!(matches!(
+        env.reset(None, &opts(json!({"task": {"id": 1}}))),
+        Err(EnvError::InvalidOptions(_))
+    ));
+    env.reset(None, &opts(json!({"task_id": "hello-world"})))
+        .expect("reset");
+    assert!(matches!(
+        env.step(Value::Discrete(1)),
+        Err(EnvError::InvalidAction(_))
+    ));
+    assert!(matches!(
+        env.step(Value::Json(json!({"tool": "format_disk"}))),
+        Err(EnvError::InvalidAction(_))
+    ));
+    assert!(matches!(
+        env.step(Value::Json(json!({"tool": "read_file", "path": "x"}))),
+        Err(EnvError::InvalidAction(_))
+    ));
+    env.close().expect("close");
+    assert!(env.reset(None, &Options::new()).is_err());
+}
+
+#[test]
+fn seeded_sampling_and_fenced_extraction() {
+    let reg = registry();
+    let mut env = make(&reg, json!({"extract": "fenced"}));
+    let ids: Vec<String> = (0..2)
+        .map(|_| {
+            let (_, info) = env.reset(Some(42), &Options::new()).expect("reset");
+            info["task_id"].as_str().unwrap_or_default().to_string()
+        })
+        .collect();
+    assert_eq!(ids[0], ids[1]);
+    let draws: std::collections::BTreeSet<String> = (0..40u64)
+        .map(|seed| {
+            let (_, info) = env.reset(Some(seed), &Options::new()).expect("reset");
+            info["task_id"].as_str().unwrap_or_default().to_string()
+        })
+        .collect();
+    assert!(draws.len() > 3, "{draws:?}");
+
+    env.reset(None, &opts(json!({"task_id": "hello-world"})))
+        .expect("reset");
+    let s = step(env.as_mut(), Value::Text("print('Hello, world!')".into()));
+    assert!(exec(&s.obs).stderr.contains("no ```python code block"));
+    assert_eq!(s.reward, 0.0);
+    let s = step(
+        env.as_mut(),
+        Value::Text("```python\nprint('Hello, world!')\n```".into()),
+    );
+    assert!(s.terminated);
+}
+
+#[test]
+fn batch_evaluator_scores_a_mixed_batch() {
+    let reg = registry();
+    let evaluator = reg.evaluator(PYTHON_ENV_ID).expect("evaluator");
+    let item = |task: &str, code: &str| EvalItem {
+        seed: None,
+        options: opts(json!({"task_id": task})),
+        action: Value::Text(code.into()),
+    };
+    let items = vec![
+        item("sum-of-squares", SOLUTION),
+        item("is-prime", "def is_prime(n):\n    return n == 2\n"),
+        item("no-such-task", "print(1)"),
+        item("fibonacci", "def fib(n:\n"),
+        EvalItem {
+            seed: None,
+            options: opts(json!({"task_id": "hello-world"})),
+            action: Value::Discrete(3),
+        },
+    ];
+    let out = evaluator.evaluate(&Kwargs::new(), items).expect("batch");
+    assert_eq!(out.len(), 5);
+    let ok = |i: usize| out[i].as_ref().unwrap_or_else(|e| panic!("item {i}: {e}"));
+    assert!(ok(0).terminated && ok(0).reward == 1.0);
+    assert!(
+        !ok(1).terminated && ok(1).reward > 0.0 && ok(1).reward < 1.0,
+        "{:?}",
+        ok(1).info
+    );
+    assert!(matches!(out[2], Err(EnvError::InvalidOptions(_))));
+    assert_eq!(ok(3).reward, 0.0);
+    assert!(matches!(out[4], Err(EnvError::InvalidAction(_))));
+    assert!(matches!(
+        evaluator.evaluate(&kwargs(json!({"mode": 3})), vec![]),
+        Err(EnvError::InvalidKwargs(_))
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn works_under_an_ambient_runtime() {
+    // register() captures this runtime; env calls run on blocking threads as the server does.
+    let reg = registry();
+    let mut env = make(&reg, json!({"mode": "session"}));
+    let result = tokio::task::spawn_blocking(move || {
+        env.reset(None, &opts(json!({"task_id": "hello-world"})))?;
+        env.step(Value::Text("print('Hello, world!')".into()))
+    })
+    .await
+    .expect("join");
+    let s = result.unwrap_or_else(|e| panic!("{e}"));
+    assert!(s.terminated);
+    // Called straight from a worker thread it still works (block_in_place) instead of panicking.
+    let mut env = make(&reg, json!({}));
+    env.reset(None, &opts(json!({"task_id": "hello-world"})))
+        .expect("reset");
+    assert!(step(env.as_mut(), Value::Text("print('Hello, world!')".into())).terminated);
+}

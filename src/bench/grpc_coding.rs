@@ -1,0 +1,160 @@
+//! `codegym bench grpc --env python`: sandboxed executions through the server, via `Step` (one
+//! session per client, one request in flight each) and via batch `Evaluate`. The in-process numbers
+//! and the naive baseline are in `bench::exec`; the difference is what gRPC and the server add.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use env_core::Value;
+use proto::convert::value_to_proto;
+use proto::v1::{self, env_service_client::EnvServiceClient};
+use tonic::transport::Channel;
+
+use super::Latency;
+
+const TASK: &str = r#"{"task_id": "hello-world"}"#;
+const CODE: &str = "print(\"Hello, world!\")\n";
+
+/// Rows for `Step` at each client count and for `Evaluate` batches of `batch` items.
+pub async fn run(
+    addr: SocketAddr,
+    clients: &[usize],
+    duration: Duration,
+    batch: usize,
+) -> anyhow::Result<String> {
+    let mut table = String::from(
+        "| call | clients | executions/s | p50 (ms) | p99 (ms) |\n|---|---:|---:|---:|---:|\n",
+    );
+    for &n in clients {
+        let (rate, lat) = step_load(addr, n, duration).await?;
+        table.push_str(&format!(
+            "| `Step` (`print`) | {n} | {rate:.0} | {:.1} | {:.1} |\n",
+            lat.p50_us / 1e3,
+            lat.p99_us / 1e3
+        ));
+    }
+    for &n in clients.iter().filter(|&&n| n <= 8) {
+        let (rate, lat) = evaluate_load(addr, n, duration, batch).await?;
+        table.push_str(&format!(
+            "| `Evaluate` ({batch} items/call, latency per call) | {n} | {rate:.0} | {:.1} | {:.1} |\n",
+            lat.p50_us / 1e3,
+            lat.p99_us / 1e3
+        ));
+    }
+    Ok(table)
+}
+
+async fn connect(addr: SocketAddr) -> anyhow::Result<EnvServiceClient<Channel>> {
+    Ok(EnvServiceClient::new(
+        Channel::from_shared(format!("http://{addr}"))?
+            .connect()
+            .await?,
+    ))
+}
+
+fn code() -> Option<v1::Value> {
+    Some(value_to_proto(&Value::Text(CODE.into())))
+}
+
+async fn step_load(
+    addr: SocketAddr,
+    clients: usize,
+    duration: Duration,
+) -> anyhow::Result<(f64, Latency)> {
+    let start = Instant::now() + duration / 10;
+    let end = start + duration;
+    let mut tasks = Vec::new();
+    for _ in 0..clients {
+        let mut c = connect(addr).await?;
+        tasks.push(tokio::spawn(async move {
+            let make = v1::MakeRequest {
+                env_id: "codegym/Python-v0".into(),
+                kwargs_json: String::new(),
+            };
+            let id = c.make(make).await?.into_inner().session_id;
+            let reset = || v1::ResetRequest {
+                session_id: id.clone(),
+                seed: None,
+                options_json: TASK.into(),
+            };
+            let mut samples = Vec::new();
+            while Instant::now() < end {
+                c.reset(reset()).await?;
+                let t0 = Instant::now();
+                let step = c
+                    .step(v1::StepRequest {
+                        session_id: id.clone(),
+                        action: code(),
+                    })
+                    .await?
+                    .into_inner();
+                anyhow::ensure!(
+                    step.terminated && step.reward > 0.99,
+                    "the reference program must solve the task: {step:?}"
+                );
+                if t0 >= start {
+                    samples.push(t0.elapsed().as_secs_f64() * 1e6);
+                }
+            }
+            c.close(v1::CloseRequest { session_id: id }).await?;
+            Ok::<_, anyhow::Error>(samples)
+        }));
+    }
+    let mut samples = Vec::new();
+    for t in tasks {
+        samples.extend(t.await??);
+    }
+    Ok((
+        samples.len() as f64 / duration.as_secs_f64(),
+        Latency::from_micros(&mut samples),
+    ))
+}
+
+async fn evaluate_load(
+    addr: SocketAddr,
+    clients: usize,
+    duration: Duration,
+    batch: usize,
+) -> anyhow::Result<(f64, Latency)> {
+    let start = Instant::now() + duration / 10;
+    let end = start + duration;
+    let mut tasks = Vec::new();
+    for _ in 0..clients {
+        let mut c = connect(addr).await?;
+        tasks.push(tokio::spawn(async move {
+            let items: Vec<_> = (0..batch)
+                .map(|_| v1::EvaluateItem {
+                    seed: None,
+                    options_json: TASK.into(),
+                    action: code(),
+                })
+                .collect();
+            let mut calls = Vec::new();
+            while Instant::now() < end {
+                let t0 = Instant::now();
+                let req = v1::EvaluateRequest {
+                    env_id: "codegym/Python-v0".into(),
+                    kwargs_json: String::new(),
+                    items: items.clone(),
+                };
+                let results = c.evaluate(req).await?.into_inner().results;
+                anyhow::ensure!(
+                    results
+                        .iter()
+                        .all(|r| r.step.as_ref().is_some_and(|s| s.reward > 0.99)),
+                    "every item must pass"
+                );
+                if t0 >= start {
+                    calls.push(t0.elapsed().as_secs_f64() * 1e6);
+                }
+            }
+            Ok::<_, anyhow::Error>(calls)
+        }));
+    }
+    let mut calls = Vec::new();
+    for t in tasks {
+        calls.extend(t.await??);
+    }
+    let rate = (calls.len() * batch) as f64 / duration.as_secs_f64();
+    Ok((rate, Latency::from_micros(&mut calls)))
+}

@@ -1,9 +1,9 @@
 //! Sandbox throughput: latency of `print(1)` with all layers on, and executions/s with 2-8 in
-//! flight, with and without `site`. Run with `cargo bench -p env-coding --bench sandbox`.
+//! flight, for each `SitePackages` mode. Run with `cargo bench -p env-coding --bench sandbox`.
 
 use std::time::Instant;
 
-use env_coding::sandbox::{ExecRequest, Sandbox, SandboxConfig};
+use env_coding::sandbox::{ExecRequest, Sandbox, SandboxConfig, SitePackages};
 
 async fn one(sb: &Sandbox) {
     match sb.run(ExecRequest::new("print(1)")).await {
@@ -12,9 +12,9 @@ async fn one(sb: &Sandbox) {
     }
 }
 
-async fn measure(no_site: bool) {
+async fn measure(site_packages: SitePackages) {
     let config = SandboxConfig {
-        no_site,
+        site_packages,
         max_concurrent: 8,
         ..SandboxConfig::default()
     };
@@ -31,7 +31,7 @@ async fn measure(no_site: bool) {
     }
     lat.sort_by(f64::total_cmp);
     println!(
-        "no_site={no_site}: print(1) latency p50 {:.1} ms, p90 {:.1} ms (60 sequential runs)",
+        "{site_packages:?}: print(1) latency p50 {:.1} ms, p90 {:.1} ms (60 sequential runs)",
         lat[lat.len() / 2],
         lat[lat.len() * 9 / 10]
     );
@@ -51,7 +51,7 @@ async fn measure(no_site: bool) {
             let _ = h.await;
         }
         println!(
-            "no_site={no_site}: {inflight} in flight: {:.0} runs/s ({total} runs)",
+            "{site_packages:?}: {inflight} in flight: {:.0} runs/s ({total} runs)",
             total as f64 / t.elapsed().as_secs_f64()
         );
     }
@@ -59,6 +59,7 @@ async fn measure(no_site: bool) {
 
 #[tokio::main]
 async fn main() {
-    measure(true).await;
-    measure(false).await;
+    for mode in [SitePackages::None, SitePackages::Paths, SitePackages::Full] {
+        measure(mode).await;
+    }
 }

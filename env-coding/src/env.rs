@@ -15,7 +15,7 @@ use crate::config::Mode;
 use crate::extract::{ExtractMode, extract};
 use crate::reward::RewardOutcome;
 use crate::reward::run::{self, Program};
-use crate::sandbox::{ExecRequest, PySession};
+use crate::sandbox::PySession;
 use crate::shared::{Settings, Shared};
 use crate::tasks::Task;
 use crate::tools::{self, MAX_READ_BYTES, ToolCall};
@@ -140,23 +140,12 @@ impl CodingEnv {
         let settings = &self.settings;
         let task = ep.task.clone();
         let (result, outcome) = shared
-            .block_on(async {
-                let req = ExecRequest {
-                    source: program.source.clone(),
-                    limits: settings.limits,
-                    ..ExecRequest::default()
-                };
-                let result = shared.sandbox.run(req).await?.to_execution_result();
-                let outcome = run::evaluate(
-                    &shared.sandbox,
-                    &task.reward,
-                    &program,
-                    Some(&result),
-                    settings.eval_options(),
-                )
-                .await?;
-                Ok::<_, crate::sandbox::SandboxError>((result, outcome))
-            })?
+            .block_on(run::run_and_evaluate(
+                &shared.sandbox,
+                &task.reward,
+                &program,
+                settings.eval_options(),
+            ))?
             .map_err(|e| EnvError::Infrastructure(e.to_string()))?;
         Ok(self.finish_step(Value::Execution(result), outcome))
     }

@@ -12,7 +12,6 @@ use futures::future::join_all;
 use crate::config::Mode;
 use crate::env::{Action, decode_action, no_code_result, step_info};
 use crate::reward::run::{self, Program};
-use crate::sandbox::ExecRequest;
 use crate::shared::{Settings, Shared};
 
 pub(crate) struct CodingEvaluator {
@@ -35,30 +34,28 @@ impl CodingEvaluator {
                 ));
             }
         };
-        let program = Program::new(code.clone().unwrap_or_default());
+        let has_code = code.is_some();
+        let program = Program::new(code.unwrap_or_default());
         let sandbox = &self.shared.sandbox;
         let infra = |e: crate::sandbox::SandboxError| EnvError::Infrastructure(e.to_string());
-        let result = match code {
-            Some(source) => sandbox
-                .run(ExecRequest {
-                    source,
-                    limits: settings.limits,
-                    ..ExecRequest::default()
-                })
+        let (result, outcome) = match has_code {
+            true => run::run_and_evaluate(sandbox, &task.reward, &program, settings.eval_options())
                 .await
-                .map_err(infra)?
-                .to_execution_result(),
-            None => no_code_result(),
+                .map_err(infra)?,
+            false => {
+                let result = no_code_result();
+                let outcome = run::evaluate(
+                    sandbox,
+                    &task.reward,
+                    &program,
+                    Some(&result),
+                    settings.eval_options(),
+                )
+                .await
+                .map_err(infra)?;
+                (result, outcome)
+            }
         };
-        let outcome = run::evaluate(
-            sandbox,
-            &task.reward,
-            &program,
-            Some(&result),
-            settings.eval_options(),
-        )
-        .await
-        .map_err(infra)?;
         let info = step_info(&task, &outcome, 1, Mode::Script);
         Ok(Step {
             obs: Value::Execution(result),

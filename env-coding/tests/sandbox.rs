@@ -283,3 +283,61 @@ fn api_types_are_shareable_and_configs_reject_unknown_fields() {
     assert!(serde_json::from_str::<SandboxConfig>(r#"{"limitz": {}}"#).is_err());
     assert!(serde_json::from_str::<Limits>(r#"{"cpu": 1}"#).is_err());
 }
+
+#[test]
+fn setup_failures_are_errors_not_outcomes() {
+    let config = SandboxConfig {
+        python: Some("/nonexistent/python3".into()),
+        ..SandboxConfig::default()
+    };
+    assert!(Sandbox::new(config).is_err());
+}
+
+#[tokio::test]
+async fn dropping_the_sandbox_removes_its_work_root() {
+    let root =
+        std::env::temp_dir().join(format!("codegym-sandbox-drop-test-{}", std::process::id()));
+    std::fs::create_dir_all(&root).expect("root");
+    let config = SandboxConfig {
+        work_root: Some(root.clone()),
+        ..SandboxConfig::default()
+    };
+    let sb = Sandbox::new(config).expect("sandbox");
+    let o = sb
+        .run(ExecRequest::new("open('x', 'w').write('y'); print('ok')"))
+        .await
+        .expect("run");
+    assert_eq!(o.stdout, b"ok\n");
+    assert_eq!(
+        std::fs::read_dir(&root).expect("read").count(),
+        1,
+        "one private dir per sandbox"
+    );
+    drop(sb);
+    assert_eq!(
+        std::fs::read_dir(&root).expect("read").count(),
+        0,
+        "work root left behind"
+    );
+    std::fs::remove_dir(&root).expect("cleanup");
+}
+
+/// `pip` ships in site-packages of every CPython install: the default mode must import it without
+/// running `site` (whose `.pth` hooks are the slow part), and `SitePackages::None` must not.
+#[tokio::test]
+async fn site_packages_are_importable_without_running_site() {
+    use env_coding::sandbox::SitePackages;
+    let probe = "import sys, pip\nprint('site' in sys.modules, pip.__name__)";
+    let o = run(probe).await;
+    assert_eq!(o.exit_code, Some(0), "stderr: {}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "False pip\n");
+
+    let bare = SandboxConfig {
+        site_packages: SitePackages::None,
+        ..SandboxConfig::default()
+    };
+    let sb = Sandbox::new(bare).unwrap_or_else(|e| panic!("sandbox setup failed: {e}"));
+    let o = sb.run(ExecRequest::new(probe)).await.expect("infrastructure");
+    assert_eq!(o.exit_code, Some(1));
+    assert!(text(&o.stderr).contains("ModuleNotFoundError"), "{}", text(&o.stderr));
+}

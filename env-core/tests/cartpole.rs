@@ -270,12 +270,12 @@ fn spaces_and_spec_match_gymnasium() {
     assert_eq!(b.dtype, env_core::DType::F32);
     let high: Vec<f64> = b.high.iter().copied().collect();
     assert_eq!(high[0], f64::from(4.8_f32));
-    assert_eq!(high[1], f64::from(f32::MAX));
+    assert_eq!(high[1], f64::INFINITY);
     assert_eq!(
         high[2],
         f64::from((2.0 * 12.0 * 2.0 * std::f64::consts::PI / 360.0) as f32)
     );
-    assert_eq!(high[3], f64::from(f32::MAX));
+    assert_eq!(high[3], f64::INFINITY);
     assert_eq!(
         b.low.iter().copied().collect::<Vec<_>>(),
         high.iter().map(|x| -x).collect::<Vec<_>>()

@@ -116,7 +116,7 @@ pub async fn run(
     let endpoints = client.endpoint_count();
     let servers = match &backend {
         EnvBackend::Remote(r) => r.server_count(),
-        EnvBackend::InProcess(_) => 1,
+        EnvBackend::InProcess { .. } => 1,
     };
     let plans = plan_episodes(&config, &tasks, &done, endpoints, servers);
     let expected = tasks.len() as u64 * u64::from(config.samples);

@@ -30,7 +30,7 @@ async fn code_block_run_writes_one_record_per_episode() {
     let config = support::config(&server.base_url(), &tasks, 3, &out);
     let summary = run(
         config,
-        EnvBackend::InProcess(support::registry()),
+        EnvBackend::in_process(support::registry()),
         CancellationToken::new(),
     )
     .await
@@ -92,7 +92,7 @@ async fn tools_run_follows_tool_calls_until_the_model_stops() {
     config.episode.max_turns = 4;
     run(
         config,
-        EnvBackend::InProcess(support::registry()),
+        EnvBackend::in_process(support::registry()),
         CancellationToken::new(),
     )
     .await
@@ -142,7 +142,7 @@ async fn resume_skips_finished_episodes_and_reruns_errored_ones() {
     config.episode.max_turns = 1;
     let s1 = run(
         config.clone(),
-        EnvBackend::InProcess(registry.clone()),
+        EnvBackend::in_process(registry.clone()),
         CancellationToken::new(),
     )
     .await
@@ -164,7 +164,7 @@ async fn resume_skips_finished_episodes_and_reruns_errored_ones() {
     config.output.resume = true;
     let s2 = run(
         config.clone(),
-        EnvBackend::InProcess(registry.clone()),
+        EnvBackend::in_process(registry.clone()),
         CancellationToken::new(),
     )
     .await
@@ -184,7 +184,7 @@ async fn resume_skips_finished_episodes_and_reruns_errored_ones() {
     // Run 3: nothing left to do.
     run(
         config,
-        EnvBackend::InProcess(registry),
+        EnvBackend::in_process(registry),
         CancellationToken::new(),
     )
     .await
@@ -206,7 +206,7 @@ async fn resume_repairs_a_torn_last_line() {
     config.episode.max_turns = 1;
     run(
         config.clone(),
-        EnvBackend::InProcess(registry.clone()),
+        EnvBackend::in_process(registry.clone()),
         CancellationToken::new(),
     )
     .await
@@ -228,7 +228,7 @@ async fn resume_repairs_a_torn_last_line() {
     config.output.resume = true;
     run(
         config.clone(),
-        EnvBackend::InProcess(registry.clone()),
+        EnvBackend::in_process(registry.clone()),
         CancellationToken::new(),
     )
     .await
@@ -246,7 +246,7 @@ async fn resume_repairs_a_torn_last_line() {
     config.output.resume = false;
     let err = run(
         config,
-        EnvBackend::InProcess(registry),
+        EnvBackend::in_process(registry),
         CancellationToken::new(),
     )
     .await
@@ -268,7 +268,7 @@ async fn cancellation_marks_in_flight_episodes_and_resume_finishes_them() {
     let cancel = CancellationToken::new();
     let handle = tokio::spawn(run(
         config.clone(),
-        EnvBackend::InProcess(registry.clone()),
+        EnvBackend::in_process(registry.clone()),
         cancel.clone(),
     ));
     // Cancel once both admitted episodes are waiting on the model.
@@ -297,7 +297,7 @@ async fn cancellation_marks_in_flight_episodes_and_resume_finishes_them() {
     config.output.resume = true;
     let done = run(
         config,
-        EnvBackend::InProcess(registry),
+        EnvBackend::in_process(registry),
         CancellationToken::new(),
     )
     .await
@@ -319,7 +319,7 @@ async fn the_episode_deadline_ends_a_stuck_episode() {
     config.episode_timeout_secs = 1.0;
     let summary = run(
         config,
-        EnvBackend::InProcess(support::registry()),
+        EnvBackend::in_process(support::registry()),
         CancellationToken::new(),
     )
     .await
@@ -345,7 +345,7 @@ async fn groups_stick_to_one_endpoint_round_robin() {
     config.episode.max_turns = 1;
     run(
         config,
-        EnvBackend::InProcess(support::registry()),
+        EnvBackend::in_process(support::registry()),
         CancellationToken::new(),
     )
     .await
@@ -402,7 +402,7 @@ async fn session_tools_write_then_run_files() {
         .insert("mode".into(), serde_json::json!("session"));
     run(
         config,
-        EnvBackend::InProcess(support::registry()),
+        EnvBackend::in_process(support::registry()),
         CancellationToken::new(),
     )
     .await
@@ -440,7 +440,7 @@ async fn a_context_length_error_ends_the_episode_without_a_rerun() {
     config.model.base_urls = vec![server.base_url().replace("http://", "http://user:pw@")];
     run(
         config,
-        EnvBackend::InProcess(support::registry()),
+        EnvBackend::in_process(support::registry()),
         CancellationToken::new(),
     )
     .await

@@ -160,7 +160,7 @@ async fn measure(
     let start = Instant::now();
     let summary = rollout::run(
         config,
-        rollout::EnvBackend::InProcess(registry()?),
+        rollout::EnvBackend::in_process(registry()?),
         CancellationToken::new(),
     )
     .await;

@@ -23,7 +23,7 @@ pub struct Args {
     /// Per-sample results (default `<samples>_results.jsonl`), written atomically.
     #[arg(long)]
     out: Option<PathBuf>,
-    /// pass@k metrics as JSON (default `<results>_pass_at_k.json`).
+    /// pass@k metrics as JSON (default `<samples>_pass_at_k.json`).
     #[arg(long)]
     metrics: Option<PathBuf>,
     /// Values of k for pass@k (each reported only when every task has at least k samples).
@@ -60,7 +60,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let metrics = pass_at_ks(&results, &args.k);
     let json = serde_json::to_string_pretty(&metrics)?;
     let metrics_path = args.metrics.unwrap_or_else(|| {
-        let mut s = out.as_os_str().to_owned();
+        let mut s = args.samples.as_os_str().to_owned();
         s.push("_pass_at_k.json");
         PathBuf::from(s)
     });

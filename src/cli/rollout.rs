@@ -158,7 +158,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let backend = if config.env_servers.is_empty() {
         let registry = codegym::registry(env_coding::CodingConfig::default())
             .context("cannot set up the environments")?;
-        EnvBackend::InProcess(Arc::new(registry))
+        EnvBackend::in_process(Arc::new(registry))
     } else {
         EnvBackend::Remote(RemoteBackend::new(&config.env_servers)?)
     };

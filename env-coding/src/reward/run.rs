@@ -67,6 +67,31 @@ pub async fn evaluate(
     plain: Option<&ExecutionResult>,
     opts: EvalOptions,
 ) -> Result<RewardOutcome, SandboxError> {
+    evaluate_inner(sandbox, spec, program, plain, false, opts)
+        .await
+        .map(|(_, outcome)| outcome)
+}
+
+/// Runs the program (its observation) and scores it, with every execution in flight at once: a
+/// unit-test task's step then costs one run's latency, not two.
+pub async fn run_and_evaluate(
+    sandbox: &Sandbox,
+    spec: &RewardSpec,
+    program: &Program,
+    opts: EvalOptions,
+) -> Result<(ExecutionResult, RewardOutcome), SandboxError> {
+    let (plain, outcome) = evaluate_inner(sandbox, spec, program, None, true, opts).await?;
+    Ok((plain.unwrap_or_default(), outcome))
+}
+
+async fn evaluate_inner(
+    sandbox: &Sandbox,
+    spec: &RewardSpec,
+    program: &Program,
+    plain: Option<&ExecutionResult>,
+    always_run_plain: bool,
+    opts: EvalOptions,
+) -> Result<(Option<ExecutionResult>, RewardOutcome), SandboxError> {
     let files: Vec<(String, Vec<u8>)> = program.extra_files().cloned().collect();
     let mut jobs: Vec<(Job, ExecRequest)> = Vec::new();
     let request =
@@ -76,7 +101,7 @@ pub async fn evaluate(
             stdin,
             limits: opts.limits,
         };
-    if plain.is_none() && spec.needs_plain_run() {
+    if plain.is_none() && (always_run_plain || spec.needs_plain_run()) {
         jobs.push((
             Job::Plain,
             request(program.source.clone(), None, files.clone()),
@@ -241,5 +266,5 @@ pub async fn evaluate(
             },
         ),
     ];
-    Ok(RewardOutcome::combine(scores, penalties))
+    Ok((own_plain, RewardOutcome::combine(scores, penalties)))
 }

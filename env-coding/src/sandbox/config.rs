@@ -82,13 +82,32 @@ pub struct SandboxConfig {
     pub max_concurrent: usize,
     /// `Sandbox::new` fails when the machine cannot provide at least this level.
     pub min_isolation: IsolationLevel,
-    /// Start Python with `-S` (no `site`): ~5x faster start-up, but no site-packages (numpy...).
-    pub no_site: bool,
+    /// How executions find third-party packages (numpy...). The default keeps them importable
+    /// without paying for `site` at every start.
+    pub site_packages: SitePackages,
     /// First uid/gid of the range executions run as when the supervisor is root; every execution
     /// gets its own uid so that per-uid limits and file permissions separate concurrent episodes.
     pub uid_base: u32,
     /// Number of uids in the range.
     pub uid_count: u32,
+}
+
+/// Whether and how the interpreter's site-packages are importable.
+///
+/// Running `site` at start-up executes every `.pth` file of the install; on pyenv machines one of them
+/// imports certifi, which makes each execution ~4x slower (measured in BENCHMARKS.md). `Paths` skips
+/// `site` (`-S`) and puts the site-packages directories on `PYTHONPATH` instead: packages import the
+/// same, `.pth` hooks do not run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SitePackages {
+    /// `-S` + site-packages on `PYTHONPATH` (fast; packages importable; `.pth` files ignored).
+    #[default]
+    Paths,
+    /// Run `site` as usual, `.pth` files included (slow on some installs).
+    Full,
+    /// `-S` and nothing else: the standard library only (fastest).
+    None,
 }
 
 impl Default for SandboxConfig {
@@ -99,7 +118,7 @@ impl Default for SandboxConfig {
             work_root: None,
             max_concurrent: 0,
             min_isolation: IsolationLevel::None,
-            no_site: false,
+            site_packages: SitePackages::Paths,
             uid_base: 1_500_000,
             uid_count: 65_536,
         }

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub use config::{IsolationLevel, Limits, SandboxConfig};
+pub use config::{IsolationLevel, Limits, SandboxConfig, SitePackages};
 pub use isolation::{IsolationReport, Layer};
 pub use outcome::{ExecOutcome, ExecRequest, SandboxError};
 pub use session::PySession;

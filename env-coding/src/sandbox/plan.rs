@@ -15,7 +15,7 @@ use tokio::net::unix::pipe;
 
 use super::Inner;
 use super::cgroup::RunCgroup;
-use super::config::Limits;
+use super::config::{Limits, SitePackages};
 use super::isolation;
 use super::outcome::{ExecOutcome, SandboxError};
 use super::probe::cstr;
@@ -106,6 +106,18 @@ fn rlimits(limits: &Limits, memory_cgroup: bool) -> Vec<(libc::__rlimit_resource
 
 const SESSION_DRIVER: &str = include_str!("session_driver.py");
 
+/// Runs `main.py` as `__main__` when `site` is skipped (`-S`): first installs the builtins `site`
+/// would have (`exit`, `quit`, `help`, ...: LLM code calls `exit()`), which is cheap without `.pth`
+/// processing. The code executes in the real `__main__` module (so pickling and
+/// `if __name__ == "__main__"` behave as for a script) and leaves no names there besides
+/// `__file__`; the bootstrap's own frame is cut from tracebacks.
+const SCRIPT_BOOTSTRAP: &str = "\
+__import__('site').setquit(); __import__('site').sethelper(); __import__('site').setcopyright()
+__file__ = 'main.py'; __import__('sys').argv[0] = 'main.py'
+__import__('sys').excepthook = lambda t, v, tb, h=__import__('sys').__excepthook__: h(t, v, tb.tb_next if tb is not None and tb.tb_frame.f_code.co_filename == '<string>' else tb)
+exec(compile(open(__file__, 'rb').read(), __file__, 'exec'))
+";
+
 impl Prepared {
     /// Creates the work dir and cgroup and starts the child (it runs once this returns).
     pub async fn new(
@@ -161,12 +173,19 @@ impl Prepared {
         let py = &inner.python.exe;
         let mut argv =
             vec![cstr(py).ok_or_else(|| SandboxError::PythonNotFound("NUL in path".into()))?];
-        // -E -s = -I without -P: the work dir stays importable so extra files can be imported.
-        argv.extend([c"-E".to_owned(), c"-s".to_owned(), c"-B".to_owned()]);
-        if inner.config.no_site {
+        // -s (no user site) and -B; the work dir stays on sys.path (unlike -I, whose -P drops it) so
+        // extra files can be imported. -E is not needed: the environment below is built from scratch,
+        // and `SitePackages::Paths` relies on PYTHONPATH.
+        argv.extend([c"-s".to_owned(), c"-B".to_owned()]);
+        let skip_site = inner.config.site_packages != SitePackages::Full;
+        if skip_site {
             argv.push(c"-S".to_owned());
         }
         match mode {
+            Mode::Script if skip_site => {
+                argv.push(c"-c".to_owned());
+                argv.push(CString::new(SCRIPT_BOOTSTRAP).unwrap_or_default());
+            }
             Mode::Script => argv.push(c"main.py".to_owned()),
             Mode::Session => {
                 argv.push(c"-u".to_owned());
@@ -190,6 +209,7 @@ impl Prepared {
             "OMP_NUM_THREADS=1".to_string(),
         ]
         .into_iter()
+        .chain(python_path(&inner.config.site_packages, &inner.python.site_dirs))
         .filter_map(|s| CString::new(s).ok())
         .collect();
         let landlock = if layers.landlock {
@@ -349,4 +369,13 @@ pub(crate) async fn write_all(fd: OwnedFd, data: Vec<u8>) {
     if let Ok(mut tx) = pipe::Sender::from_owned_fd(fd) {
         let _ = tx.write_all(&data).await;
     }
+}
+
+/// `PYTHONPATH=<site-packages dirs>` for [`SitePackages::Paths`].
+fn python_path(mode: &SitePackages, dirs: &[std::path::PathBuf]) -> Option<String> {
+    if *mode != SitePackages::Paths || dirs.is_empty() {
+        return None;
+    }
+    let joined: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    Some(format!("PYTHONPATH={}", joined.join(":")))
 }

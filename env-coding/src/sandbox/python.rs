@@ -10,6 +10,8 @@ pub(crate) struct PythonInfo {
     pub exe: PathBuf,
     /// `sys.prefix`, `sys.base_prefix`, `sys.exec_prefix` (deduplicated, canonical).
     pub prefixes: Vec<PathBuf>,
+    /// The install's site-packages directories that exist (`site.getsitepackages()`).
+    pub site_dirs: Vec<PathBuf>,
 }
 
 /// `configured`, else `$CODEGYM_PYTHON`, else whatever `python3` on PATH really runs.
@@ -27,7 +29,8 @@ pub(crate) fn resolve(configured: Option<&Path>) -> Result<PythonInfo, SandboxEr
             "-I",
             "-S",
             "-c",
-            "import sys; print(sys.executable); print(sys.prefix); print(sys.base_prefix); print(sys.exec_prefix)",
+            "import sys, site; print(sys.executable); print(sys.prefix); print(sys.base_prefix); \
+             print(sys.exec_prefix); print('\\n'.join('site:' + d for d in site.getsitepackages()))",
         ])
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -52,12 +55,21 @@ pub(crate) fn resolve(configured: Option<&Path>) -> Result<PythonInfo, SandboxEr
         .canonicalize()
         .map_err(|e| SandboxError::PythonNotFound(format!("{}: {e}", exe.display())))?;
     let mut prefixes: Vec<PathBuf> = Vec::new();
-    for p in lines {
+    let mut site_dirs: Vec<PathBuf> = Vec::new();
+    for line in lines {
+        let (list, p) = match line.strip_prefix("site:") {
+            Some(dir) => (&mut site_dirs, dir),
+            None => (&mut prefixes, line),
+        };
         if let Ok(p) = Path::new(p).canonicalize()
-            && !prefixes.contains(&p)
+            && !list.contains(&p)
         {
-            prefixes.push(p);
+            list.push(p);
         }
     }
-    Ok(PythonInfo { exe, prefixes })
+    Ok(PythonInfo {
+        exe,
+        prefixes,
+        site_dirs,
+    })
 }

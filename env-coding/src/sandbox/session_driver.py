@@ -1,7 +1,9 @@
 # codegym session driver: runs cells in one persistent namespace. Requests arrive on fd 3
 # (u64 LE source length, source, u64 LE stdin length or 2**64-1 for none, stdin), replies go to
 # fd 4 ("D" + i32 LE exit code) after stdout/stderr are flushed.
-import io, os, sys, traceback
+import io, os, site, sys, traceback
+# Under -S, `site` did not install exit/quit/help; cells may call them.
+site.setquit(); site.sethelper(); site.setcopyright()
 def _codegym_session():
     rd, wr = 3, 4
     def readn(n):

@@ -5,8 +5,7 @@
 //! `state` reset option) are bit-identical to Python's. Only the random initial states differ: the
 //! generator is ChaCha8, not numpy's PCG64.
 //!
-//! The observation space's unbounded coordinates use `f32::MAX` (Gymnasium 1.0); recent Gymnasium
-//! (1.4) writes `inf` there. Both contain every reachable observation.
+//! The observation space's velocity coordinates are unbounded (`inf`), as in Gymnasium 1.x.
 
 use std::sync::Arc;
 
@@ -146,13 +145,12 @@ impl CartPole {
 }
 
 fn observation_space() -> Space {
-    let f32_max = f64::from(f32::MAX);
     // Gymnasium builds `high` as a float32 array, so the thresholds are rounded to f32 too.
     let high: Vec<f64> = [
         X_THRESHOLD * 2.0,
-        f32_max,
+        f64::INFINITY,
         THETA_THRESHOLD_RADIANS * 2.0,
-        f32_max,
+        f64::INFINITY,
     ]
     .iter()
     .map(|&x| f64::from(x as f32))
@@ -230,9 +228,11 @@ impl Env for CartPole {
             CartPoleAction::Left => -FORCE_MAG,
         };
         let (sintheta, costheta) = theta.sin_cos();
-        let temp = (force + POLEMASS_LENGTH * theta_dot * theta_dot * sintheta) / TOTAL_MASS;
+        // Operation order mirrors Gymnasium's `np.square(...)` grouping exactly: a different
+        // association rounds differently and trajectories drift apart after a few hundred steps.
+        let temp = (force + POLEMASS_LENGTH * (theta_dot * theta_dot) * sintheta) / TOTAL_MASS;
         let thetaacc = (GRAVITY * sintheta - costheta * temp)
-            / (LENGTH * (4.0 / 3.0 - MASSPOLE * costheta * costheta / TOTAL_MASS));
+            / (LENGTH * (4.0 / 3.0 - MASSPOLE * (costheta * costheta) / TOTAL_MASS));
         let xacc = temp - POLEMASS_LENGTH * thetaacc * costheta / TOTAL_MASS;
         let state = [
             x + TAU * x_dot,

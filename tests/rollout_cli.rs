@@ -81,7 +81,7 @@ async fn a_full_run_writes_every_episode_and_a_summary() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resume_after_kill_9_leaves_each_episode_exactly_once() {
     // Slow model answers so the kill lands mid-run.
-    let server = FakeLlm::start(script(150)).await.unwrap();
+    let server = FakeLlm::start(script(300)).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("killed.jsonl");
     let tasks = task_ids(4);

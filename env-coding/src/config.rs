@@ -52,7 +52,8 @@ pub(crate) struct EnvKwargs {
     pub tasks: Option<String>,
     pub mode: Option<Mode>,
     pub extract: Option<ExtractMode>,
-    /// Partial override of the sandbox's limits (missing fields keep the configured values).
+    /// Partial override of the sandbox's limits (missing fields keep the configured values). Overrides
+    /// may only tighten: `make` comes from remote clients, and the operator's limits are the ceiling.
     pub limits: Option<serde_json::Map<String, serde_json::Value>>,
     /// Normally consumed by the registry's `make` (TimeLimit); honoured here when the creator is
     /// called directly.
@@ -78,6 +79,18 @@ impl EnvKwargs {
             Ok(serde_json::Value::Object(m)) => m,
             _ => return Err("cannot serialize the base limits".into()),
         };
+        for (key, value) in over {
+            let (Some(asked), Some(ceiling)) =
+                (value.as_u64(), merged.get(key).and_then(|v| v.as_u64()))
+            else {
+                continue; // unknown keys and non-numbers are reported by the typed parse below
+            };
+            if asked > ceiling {
+                return Err(format!(
+                    "limits: {key} = {asked} exceeds the server's limit of {ceiling}; overrides may only lower limits"
+                ));
+            }
+        }
         merged.extend(over.iter().map(|(k, v)| (k.clone(), v.clone())));
         let limits: Limits = serde_json::from_value(serde_json::Value::Object(merged))
             .map_err(|e| format!("limits: {e}"))?;
@@ -120,6 +133,9 @@ mod tests {
         assert!(bad.limits(&base).is_err());
         let unknown = EnvKwargs::parse(&map(json!({"limits": {"gpus": 1}}))).unwrap();
         assert!(unknown.limits(&base).is_err());
+        let raise = EnvKwargs::parse(&map(json!({"limits": {"cpu_ms": 1235}}))).unwrap();
+        let err = raise.limits(&base).unwrap_err();
+        assert!(err.contains("cpu_ms") && err.contains("1234"), "{err}");
         assert_eq!(EnvKwargs::default().limits(&base), Ok(None));
     }
 

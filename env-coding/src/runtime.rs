@@ -12,9 +12,14 @@ use tokio::runtime::{Handle, Runtime, RuntimeFlavor};
 /// runtime from async code panics, and it costs two idle threads.
 static PRIVATE: OnceLock<Result<Runtime, String>> = OnceLock::new();
 
-/// The ambient runtime's handle, else the private runtime's.
+/// The ambient runtime's handle when it is multi-threaded, else the private runtime's.
+///
+/// A current-thread runtime (e.g. `#[tokio::test]`) only makes progress while its one thread polls
+/// it, so blocking callers could starve it; the private runtime has threads of its own.
 pub(crate) fn capture() -> Result<Handle, std::io::Error> {
-    if let Ok(h) = Handle::try_current() {
+    if let Ok(h) = Handle::try_current()
+        && h.runtime_flavor() == RuntimeFlavor::MultiThread
+    {
         return Ok(h);
     }
     let rt = PRIVATE.get_or_init(|| {
@@ -33,19 +38,26 @@ pub(crate) fn capture() -> Result<Handle, std::io::Error> {
 
 /// Runs `fut` to completion from synchronous code.
 ///
-/// From a plain thread this is `Handle::block_on`. Called on a multi-thread runtime's worker (async
-/// code that should have used `spawn_blocking`), it still works through `block_in_place`; on a
-/// current-thread runtime it cannot, and reports an error instead of panicking.
-pub(crate) fn block_on<F: Future>(handle: &Handle, fut: F) -> Result<F::Output, String> {
+/// From a plain thread this is `Handle::block_on`. On a multi-thread runtime's thread (a
+/// `spawn_blocking` thread, or a worker in async code that should have used `spawn_blocking`) it goes
+/// through `block_in_place`. Under a current-thread runtime tokio cannot tell a blocking-pool thread
+/// from async code, where `block_on` would panic, so the future is driven from a scoped helper thread
+/// instead (a thread spawn, only in that configuration).
+pub(crate) fn block_on<F>(handle: &Handle, fut: F) -> Result<F::Output, String>
+where
+    F: Future + Send,
+    F::Output: Send,
+{
     match Handle::try_current() {
         Err(_) => Ok(handle.block_on(fut)),
         Ok(current) if current.runtime_flavor() == RuntimeFlavor::MultiThread => {
             Ok(tokio::task::block_in_place(|| handle.block_on(fut)))
         }
-        Ok(_) => Err(
-            "Env::step/reset called from async code on a current-thread tokio runtime; \
-                      call it from spawn_blocking"
-                .into(),
-        ),
+        Ok(_) => std::thread::scope(|scope| {
+            scope
+                .spawn(|| handle.block_on(fut))
+                .join()
+                .map_err(|_| "the sandbox future panicked".to_string())
+        }),
     }
 }

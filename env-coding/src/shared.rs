@@ -59,7 +59,11 @@ impl Shared {
     }
 
     /// Runs a sandbox future from synchronous env code.
-    pub fn block_on<F: std::future::Future>(&self, fut: F) -> Result<F::Output, EnvError> {
+    pub fn block_on<F>(&self, fut: F) -> Result<F::Output, EnvError>
+    where
+        F: std::future::Future + Send,
+        F::Output: Send,
+    {
         crate::runtime::block_on(&self.handle, fut).map_err(EnvError::Infrastructure)
     }
 }

@@ -1,5 +1,5 @@
 //! `codegym bench exec`: sandboxed executions through the coding env's `step` and its
-//! `BatchEvaluator`, beside a naive baseline (`python3 -c` per request, no isolation), for a trivial
+//! `BatchEvaluator`, beside a naive baseline (`python3 -I -S -c` per request, no isolation), for a trivial
 //! program and a HumanEval-sized program with its tests, at several concurrent callers.
 //!
 //! Callers are closed loops: each keeps one call in flight, so latency is a full round trip and the
@@ -140,7 +140,7 @@ pub async fn run(args: ExecBenchArgs) -> anyhow::Result<String> {
                     measure_evaluator(&registry, workload, callers, args.duration).await?,
                 ),
                 (
-                    "naive python3 -c",
+                    "naive python3 -I -S -c",
                     measure_baseline(&python, workload, callers, args.duration).await?,
                 ),
             ];
@@ -280,7 +280,13 @@ async fn measure_baseline(
     let source = workload.baseline_source();
     closed_loop(callers, duration, move |_| {
         let mut cmd = tokio::process::Command::new(&python);
-        cmd.arg("-c").arg(&source).kill_on_drop(true);
+        // Same start-up flags as the sandbox's default (isolated mode, no `site`), so the difference
+        // is the sandbox's own cost.
+        cmd.arg("-I")
+            .arg("-S")
+            .arg("-c")
+            .arg(&source)
+            .kill_on_drop(true);
         async move {
             // The benchmark's naive, unsandboxed baseline: exactly what the sandbox replaces.
             #[allow(clippy::disallowed_methods)]

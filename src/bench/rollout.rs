@@ -113,6 +113,8 @@ fn registry() -> Result<Arc<Registry>, EnvError> {
 /// One measured run.
 struct Measured {
     secs: f64,
+    /// Means over episodes, in ms: wall, model calls, env calls.
+    episode_ms: (f64, f64, f64),
     episodes: u64,
     requests: u64,
     peak_rss_delta: u64,
@@ -166,10 +168,22 @@ async fn measure(
     .await;
     let secs = start.elapsed().as_secs_f64();
     sampler.abort();
+    let records = rollout::dataset::read_latest(&dir.join("bench.jsonl"));
     let _ = std::fs::remove_dir_all(&dir);
     let summary = summary?;
+    let records = records?;
+    let n = records.len().max(1) as f64;
+    let mean = |f: fn(&rollout::dataset::record::Timings) -> u64| {
+        records.iter().map(|r| f(&r.timings) as f64).sum::<f64>() / n
+    };
+    let episode_ms = (
+        mean(|t| t.wall_ms),
+        mean(|t| t.model_ms),
+        mean(|t| t.env_ms),
+    );
     Ok(Measured {
         secs,
+        episode_ms,
         episodes: summary.episodes_this_run,
         requests: server.request_count(),
         peak_rss_delta: peak
@@ -216,10 +230,10 @@ pub async fn run(args: RolloutBenchArgs) -> anyhow::Result<String> {
     let per_episode_kib = mem.peak_rss_delta as f64 / args.memory_episodes.max(1) as f64 / 1024.0;
 
     let mut t = String::new();
-    t.push_str("| run | episodes | turns | latency | concurrency | requests | wall s | ideal s | overhead | episodes/s |\n");
-    t.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    t.push_str("| run | episodes | turns | latency | concurrency | requests | wall s | ideal s | overhead | episodes/s | episode ms: wall / model / env |\n");
+    t.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
     t.push_str(&format!(
-        "| throughput | {} | {} | {} ms | {} | {} | {:.3} | {:.3} | {:+.1}% | {:.0} |\n",
+        "| throughput | {} | {} | {} ms | {} | {} | {:.3} | {:.3} | {:+.1}% | {:.0} | {:.1} / {:.1} / {:.1} |\n",
         args.episodes,
         args.turns,
         args.latency.as_millis(),
@@ -228,10 +242,13 @@ pub async fn run(args: RolloutBenchArgs) -> anyhow::Result<String> {
         m.secs,
         ideal,
         overhead,
-        m.episodes as f64 / m.secs
+        m.episodes as f64 / m.secs,
+        m.episode_ms.0,
+        m.episode_ms.1,
+        m.episode_ms.2
     ));
     t.push_str(&format!(
-        "| memory | {} | 1 | {} ms | {} | {} | {:.3} | {:.3} | peak RSS +{:.1} MiB, {:.1} KiB/episode in flight | {:.0} |\n",
+        "| memory | {} | 1 | {} ms | {} | {} | {:.3} | {:.3} | peak RSS +{:.1} MiB, {:.1} KiB/episode in flight | {:.0} | {:.1} / {:.1} / {:.1} |\n",
         args.memory_episodes,
         mem_latency.as_millis(),
         args.memory_episodes,
@@ -240,7 +257,10 @@ pub async fn run(args: RolloutBenchArgs) -> anyhow::Result<String> {
         mem_latency.as_secs_f64(),
         mem.peak_rss_delta as f64 / (1024.0 * 1024.0),
         per_episode_kib,
-        mem.episodes as f64 / mem.secs
+        mem.episodes as f64 / mem.secs,
+        mem.episode_ms.0,
+        mem.episode_ms.1,
+        mem.episode_ms.2
     ));
     Ok(t)
 }

@@ -80,7 +80,6 @@ impl ChatClient {
             .map(|v| Secret(v.trim().to_string()));
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs_f64(config.connect_timeout_secs))
-            .pool_max_idle_per_host(1024)
             .build()
             .map_err(|e| ClientError::Http(e.to_string()))?;
         let endpoints = config

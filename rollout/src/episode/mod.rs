@@ -4,6 +4,7 @@
 //! [`TrajectoryRecord`] with everything that happened up to that point.
 
 pub mod format;
+mod primitives;
 mod turns;
 
 use std::sync::Arc;

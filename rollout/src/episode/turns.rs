@@ -1,17 +1,16 @@
-//! The turn loops of both modes and the two primitives they share: a model call (which appends the
-//! assistant message and a [`TurnRecord`]) and an env step (which appends an [`EnvStepRecord`]).
+//! The turn loops of both modes: code-block (answer, run the first python block, show the
+//! feedback) and tools (follow function calls until the model answers without one).
 
-use std::borrow::Cow;
 use std::time::Instant;
 
 use env_core::{EnvError, Value};
 use serde_json::json;
 
+use super::primitives::{StepResult, call_model, env_step, push_step};
 use super::{Ending, EpisodeContext, EpisodePlan, EpisodeState, format, millis};
-use crate::client::{ChatRequest, Completion};
 use crate::dataset::record::{
     ActionRecord, ChatMessage, EnvStepRecord, EpisodeMode, ErrorKind, ErrorRecord, Role,
-    StopReason, ToolCall, TurnRecord,
+    StopReason, ToolCall,
 };
 
 /// Runs the episode until it ends on its own terms.
@@ -212,186 +211,6 @@ fn record_invalid_call(st: &mut EpisodeState, call: &ToolCall, why: &str) {
     ));
 }
 
-/// Calls the model with the (possibly capped) history; appends the turn and the assistant message.
-async fn call_model(
-    ctx: &EpisodeContext,
-    plan: &EpisodePlan,
-    st: &mut EpisodeState,
-    tools: Option<&serde_json::Value>,
-) -> Result<Completion, Ending> {
-    let view = history_view(&st.messages, ctx.config.episode.max_history_messages);
-    // Providers commonly reject seeds beyond 32-bit signed integers.
-    let request = ChatRequest {
-        messages: &view,
-        tools,
-        seed: Some(plan.seed & 0x7fff_ffff),
-    };
-    let outcome = ctx
-        .client
-        .chat(plan.endpoint, &request, &mut st.retry_budget)
-        .await;
-    drop(view);
-    st.model_ms += outcome.call.latency_ms;
-    if let Some(u) = &outcome.call.usage {
-        st.usage.add(u);
-    }
-    if outcome.call.served_model.is_some() {
-        st.served_model.clone_from(&outcome.call.served_model);
-    }
-    let error = outcome.call.error.clone();
-    let index = u32::try_from(st.turns.len()).unwrap_or(u32::MAX);
-    let mut turn = TurnRecord {
-        index,
-        model_call: outcome.call,
-        message_index: None,
-        env_steps: Vec::new(),
-    };
-    let Some(completion) = outcome.completion else {
-        st.turns.push(turn);
-        let error = error.unwrap_or(ErrorRecord {
-            kind: ErrorKind::MalformedResponse,
-            status: None,
-            message: "no completion".into(),
-        });
-        let stop = if error.kind == ErrorKind::ContextLength {
-            StopReason::ContextLength
-        } else {
-            StopReason::Error
-        };
-        return Err(Ending {
-            stop,
-            error: Some(error),
-        });
-    };
-    turn.message_index = Some(st.messages.len());
-    st.turns.push(turn);
-    st.messages.push(completion.message.clone());
-    Ok(completion)
-}
-
-/// System and task messages, then at most `cap` of the latest messages, starting at an assistant
-/// message so no tool result is separated from its call.
-fn history_view(messages: &[ChatMessage], cap: Option<usize>) -> Cow<'_, [ChatMessage]> {
-    let Some(cap) = cap else {
-        return Cow::Borrowed(messages);
-    };
-    if messages.len() <= 2 + cap {
-        return Cow::Borrowed(messages);
-    }
-    let mut start = messages.len() - cap;
-    while start < messages.len() && messages[start].role != Role::Assistant {
-        start += 1;
-    }
-    let mut view = messages[..2].to_vec();
-    view.extend_from_slice(&messages[start..]);
-    Cow::Owned(view)
-}
-
-enum StepResult {
-    /// The episode ended with this step (solved, or the env terminated or truncated it).
-    Done(Ending),
-    Continue {
-        obs: (Value, f64),
-    },
-}
-
-/// Steps the env and records the step. Invalid actions are shown to the model; other env errors
-/// end the episode.
-async fn env_step(
-    st: &mut EpisodeState,
-    action: Value,
-    record: ActionRecord,
-    tool_call_id: Option<String>,
-) -> Result<StepResult, Ending> {
-    let t = Instant::now();
-    let result = match st.session.as_mut() {
-        Some(s) => s.step(action).await,
-        None => Err(EnvError::ClosedEnvironment),
-    };
-    let duration_ms = millis(t.elapsed());
-    st.env_ms += duration_ms;
-    let step = match result {
-        Ok(step) => step,
-        Err(e) => {
-            let invalid = matches!(e, EnvError::InvalidAction(_));
-            let error = ErrorRecord {
-                kind: ErrorKind::Env,
-                status: None,
-                message: e.to_string(),
-            };
-            push_step(
-                st,
-                EnvStepRecord {
-                    action: record,
-                    tool_call_id,
-                    execution: None,
-                    observation: None,
-                    reward: 0.0,
-                    reward_breakdown: None,
-                    terminated: false,
-                    truncated: false,
-                    info: serde_json::Map::new(),
-                    duration_ms,
-                    error: Some(error.clone()),
-                },
-            );
-            if invalid {
-                // The model's action was at fault, not the machinery: let it see why.
-                return Ok(StepResult::Continue {
-                    obs: (Value::Text(format!("invalid action: {e}")), 0.0),
-                });
-            }
-            return Err(Ending {
-                stop: StopReason::Error,
-                error: Some(error),
-            });
-        }
-    };
-    let solved = step
-        .info
-        .get("solved")
-        .and_then(serde_json::Value::as_bool)
-        .unwrap_or(step.terminated);
-    st.total_reward += step.reward;
-    st.final_reward = step.reward;
-    st.solved |= solved;
-    let (execution, observation) = match &step.obs {
-        Value::Execution(e) => (Some(e.clone()), None),
-        other => (None, Some(json!(format::observation_text(other)))),
-    };
-    push_step(
-        st,
-        EnvStepRecord {
-            action: record,
-            tool_call_id,
-            execution,
-            observation,
-            reward: step.reward,
-            reward_breakdown: step.info.get("reward_breakdown").cloned(),
-            terminated: step.terminated,
-            truncated: step.truncated,
-            info: step.info.clone(),
-            duration_ms,
-            error: None,
-        },
-    );
-    if solved {
-        return Ok(StepResult::Done(Ending::new(StopReason::Solved)));
-    }
-    if step.terminated || step.truncated {
-        return Ok(StepResult::Done(Ending::new(StopReason::EnvDone)));
-    }
-    Ok(StepResult::Continue {
-        obs: (step.obs, step.reward),
-    })
-}
-
-fn push_step(st: &mut EpisodeState, step: EnvStepRecord) {
-    if let Some(turn) = st.turns.last_mut() {
-        turn.env_steps.push(step);
-    }
-}
-
 fn env_ending(e: EnvError) -> Ending {
     Ending::error(StopReason::Error, ErrorKind::Env, e.to_string())
 }
@@ -399,31 +218,6 @@ fn env_ending(e: EnvError) -> Ending {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn msg(role: Role, text: &str) -> ChatMessage {
-        ChatMessage::text(role, text)
-    }
-
-    #[test]
-    fn the_history_cap_keeps_system_task_and_a_whole_tail() {
-        let mut m = vec![msg(Role::System, "s"), msg(Role::User, "task")];
-        for i in 0..4 {
-            m.push(msg(Role::Assistant, &format!("a{i}")));
-            m.push(msg(Role::User, &format!("f{i}")));
-        }
-        assert_eq!(history_view(&m, None).len(), 10);
-        assert_eq!(history_view(&m, Some(8)).len(), 10);
-        let view = history_view(&m, Some(3));
-        let texts: Vec<_> = view
-            .iter()
-            .map(|x| x.content.as_deref().unwrap_or(""))
-            .collect();
-        // A cap of 3 would start at a feedback message; the tail starts at the next assistant turn.
-        assert_eq!(texts, ["s", "task", "a3", "f3"]);
-        let view = history_view(&m, Some(4));
-        assert_eq!(view.len(), 6);
-        assert_eq!(view[2].content.as_deref(), Some("a2"));
-    }
 
     #[test]
     fn tool_calls_become_env_actions() {

@@ -19,6 +19,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::serve::ListenerExt;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -48,7 +49,11 @@ struct Shared {
 impl FakeLlm {
     /// Binds 127.0.0.1:0 and serves `script` on the current tokio runtime.
     pub async fn start(script: FakeScript) -> std::io::Result<Self> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind(SocketAddr::from(([127, 0, 0, 1], 0)))?;
+        // A deep backlog: benchmarks open thousands of connections at once, and a dropped SYN costs
+        // a one-second retransmission.
+        let listener = socket.listen(8192)?;
         let addr = listener.local_addr()?;
         let (tx, rx) = watch::channel(false);
         let state = Arc::new(Shared {
@@ -66,6 +71,11 @@ impl FakeLlm {
             .with_state(state.clone());
         let mut stop = rx;
         let task = tokio::spawn(async move {
+            // Without TCP_NODELAY, Nagle's algorithm and delayed ACKs add tens of milliseconds to
+            // some responses, which would be charged to the engine under test.
+            let listener = listener.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             let server = axum::serve(listener, app).with_graceful_shutdown(async move {
                 let _ = stop.wait_for(|s| *s).await;
             });

@@ -28,36 +28,83 @@ async fn a_coding_episode_over_grpc_is_rewarded_honestly() {
     unsafe { std::env::set_var("CODEGYM_E2E_SECRET", "hunter2-e2e") };
     let server = TestServer::start(registry(), Default::default()).await;
     let mut c = server.client().await;
-    let make = v1::MakeRequest { env_id: "codegym/Python-v0".into(), kwargs_json: String::new() };
+    let make = v1::MakeRequest {
+        env_id: "codegym/Python-v0".into(),
+        kwargs_json: String::new(),
+    };
     let id = c.make(make).await.unwrap().into_inner().session_id;
-    let reset = v1::ResetRequest { session_id: id.clone(), seed: None, options_json: r#"{"task_id": "sum-of-squares"}"#.into() };
+    let reset = v1::ResetRequest {
+        session_id: id.clone(),
+        seed: None,
+        options_json: r#"{"task_id": "sum-of-squares"}"#.into(),
+    };
     let reset = c.reset(reset).await.unwrap().into_inner();
-    let Value::Text(prompt) = value_from_proto(reset.observation.unwrap()).unwrap() else { panic!("text prompt") };
+    let Value::Text(prompt) = value_from_proto(reset.observation.unwrap()).unwrap() else {
+        panic!("text prompt")
+    };
     assert!(prompt.contains("sum of the squares"), "{prompt}");
 
     // A wrong program: a failing outcome with a low reward, not an error; the episode goes on.
     let wrong = "import os\nprint(os.environ.get('CODEGYM_E2E_SECRET'))\nprint('Result: 42')";
-    let step = c.step(v1::StepRequest { session_id: id.clone(), action: code(wrong) }).await.unwrap().into_inner();
-    let Value::Execution(run) = value_from_proto(step.observation.clone().unwrap()).unwrap() else { panic!("execution") };
+    let step = c
+        .step(v1::StepRequest {
+            session_id: id.clone(),
+            action: code(wrong),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let Value::Execution(run) = value_from_proto(step.observation.clone().unwrap()).unwrap() else {
+        panic!("execution")
+    };
     assert_eq!(run.exit_code, Some(0));
-    assert!(!run.stdout.contains("hunter2"), "a host secret leaked: {}", run.stdout);
-    assert!(step.reward < 1.0 && !step.terminated && !step.truncated, "{step:?}");
+    assert!(
+        !run.stdout.contains("hunter2"),
+        "a host secret leaked: {}",
+        run.stdout
+    );
+    assert!(
+        step.reward < 1.0 && !step.terminated && !step.truncated,
+        "{step:?}"
+    );
     let info = json_object(&step.info_json, "info").unwrap();
     assert_eq!(info["solved"], false);
     assert!(info.contains_key("reward_breakdown"), "{info:?}");
 
     // A crashing program is an outcome too.
-    let step = c.step(v1::StepRequest { session_id: id.clone(), action: code("raise ValueError('x')") }).await.unwrap().into_inner();
-    let Value::Execution(run) = value_from_proto(step.observation.clone().unwrap()).unwrap() else { panic!("execution") };
+    let step = c
+        .step(v1::StepRequest {
+            session_id: id.clone(),
+            action: code("raise ValueError('x')"),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let Value::Execution(run) = value_from_proto(step.observation.clone().unwrap()).unwrap() else {
+        panic!("execution")
+    };
     assert_eq!(run.exit_code, Some(1));
     assert!(run.stderr.contains("ValueError"), "{}", run.stderr);
 
     // Model-style text with a fenced block: extracted, run, solved, terminated.
     let answer = format!("Here you go:\n```python\n{SOLUTION}\n```\n");
-    let step = c.step(v1::StepRequest { session_id: id.clone(), action: code(&answer) }).await.unwrap().into_inner();
+    let step = c
+        .step(v1::StepRequest {
+            session_id: id.clone(),
+            action: code(&answer),
+        })
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(step.reward, 1.0, "{step:?}");
     assert!(step.terminated);
-    let e = c.step(v1::StepRequest { session_id: id, action: code(SOLUTION) }).await.unwrap_err();
+    let e = c
+        .step(v1::StepRequest {
+            session_id: id,
+            action: code(SOLUTION),
+        })
+        .await
+        .unwrap_err();
     assert_eq!(e.code(), Code::FailedPrecondition);
 }
 
@@ -77,19 +124,39 @@ async fn evaluate_scores_a_mixed_batch_in_item_order() {
         item("hello-world", "print('Hello, world!')"),
         item("hello-world", "while True: pass"),
     ];
-    let req = v1::EvaluateRequest { env_id: "codegym/Python-v0".into(), kwargs_json: r#"{"limits": {"cpu_ms": 1000, "wall_ms": 3000}}"#.into(), items };
+    let req = v1::EvaluateRequest {
+        env_id: "codegym/Python-v0".into(),
+        kwargs_json: r#"{"limits": {"cpu_ms": 1000, "wall_ms": 3000}}"#.into(),
+        items,
+    };
     let results = c.evaluate(req).await.unwrap().into_inner().results;
     assert_eq!(results.len(), 5);
-    let reward = |i: usize| results[i].step.as_ref().unwrap_or_else(|| panic!("item {i}: {:?}", results[i])).reward;
+    let reward = |i: usize| {
+        results[i]
+            .step
+            .as_ref()
+            .unwrap_or_else(|| panic!("item {i}: {:?}", results[i]))
+            .reward
+    };
     assert_eq!(reward(0), 1.0);
     assert!(reward(1) < 1.0, "exiting early is not a pass");
-    assert_eq!(results[2].error.as_ref().map(|e| e.code), Some(Code::InvalidArgument as i32), "{:?}", results[2]);
+    assert_eq!(
+        results[2].error.as_ref().map(|e| e.code),
+        Some(Code::InvalidArgument as i32),
+        "{:?}",
+        results[2]
+    );
     assert_eq!(reward(3), 1.0);
     assert!(reward(4) < 1.0);
-    let Value::Execution(spin) = value_from_proto(results[4].step.clone().unwrap().observation.unwrap()).unwrap() else {
+    let Value::Execution(spin) =
+        value_from_proto(results[4].step.clone().unwrap().observation.unwrap()).unwrap()
+    else {
         panic!("execution")
     };
-    assert!(spin.timed_out || spin.signal.is_some(), "the spinning program was killed: {spin:?}");
+    assert!(
+        spin.timed_out || spin.signal.is_some(),
+        "the spinning program was killed: {spin:?}"
+    );
 
     // Remote clients may lower the limits, never raise them past the server's.
     let greedy = v1::EvaluateRequest {
@@ -97,13 +164,19 @@ async fn evaluate_scores_a_mixed_batch_in_item_order() {
         kwargs_json: r#"{"limits": {"cpu_ms": 999999999}}"#.into(),
         items: vec![item("hello-world", "print('Hello, world!')")],
     };
-    assert_eq!(c.evaluate(greedy).await.unwrap_err().code(), Code::InvalidArgument);
+    assert_eq!(
+        c.evaluate(greedy).await.unwrap_err().code(),
+        Code::InvalidArgument
+    );
 }
 
 fn codegym(args: &[&str], dir: &std::path::Path) -> std::process::Output {
     // The binary under test is a process by nature; this is not sandboxed user code.
     #[allow(clippy::disallowed_methods)]
-    let out = Command::new(env!("CARGO_BIN_EXE_codegym")).args(args).current_dir(dir).output();
+    let out = Command::new(env!("CARGO_BIN_EXE_codegym"))
+        .args(args)
+        .current_dir(dir)
+        .output();
     out.expect("run codegym")
 }
 
@@ -112,14 +185,21 @@ fn tasks_check_passes_every_bundled_reference_solution() {
     let dir = tempfile::tempdir().unwrap();
     let out = codegym(&["tasks", "check", "builtin:examples"], dir.path());
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "stdout: {stdout}\nstderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "stdout: {stdout}\nstderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(stdout.contains("sum-of-squares"), "{stdout}");
 }
 
 #[test]
 fn evaluate_writes_per_sample_results_and_pass_at_k() {
     let dir = tempfile::tempdir().unwrap();
-    let tasks = concat!(env!("CARGO_MANIFEST_DIR"), "/env-coding/tasks/fixtures/humaneval_mini.jsonl.gz");
+    let tasks = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/env-coding/tasks/fixtures/humaneval_mini.jsonl.gz"
+    );
     let samples = dir.path().join("samples.jsonl");
     let right = "    return sum(1 for ch in s if ch.lower() in 'aeiou')\n";
     let wrong = "    return 0\n";
@@ -128,18 +208,40 @@ fn evaluate_writes_per_sample_results_and_pass_at_k() {
         .map(|c| serde_json::json!({"task_id": "Mini/0", "completion": c}).to_string())
         .collect();
     std::fs::write(&samples, lines.join("\n") + "\n").unwrap();
-    let out = codegym(&["evaluate", "--tasks", tasks, "--samples", "samples.jsonl", "-k", "1"], dir.path());
-    assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    let out = codegym(
+        &[
+            "evaluate",
+            "--tasks",
+            tasks,
+            "--samples",
+            "samples.jsonl",
+            "-k",
+            "1",
+        ],
+        dir.path(),
+    );
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let results = std::fs::read_to_string(dir.path().join("samples.jsonl_results.jsonl")).unwrap();
     let passed: Vec<bool> = results
         .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["passed"].as_bool().unwrap())
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["passed"]
+                .as_bool()
+                .unwrap()
+        })
         .collect();
     assert_eq!(passed, [true, false, false]);
 
     // A malformed samples file is rejected with its file and line.
     std::fs::write(&samples, format!("{}\nnot json\n", lines[0])).unwrap();
-    let out = codegym(&["evaluate", "--tasks", tasks, "--samples", "samples.jsonl"], dir.path());
+    let out = codegym(
+        &["evaluate", "--tasks", tasks, "--samples", "samples.jsonl"],
+        dir.path(),
+    );
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("samples.jsonl:2"), "{stderr}");

@@ -327,17 +327,42 @@ async fn dropping_the_sandbox_removes_its_work_root() {
 #[tokio::test]
 async fn site_packages_are_importable_without_running_site() {
     use env_coding::sandbox::SitePackages;
-    let probe = "import sys, pip\nprint('site' in sys.modules, pip.__name__)";
+    let probe = "import sys, pip\nprint(sys.flags.no_site, pip.__name__)\nexit(3)";
     let o = run(probe).await;
-    assert_eq!(o.exit_code, Some(0), "stderr: {}", text(&o.stderr));
-    assert_eq!(text(&o.stdout), "False pip\n");
+    // `exit` (installed by `site` normally) still works.
+    assert_eq!(o.exit_code, Some(3), "stderr: {}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "1 pip\n");
 
     let bare = SandboxConfig {
         site_packages: SitePackages::None,
         ..SandboxConfig::default()
     };
     let sb = Sandbox::new(bare).unwrap_or_else(|e| panic!("sandbox setup failed: {e}"));
-    let o = sb.run(ExecRequest::new(probe)).await.expect("infrastructure");
+    let o = sb
+        .run(ExecRequest::new(probe))
+        .await
+        .expect("infrastructure");
     assert_eq!(o.exit_code, Some(1));
-    assert!(text(&o.stderr).contains("ModuleNotFoundError"), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("ModuleNotFoundError"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
+/// Tracebacks are what the model reads as feedback: they must look like a plain script's.
+#[tokio::test]
+async fn tracebacks_point_at_main_py_only() {
+    let o = run("x = 1\nraise ValueError('boom')").await;
+    assert_eq!(o.exit_code, Some(1));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("File \"main.py\", line 2, in <module>"),
+        "{err}"
+    );
+    assert!(!err.contains("<string>"), "bootstrap frame leaked: {err}");
+    assert!(err.trim_end().ends_with("ValueError: boom"), "{err}");
+    // `if __name__ == "__main__"` and `__file__` behave as for a script.
+    let o = run("import sys\nif __name__ == '__main__':\n    print(__file__, sys.argv[0])").await;
+    assert_eq!(text(&o.stdout), "main.py main.py\n", "{}", text(&o.stderr));
 }

@@ -48,7 +48,7 @@ enum Command {
     /// Score a JSONL of completions against a task set (HumanEval convention), with pass@k.
     Evaluate(evaluate::Args),
     /// Run multi-turn episodes against an OpenAI-compatible LLM endpoint and write trajectories.
-    Rollout(Box<rollout::Args>),
+    Rollout(rollout::Args),
     /// Turn a rollout dataset into training data (RL / SFT / DPO; JSONL or Parquet).
     Export(export::Args),
     /// Benchmarks whose numbers go into BENCHMARKS.md.
@@ -77,7 +77,7 @@ pub fn main() -> ExitCode {
             Command::Doctor(args) => doctor::run(args).await,
             Command::Tasks(cmd) => tasks::run(cmd).await,
             Command::Evaluate(args) => evaluate::run(args).await,
-            Command::Rollout(args) => rollout::run(*args).await,
+            Command::Rollout(args) => rollout::run(args).await,
             Command::Export(args) => export::run(args).await,
             Command::Bench(cmd) => bench::run(cmd).await,
         }

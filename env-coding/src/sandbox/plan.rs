@@ -114,7 +114,7 @@ const SESSION_DRIVER: &str = include_str!("session_driver.py");
 const SCRIPT_BOOTSTRAP: &str = "\
 __import__('site').setquit(); __import__('site').sethelper(); __import__('site').setcopyright()
 __file__ = 'main.py'; __import__('sys').argv[0] = 'main.py'
-__import__('sys').excepthook = lambda t, v, tb, h=__import__('sys').__excepthook__: h(t, v, tb.tb_next if tb is not None and tb.tb_frame.f_code.co_filename == '<string>' else tb)
+__import__('sys').excepthook = lambda t, v, tb, h=__import__('sys').__excepthook__: h(t, v.with_traceback(tb.tb_next), tb.tb_next) if isinstance(v, BaseException) and tb is not None and tb.tb_frame.f_code.co_filename == '<string>' else h(t, v, tb)
 exec(compile(open(__file__, 'rb').read(), __file__, 'exec'))
 ";
 
@@ -209,7 +209,10 @@ impl Prepared {
             "OMP_NUM_THREADS=1".to_string(),
         ]
         .into_iter()
-        .chain(python_path(&inner.config.site_packages, &inner.python.site_dirs))
+        .chain(python_path(
+            &inner.config.site_packages,
+            &inner.python.site_dirs,
+        ))
         .filter_map(|s| CString::new(s).ok())
         .collect();
         let landlock = if layers.landlock {

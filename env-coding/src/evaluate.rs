@@ -7,7 +7,7 @@
 //! overflows nor loses precision.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use futures::StreamExt;
@@ -56,16 +56,7 @@ pub fn read_samples(path: &Path, tasks: &TaskSet) -> Result<Vec<Sample>, EvalErr
         path: path.to_path_buf(),
         source,
     };
-    let raw = std::fs::read(path).map_err(io)?;
-    let bytes = if raw.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::new();
-        flate2::read::MultiGzDecoder::new(raw.as_slice())
-            .read_to_end(&mut out)
-            .map_err(io)?;
-        out
-    } else {
-        raw
-    };
+    let bytes = crate::tasks::read_maybe_gzip(path).map_err(io)?;
     let parse = |line, message| EvalError::Parse {
         path: path.to_path_buf(),
         line,

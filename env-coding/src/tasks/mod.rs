@@ -115,16 +115,7 @@ impl TaskSet {
             path: path.to_path_buf(),
             source,
         };
-        let raw = std::fs::read(path).map_err(io)?;
-        let bytes = if raw.starts_with(&[0x1f, 0x8b]) {
-            let mut out = Vec::new();
-            flate2::read::MultiGzDecoder::new(raw.as_slice())
-                .read_to_end(&mut out)
-                .map_err(io)?;
-            out
-        } else {
-            raw
-        };
+        let bytes = read_maybe_gzip(path).map_err(io)?;
         let text = String::from_utf8(bytes).map_err(|e| TaskError::Parse {
             path: path.to_path_buf(),
             line: 0,
@@ -298,6 +289,18 @@ fn detect(first: &serde_json::Value) -> TaskFormat {
     } else {
         TaskFormat::Native
     }
+}
+
+/// Reads a file, gunzipping it when it starts with the gzip magic bytes (task and sample files may be
+/// `.jsonl.gz`, whatever their name says).
+pub(crate) fn read_maybe_gzip(path: &Path) -> std::io::Result<Vec<u8>> {
+    let raw = std::fs::read(path)?;
+    if !raw.starts_with(&[0x1f, 0x8b]) {
+        return Ok(raw);
+    }
+    let mut out = Vec::new();
+    flate2::read::MultiGzDecoder::new(raw.as_slice()).read_to_end(&mut out)?;
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -42,3 +42,40 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
         message: e.to_string(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_the_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("serve.json");
+        std::fs::write(
+            &path,
+            "{\n  \"server\": {\"max_sessions\": 8},\n  \"servre\": {}\n}\n",
+        )
+        .unwrap();
+        let err = load(&path).unwrap_err().to_string();
+        assert!(err.starts_with(&format!("{}:3:", path.display())), "{err}");
+        assert!(err.contains("servre"), "{err}");
+
+        std::fs::write(
+            &path,
+            r#"{"server": {"max_sessions": 8, "idle_timeout_ms": 1500}}"#,
+        )
+        .unwrap();
+        let config = load(&path).unwrap();
+        assert_eq!(config.server.max_sessions, 8);
+        assert_eq!(
+            config.server.idle_timeout(),
+            std::time::Duration::from_millis(1500)
+        );
+        assert!(
+            load(&dir.path().join("missing.json"))
+                .unwrap_err()
+                .to_string()
+                .contains("missing.json")
+        );
+    }
+}

@@ -146,7 +146,7 @@ async fn idle_unary_sessions_are_reaped() {
     // with calls on the idle session, which would keep it alive) observes the reaper from outside.
     let config = ServerConfig {
         max_sessions: 1,
-        idle_timeout: Duration::from_millis(300),
+        idle_timeout_ms: 300,
         ..Default::default()
     };
     let server = TestServer::start(test_registry(), config).await;

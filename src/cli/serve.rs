@@ -5,7 +5,6 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
 use codegym::server::{self, ServerConfig};
@@ -64,7 +63,7 @@ fn apply_flags(args: &Args, server: &mut ServerConfig) {
         server.max_sessions = n;
     }
     if let Some(s) = args.idle_timeout_secs {
-        server.idle_timeout = Duration::from_secs(s);
+        server.idle_timeout_ms = s.saturating_mul(1000);
     }
     if let Some(b) = args.max_request_bytes {
         server.max_request_bytes = b;

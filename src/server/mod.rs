@@ -32,24 +32,35 @@ pub use service::EnvServer;
 pub struct ServerConfig {
     /// Sessions open at once (unary and stream); more get RESOURCE_EXHAUSTED.
     pub max_sessions: usize,
-    /// A unary session untouched for this long is closed: its client has vanished.
-    pub idle_timeout: Duration,
+    /// A unary session untouched for this many milliseconds is closed: its client has vanished.
+    pub idle_timeout_ms: u64,
     /// Largest accepted request message, in bytes.
     pub max_request_bytes: usize,
     /// Largest `Evaluate` batch.
     pub max_evaluate_items: usize,
-    /// After a shutdown signal, how long in-flight work may take before the server stops anyway.
-    pub shutdown_grace: Duration,
+    /// After a shutdown signal, how many milliseconds in-flight work may take before the server stops
+    /// anyway.
+    pub shutdown_grace_ms: u64,
+}
+
+impl ServerConfig {
+    pub fn idle_timeout(&self) -> Duration {
+        Duration::from_millis(self.idle_timeout_ms)
+    }
+
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_millis(self.shutdown_grace_ms)
+    }
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             max_sessions: 10_000,
-            idle_timeout: Duration::from_secs(600),
+            idle_timeout_ms: 600_000,
             max_request_bytes: 16 << 20,
             max_evaluate_items: 10_000,
-            shutdown_grace: Duration::from_secs(30),
+            shutdown_grace_ms: 30_000,
         }
     }
 }
@@ -124,8 +135,8 @@ pub async fn serve(
     tokio::pin!(server);
     let result = tokio::select! {
         r = &mut server => r.map_err(ServeError::from),
-        _ = async { token.cancelled().await; tokio::time::sleep(state.config.shutdown_grace).await } => {
-            tracing::warn!(grace = ?state.config.shutdown_grace, "shutdown grace period over; stopping with requests still in flight");
+        _ = async { token.cancelled().await; tokio::time::sleep(state.config.shutdown_grace()).await } => {
+            tracing::warn!(grace = ?state.config.shutdown_grace(), "shutdown grace period over; stopping with requests still in flight");
             Ok(())
         }
     };

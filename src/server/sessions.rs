@@ -162,7 +162,7 @@ impl SessionTable {
 
 /// Closes unary sessions whose clients have vanished (no call for `idle_timeout`).
 pub async fn reap_idle(state: Arc<State>) {
-    let ttl = state.config.idle_timeout;
+    let ttl = state.config.idle_timeout();
     let period = (ttl / 4).clamp(Duration::from_millis(50), Duration::from_secs(30));
     let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

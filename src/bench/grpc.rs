@@ -101,26 +101,13 @@ async fn measure(
     clients: usize,
     duration: Duration,
 ) -> anyhow::Result<(f64, Latency)> {
-    let warmup = duration / 10;
-    let start = Instant::now() + warmup;
-    let end = start + duration;
-    let mut tasks = Vec::new();
-    for i in 0..clients {
-        let channel = Channel::from_shared(format!("http://{addr}"))?
-            .connect()
-            .await?;
-        let client = EnvServiceClient::new(channel);
-        tasks.push(tokio::spawn(async move {
-            match mode {
-                Mode::Unary => unary_client(client, i as u64, start, end).await,
-                Mode::Stream => stream_client(client, i as u64, start, end).await,
-            }
-        }));
-    }
-    let mut samples = Vec::new();
-    for t in tasks {
-        samples.extend(t.await??);
-    }
+    let mut samples = super::closed_loop(addr, clients, duration, |i, c, start, end| async move {
+        match mode {
+            Mode::Unary => unary_client(c, i as u64, start, end).await,
+            Mode::Stream => stream_client(c, i as u64, start, end).await,
+        }
+    })
+    .await?;
     let rate = samples.len() as f64 / duration.as_secs_f64();
     Ok((rate, Latency::from_micros(&mut samples)))
 }

@@ -44,14 +44,6 @@ pub async fn run(
     Ok(table)
 }
 
-async fn connect(addr: SocketAddr) -> anyhow::Result<EnvServiceClient<Channel>> {
-    Ok(EnvServiceClient::new(
-        Channel::from_shared(format!("http://{addr}"))?
-            .connect()
-            .await?,
-    ))
-}
-
 fn code() -> Option<v1::Value> {
     Some(value_to_proto(&Value::Text(CODE.into())))
 }
@@ -61,53 +53,53 @@ async fn step_load(
     clients: usize,
     duration: Duration,
 ) -> anyhow::Result<(f64, Latency)> {
-    let start = Instant::now() + duration / 10;
-    let end = start + duration;
-    let mut tasks = Vec::new();
-    for _ in 0..clients {
-        let mut c = connect(addr).await?;
-        tasks.push(tokio::spawn(async move {
-            let make = v1::MakeRequest {
-                env_id: "codegym/Python-v0".into(),
-                kwargs_json: String::new(),
-            };
-            let id = c.make(make).await?.into_inner().session_id;
-            let reset = || v1::ResetRequest {
-                session_id: id.clone(),
-                seed: None,
-                options_json: TASK.into(),
-            };
-            let mut samples = Vec::new();
-            while Instant::now() < end {
-                c.reset(reset()).await?;
-                let t0 = Instant::now();
-                let step = c
-                    .step(v1::StepRequest {
-                        session_id: id.clone(),
-                        action: code(),
-                    })
-                    .await?
-                    .into_inner();
-                anyhow::ensure!(
-                    step.terminated && step.reward > 0.99,
-                    "the reference program must solve the task: {step:?}"
-                );
-                if t0 >= start {
-                    samples.push(t0.elapsed().as_secs_f64() * 1e6);
-                }
-            }
-            c.close(v1::CloseRequest { session_id: id }).await?;
-            Ok::<_, anyhow::Error>(samples)
-        }));
-    }
-    let mut samples = Vec::new();
-    for t in tasks {
-        samples.extend(t.await??);
-    }
+    let mut samples = super::closed_loop(addr, clients, duration, |_, c, start, end| {
+        step_client(c, start, end)
+    })
+    .await?;
     Ok((
         samples.len() as f64 / duration.as_secs_f64(),
         Latency::from_micros(&mut samples),
     ))
+}
+
+/// One session stepping the reference program; resets are not timed.
+async fn step_client(
+    mut c: EnvServiceClient<Channel>,
+    start: Instant,
+    end: Instant,
+) -> anyhow::Result<Vec<f64>> {
+    let make = v1::MakeRequest {
+        env_id: "codegym/Python-v0".into(),
+        kwargs_json: String::new(),
+    };
+    let id = c.make(make).await?.into_inner().session_id;
+    let reset = || v1::ResetRequest {
+        session_id: id.clone(),
+        seed: None,
+        options_json: TASK.into(),
+    };
+    let mut samples = Vec::new();
+    while Instant::now() < end {
+        c.reset(reset()).await?;
+        let t0 = Instant::now();
+        let step = c
+            .step(v1::StepRequest {
+                session_id: id.clone(),
+                action: code(),
+            })
+            .await?
+            .into_inner();
+        anyhow::ensure!(
+            step.terminated && step.reward > 0.99,
+            "the reference program must solve the task: {step:?}"
+        );
+        if t0 >= start {
+            samples.push(t0.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    c.close(v1::CloseRequest { session_id: id }).await?;
+    Ok(samples)
 }
 
 async fn evaluate_load(
@@ -116,45 +108,46 @@ async fn evaluate_load(
     duration: Duration,
     batch: usize,
 ) -> anyhow::Result<(f64, Latency)> {
-    let start = Instant::now() + duration / 10;
-    let end = start + duration;
-    let mut tasks = Vec::new();
-    for _ in 0..clients {
-        let mut c = connect(addr).await?;
-        tasks.push(tokio::spawn(async move {
-            let items: Vec<_> = (0..batch)
-                .map(|_| v1::EvaluateItem {
-                    seed: None,
-                    options_json: TASK.into(),
-                    action: code(),
-                })
-                .collect();
-            let mut calls = Vec::new();
-            while Instant::now() < end {
-                let t0 = Instant::now();
-                let req = v1::EvaluateRequest {
-                    env_id: "codegym/Python-v0".into(),
-                    kwargs_json: String::new(),
-                    items: items.clone(),
-                };
-                let results = c.evaluate(req).await?.into_inner().results;
-                anyhow::ensure!(
-                    results
-                        .iter()
-                        .all(|r| r.step.as_ref().is_some_and(|s| s.reward > 0.99)),
-                    "every item must pass"
-                );
-                if t0 >= start {
-                    calls.push(t0.elapsed().as_secs_f64() * 1e6);
-                }
-            }
-            Ok::<_, anyhow::Error>(calls)
-        }));
-    }
-    let mut calls = Vec::new();
-    for t in tasks {
-        calls.extend(t.await??);
-    }
+    let mut calls = super::closed_loop(addr, clients, duration, |_, c, start, end| {
+        evaluate_client(c, batch, start, end)
+    })
+    .await?;
     let rate = (calls.len() * batch) as f64 / duration.as_secs_f64();
     Ok((rate, Latency::from_micros(&mut calls)))
+}
+
+/// One client sending `batch`-item `Evaluate` calls; latency is per call.
+async fn evaluate_client(
+    mut c: EnvServiceClient<Channel>,
+    batch: usize,
+    start: Instant,
+    end: Instant,
+) -> anyhow::Result<Vec<f64>> {
+    let items: Vec<_> = (0..batch)
+        .map(|_| v1::EvaluateItem {
+            seed: None,
+            options_json: TASK.into(),
+            action: code(),
+        })
+        .collect();
+    let mut calls = Vec::new();
+    while Instant::now() < end {
+        let t0 = Instant::now();
+        let req = v1::EvaluateRequest {
+            env_id: "codegym/Python-v0".into(),
+            kwargs_json: String::new(),
+            items: items.clone(),
+        };
+        let results = c.evaluate(req).await?.into_inner().results;
+        anyhow::ensure!(
+            results
+                .iter()
+                .all(|r| r.step.as_ref().is_some_and(|s| s.reward > 0.99)),
+            "every item must pass"
+        );
+        if t0 >= start {
+            calls.push(t0.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    Ok(calls)
 }

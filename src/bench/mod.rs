@@ -7,6 +7,48 @@ pub mod grpc;
 mod grpc_coding;
 pub mod rollout;
 
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use proto::v1::env_service_client::EnvServiceClient;
+use tonic::transport::Channel;
+
+/// Runs `clients` closed-loop gRPC clients against `addr`, each on its own connection and task, and
+/// returns every latency sample (us) they took inside the measured window. The window opens after a
+/// warm-up of a tenth of `duration` and lasts `duration`; `client(i, conn, start, end)` keeps one
+/// request in flight and records only requests started inside `start..end`.
+pub(crate) async fn closed_loop<F, Fut>(
+    addr: SocketAddr,
+    clients: usize,
+    duration: Duration,
+    client: F,
+) -> anyhow::Result<Vec<f64>>
+where
+    F: Fn(usize, EnvServiceClient<Channel>, Instant, Instant) -> Fut,
+    Fut: Future<Output = anyhow::Result<Vec<f64>>> + Send + 'static,
+{
+    let start = Instant::now() + duration / 10;
+    let end = start + duration;
+    let mut tasks = Vec::with_capacity(clients);
+    for i in 0..clients {
+        let channel = Channel::from_shared(format!("http://{addr}"))?
+            .connect()
+            .await?;
+        tasks.push(tokio::spawn(client(
+            i,
+            EnvServiceClient::new(channel),
+            start,
+            end,
+        )));
+    }
+    let mut samples = Vec::new();
+    for t in tasks {
+        samples.extend(t.await??);
+    }
+    Ok(samples)
+}
+
 /// Latency summary of one run.
 #[derive(Debug, Clone, Copy)]
 pub struct Latency {

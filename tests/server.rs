@@ -321,10 +321,16 @@ async fn client_deadline_gives_deadline_exceeded_and_session_survives() {
         .into_inner()
         .session_id;
     c.reset(reset_req(&id, None)).await.unwrap();
-    let mut req = tonic::Request::new(step_req(&id, discrete(0)));
-    req.set_timeout(Duration::from_millis(200));
-    let e = c.step(req).await.unwrap_err();
-    assert_eq!(e.code(), Code::DeadlineExceeded, "{e:?}");
+    // The bare client has no timer of its own, so the status is the server's answer.
+    let answer = support::raw_grpc::unary(
+        server.addr,
+        "/codegym.v1.EnvService/Step",
+        &step_req(&id, discrete(0)),
+        Duration::from_millis(200),
+        Duration::ZERO,
+    )
+    .await;
+    assert_eq!(answer.code, Code::DeadlineExceeded, "{answer:?}");
     // The abandoned step completes in the background; the next one sees its effect.
     let next = c
         .step(step_req(&id, discrete(0)))
@@ -335,6 +341,30 @@ async fn client_deadline_gives_deadline_exceeded_and_session_survives() {
         value_from_proto(next.observation.unwrap()).unwrap(),
         Value::Discrete(2)
     );
+}
+
+/// tonic starts its own timer when the headers arrive; a handler that only counted from when it got
+/// the whole body would lose that race to a slow uploader and the client would see CANCELLED.
+#[tokio::test]
+async fn the_deadline_counts_from_arrival_not_from_a_slow_body() {
+    let server = TestServer::start(test_registry(), Default::default()).await;
+    let mut c = server.client().await;
+    let id = c
+        .make(make("test/Sleepy-v0", r#"{"sleep_ms": 1500}"#))
+        .await
+        .unwrap()
+        .into_inner()
+        .session_id;
+    c.reset(reset_req(&id, None)).await.unwrap();
+    let answer = support::raw_grpc::unary(
+        server.addr,
+        "/codegym.v1.EnvService/Step",
+        &step_req(&id, discrete(0)),
+        Duration::from_millis(300),
+        Duration::from_millis(200),
+    )
+    .await;
+    assert_eq!(answer.code, Code::DeadlineExceeded, "{answer:?}");
 }
 
 #[tokio::test]

@@ -128,6 +128,9 @@ pub async fn serve(
     };
     let server = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .layer(tonic::service::InterceptorLayer::new(
+            deadline::stamp_arrival,
+        ))
         .add_service(health_service)
         .add_service(reflection)
         .add_service(env_service)

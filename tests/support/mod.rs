@@ -2,6 +2,7 @@
 #![allow(dead_code)] // each test binary uses a different part of the support code
 
 pub mod envs;
+pub mod raw_grpc;
 
 use std::sync::Arc;
 

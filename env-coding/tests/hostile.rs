@@ -1,5 +1,11 @@
 //! Hostile programs: each must end in its expected safe outcome, and nothing may survive it
 //! (no process of the sandbox's uids, no work dir; see `hostile/fixture.rs`; escape attempts are in `hostile/escape.rs`).
+//! This binary runs them on the warm-fork backend (the default here); `hostile_fresh.rs` runs the
+//! same suite with a fresh interpreter per execution.
+
+/// The backend every fixture of this binary uses (`hostile_fresh.rs` has its own).
+#[allow(dead_code)]
+const BACKEND: env_coding::sandbox::Backend = env_coding::sandbox::Backend::WarmFork;
 
 #[path = "hostile/escape.rs"]
 mod escape;

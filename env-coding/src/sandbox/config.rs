@@ -90,6 +90,22 @@ pub struct SandboxConfig {
     pub uid_base: u32,
     /// Number of uids in the range.
     pub uid_count: u32,
+    /// How one-shot scripts start (sessions always get a fresh interpreter).
+    pub backend: Backend,
+}
+
+/// How a script's interpreter is started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    /// `warm_fork` where the machine allows it (root, PID and mount namespaces), else `fresh`.
+    #[default]
+    Auto,
+    /// Fork each run from a pre-started interpreter (several times cheaper than a fresh start);
+    /// `Sandbox::new` fails where that is impossible.
+    WarmFork,
+    /// A fresh interpreter per run.
+    Fresh,
 }
 
 /// Whether and how the interpreter's site-packages are importable.
@@ -121,6 +137,7 @@ impl Default for SandboxConfig {
             site_packages: SitePackages::Paths,
             uid_base: 1_500_000,
             uid_count: 65_536,
+            backend: Backend::Auto,
         }
     }
 }

@@ -12,6 +12,7 @@
 mod cgroup;
 mod child;
 mod config;
+mod forkserver;
 mod isolation;
 mod outcome;
 mod plan;
@@ -24,10 +25,10 @@ mod supervise;
 mod workdir;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
-pub use config::{IsolationLevel, Limits, SandboxConfig, SitePackages};
+pub use config::{Backend, IsolationLevel, Limits, SandboxConfig, SitePackages};
 pub use isolation::{IsolationReport, Layer};
 pub use outcome::{ExecOutcome, ExecRequest, SandboxError};
 pub use session::PySession;
@@ -56,11 +57,20 @@ pub(crate) struct Inner {
     /// This sandbox's private dir under the configured work root.
     work_root: PathBuf,
     permits: tokio::sync::Semaphore,
+    max_concurrent: usize,
     counter: AtomicU64,
+    /// The warm-fork backend's server; `None` with the fresh backend.
+    fork_server: Option<Mutex<Option<Arc<forkserver::ForkServer>>>>,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        // First: the server's cgroup lives under the root removed below.
+        if let Some(server) = &self.fork_server
+            && let Ok(mut s) = server.lock()
+        {
+            drop(s.take());
+        }
         workdir::remove(&self.work_root);
         if let Some(cg) = &self.layers.cgroup {
             cgroup::remove_root(cg);
@@ -103,14 +113,16 @@ impl Sandbox {
         } else {
             config.max_concurrent
         };
-        let inner = Inner {
+        let mut inner = Inner {
             config,
             python,
             report,
             layers,
             work_root,
             permits: tokio::sync::Semaphore::new(max),
+            max_concurrent: max,
             counter: AtomicU64::new(0),
+            fork_server: None,
         };
         if inner.report.level < inner.config.min_isolation {
             return Err(SandboxError::InsufficientIsolation {
@@ -119,7 +131,8 @@ impl Sandbox {
                 report: inner.report.to_string(),
             });
         }
-        probe::self_test(&inner)?;
+        probe::self_test(&inner, false)?;
+        start_fork_server(&mut inner)?;
         Ok(Sandbox {
             inner: Arc::new(inner),
         })
@@ -159,17 +172,72 @@ impl Sandbox {
             .acquire()
             .await
             .map_err(|_| SandboxError::Closed)?;
-        let id = self.inner.counter.fetch_add(1, Ordering::Relaxed);
-        let run = plan::Prepared::new(
-            &self.inner,
-            id,
-            &files,
-            &limits,
-            plan::Mode::Script,
-            req.stdin.is_some(),
-        )
-        .await?;
-        Ok(run.execute(req.stdin, &limits).await)
+        let with_stdin = req.stdin.is_some();
+        // A fork server that died since the last run is noticed when asked to fork: the run is
+        // then retried once on a new server instead of failing.
+        let mut attempts = 0;
+        let run = loop {
+            let id = self.inner.counter.fetch_add(1, Ordering::Relaxed);
+            let Some(server) = self.fork_server().await? else {
+                break plan::Prepared::new(
+                    &self.inner,
+                    id,
+                    &files,
+                    &limits,
+                    plan::Mode::Script,
+                    with_stdin,
+                )
+                .await?;
+            };
+            attempts += 1;
+            match forkserver::prepare(&self.inner, server.clone(), id, &files, &limits, with_stdin)
+                .await
+            {
+                Err(_) if attempts == 1 && !server.is_alive() => continue,
+                prepared => break prepared?,
+            }
+        };
+        run.execute(req.stdin, &limits).await
+    }
+
+    /// The live fork server (restarted if it died), or `None` with the fresh backend.
+    async fn fork_server(&self) -> Result<Option<Arc<forkserver::ForkServer>>, SandboxError> {
+        let Some(slot) = &self.inner.fork_server else {
+            return Ok(None);
+        };
+        if let Some(server) = slot.lock().map_err(|_| SandboxError::Closed)?.as_ref()
+            && server.is_alive()
+        {
+            return Ok(Some(server.clone()));
+        }
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            let Some(slot) = &inner.fork_server else {
+                return Ok(None);
+            };
+            let mut slot = slot.lock().map_err(|_| SandboxError::Closed)?;
+            // Another run may have restarted it while this one waited for the lock.
+            if let Some(server) = slot.as_ref()
+                && server.is_alive()
+            {
+                return Ok(Some(server.clone()));
+            }
+            tracing::warn!("the fork server exited; starting a new one");
+            let server = Arc::new(forkserver::ForkServer::start(&inner)?);
+            *slot = Some(server.clone());
+            Ok(Some(server))
+        })
+        .await
+        .map_err(|_| SandboxError::Closed)?
+    }
+
+    /// Which backend runs scripts: `"warm fork"` or `"fresh"`.
+    pub fn backend(&self) -> &'static str {
+        if self.inner.fork_server.is_some() {
+            "warm fork"
+        } else {
+            "fresh"
+        }
     }
 
     /// Starts a persistent interpreter for the env's `session` mode.
@@ -177,5 +245,45 @@ impl Sandbox {
         let limits = limits.unwrap_or(self.inner.config.limits);
         let id = self.inner.counter.fetch_add(1, Ordering::Relaxed);
         PySession::open(self.inner.clone(), id, limits).await
+    }
+}
+
+/// Starts the warm-fork server when the configuration asks for it and the machine allows it, and
+/// reports the choice as a layer (a missing one is logged like any other).
+fn start_fork_server(inner: &mut Inner) -> Result<(), SandboxError> {
+    let wanted = inner.config.backend;
+    if wanted == Backend::Fresh {
+        return Ok(());
+    }
+    let started = match forkserver::unavailable(inner) {
+        Some(why) => Err(why.to_string()),
+        None => forkserver::ForkServer::start(inner).map_err(|e| e.to_string()),
+    };
+    let layer = |active, detail: String| Layer {
+        name: "warm fork",
+        active,
+        detail,
+    };
+    match started {
+        Ok(server) => {
+            inner.fork_server = Some(Mutex::new(Some(Arc::new(server))));
+            inner.report.layers.push(layer(
+                true,
+                "scripts fork from a pre-started interpreter, each into its own namespaces".into(),
+            ));
+            probe::self_test(inner, true)
+        }
+        Err(why) if wanted == Backend::WarmFork => Err(SandboxError::Setup {
+            stage: "warm fork",
+            source: std::io::Error::other(why),
+        }),
+        Err(why) => {
+            tracing::warn!(reason = %why, "warm-fork backend not available; every script starts a fresh interpreter");
+            inner
+                .report
+                .layers
+                .push(layer(false, format!("fresh interpreter per script: {why}")));
+            Ok(())
+        }
     }
 }

@@ -8,7 +8,7 @@
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use tokio::net::unix::pipe;
@@ -16,6 +16,7 @@ use tokio::net::unix::pipe;
 use super::Inner;
 use super::cgroup::RunCgroup;
 use super::config::{Limits, SitePackages};
+use super::forkserver::Forked;
 use super::isolation;
 use super::outcome::{ExecOutcome, SandboxError};
 use super::probe::cstr;
@@ -55,11 +56,59 @@ impl Drop for RunGuard {
     }
 }
 
+/// The execution's main process, as the backend that started it knows it.
+pub(crate) enum Main {
+    /// A fresh process, our own child.
+    Spawned {
+        pid: i32,
+        pidfd: tokio::io::unix::AsyncFd<OwnedFd>,
+    },
+    /// A fork of the warm-fork server; its end means the whole tree is gone.
+    Forked(Forked),
+}
+
+impl Main {
+    /// The host pid, for a fresh process.
+    pub fn pid(&self) -> Option<i32> {
+        match self {
+            Main::Spawned { pid, .. } => Some(*pid),
+            Main::Forked(_) => None,
+        }
+    }
+
+    /// Resolves once the main process has ended.
+    pub async fn exited(&mut self) {
+        match self {
+            Main::Spawned { pidfd, .. } => supervise::exited(pidfd).await,
+            Main::Forked(f) => f.wait().await,
+        }
+    }
+
+    /// SIGKILLs the execution (the fresh backend's whole tree goes with `guard`).
+    pub fn kill(&self, guard: &RunGuard) {
+        match self {
+            Main::Spawned { .. } => {
+                if let Some(c) = &guard.child {
+                    spawn::kill_pidfd(&c.pidfd);
+                }
+            }
+            Main::Forked(f) => f.kill(),
+        }
+    }
+
+    /// Waits for the end and reports it.
+    pub async fn reap(&mut self) -> Result<supervise::Exit, SandboxError> {
+        match self {
+            Main::Spawned { pid, pidfd } => Ok(supervise::reap(*pid, pidfd).await),
+            Main::Forked(f) => f.exit().await,
+        }
+    }
+}
+
 /// A spawned execution with its pipes.
 pub(crate) struct Prepared {
     pub guard: RunGuard,
-    pub pid: i32,
-    pub pidfd: tokio::io::unix::AsyncFd<OwnedFd>,
+    pub main: Main,
     pub stdin: Option<OwnedFd>,
     pub stdout: pipe::Receiver,
     pub stderr: pipe::Receiver,
@@ -68,7 +117,7 @@ pub(crate) struct Prepared {
     pub started: Instant,
 }
 
-fn pipe_pair() -> Result<(OwnedFd, OwnedFd), SandboxError> {
+pub(crate) fn pipe_pair() -> Result<(OwnedFd, OwnedFd), SandboxError> {
     let (r, w) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| SandboxError::Setup {
             stage: "pipe",
@@ -77,7 +126,10 @@ fn pipe_pair() -> Result<(OwnedFd, OwnedFd), SandboxError> {
     Ok((r, w))
 }
 
-fn rlimits(limits: &Limits, memory_cgroup: bool) -> Vec<(libc::__rlimit_resource_t, u64, u64)> {
+pub(crate) fn rlimits(
+    limits: &Limits,
+    memory_cgroup: bool,
+) -> Vec<(libc::__rlimit_resource_t, u64, u64)> {
     let cpu_s = limits.cpu_ms.div_ceil(1000).max(1);
     let nofile = u64::from(limits.max_open_files.max(16));
     let mut v = vec![
@@ -102,6 +154,64 @@ fn rlimits(limits: &Limits, memory_cgroup: bool) -> Vec<(libc::__rlimit_resource
         v.push((libc::RLIMIT_AS, limits.memory_bytes, limits.memory_bytes));
     }
     v
+}
+
+/// `python -s -B [-S]`: no user site, no bytecode files; `-S` unless `site` is wanted. The work
+/// dir stays on `sys.path` (unlike `-I`, whose `-P` drops it) so extra files can be imported. `-E`
+/// is not needed: the environment is built from scratch, and `SitePackages::Paths` relies on
+/// `PYTHONPATH`.
+pub(crate) fn interpreter_argv(inner: &Inner) -> Result<Vec<CString>, SandboxError> {
+    let py = cstr(&inner.python.exe)
+        .ok_or_else(|| SandboxError::PythonNotFound("NUL in path".into()))?;
+    let mut argv = vec![py, c"-s".to_owned(), c"-B".to_owned()];
+    if inner.config.site_packages != SitePackages::Full {
+        argv.push(c"-S".to_owned());
+    }
+    Ok(argv)
+}
+
+/// The child's whole environment: nothing of the host's (its secrets) is passed on.
+pub(crate) fn environment(inner: &Inner, workdir: &Path) -> Vec<CString> {
+    let bin_dir = inner
+        .python
+        .exe
+        .parent()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    [
+        format!("PATH={bin_dir}:/usr/local/bin:/usr/bin:/bin"),
+        format!("HOME={}", workdir.display()),
+        format!("TMPDIR={}", workdir.display()),
+        "LANG=C.UTF-8".to_string(),
+        "PYTHONDONTWRITEBYTECODE=1".to_string(),
+        "PYTHONIOENCODING=utf-8".to_string(),
+        "OMP_NUM_THREADS=1".to_string(),
+    ]
+    .into_iter()
+    .chain(python_path(
+        &inner.config.site_packages,
+        &inner.python.site_dirs,
+    ))
+    .filter_map(|s| CString::new(s).ok())
+    .collect()
+}
+
+/// The per-execution Landlock ruleset (read the system and Python, write `workdir`), if enabled.
+pub(crate) fn landlock_ruleset(
+    inner: &Inner,
+    workdir: &Path,
+) -> Result<Option<OwnedFd>, SandboxError> {
+    if !inner.layers.landlock {
+        return Ok(None);
+    }
+    let mut trees = inner.python.prefixes.clone();
+    if let Some(bin) = inner.python.exe.parent() {
+        trees.push(bin.to_path_buf());
+    }
+    isolation::landlock_ruleset(workdir, &trees).map_err(|e| SandboxError::Setup {
+        stage: "landlock",
+        source: std::io::Error::other(e),
+    })
 }
 
 const SESSION_DRIVER: &str = include_str!("session_driver.py");
@@ -129,13 +239,7 @@ impl Prepared {
         with_stdin: bool,
     ) -> Result<Prepared, SandboxError> {
         let layers = &inner.layers;
-        let ids = layers.drop_uid.then(|| {
-            let uid = inner
-                .config
-                .uid_base
-                .saturating_add((id % u64::from(inner.config.uid_count.max(1))) as u32);
-            (uid, uid)
-        });
+        let ids = run_ids(inner, id);
         let workdir = inner.work_root.join(format!("run-{id}"));
         let mut guard = RunGuard {
             workdir: Some(workdir.clone()),
@@ -153,14 +257,7 @@ impl Prepared {
         let memory_cgroup = layers.cgroup.as_ref().is_some_and(|c| c.has_memory());
         let (out_r, out_w) = pipe_pair()?;
         let (err_r, err_w) = pipe_pair()?;
-        let (in_r, in_w) = if with_stdin {
-            let (r, w) = pipe_pair()?;
-            (r, Some(w))
-        } else {
-            let null =
-                std::fs::File::open("/dev/null").map_err(SandboxError::setup("/dev/null"))?;
-            (OwnedFd::from(null), None)
-        };
+        let (in_r, in_w) = stdin_pair(with_stdin)?;
         let mut extra_fds = Vec::new();
         let mut control = None;
         if mode == Mode::Session {
@@ -170,17 +267,8 @@ impl Prepared {
             extra_fds.push((rep_w, 4));
             control = Some((req_w, rep_r));
         }
-        let py = &inner.python.exe;
-        let mut argv =
-            vec![cstr(py).ok_or_else(|| SandboxError::PythonNotFound("NUL in path".into()))?];
-        // -s (no user site) and -B; the work dir stays on sys.path (unlike -I, whose -P drops it) so
-        // extra files can be imported. -E is not needed: the environment below is built from scratch,
-        // and `SitePackages::Paths` relies on PYTHONPATH.
-        argv.extend([c"-s".to_owned(), c"-B".to_owned()]);
+        let mut argv = interpreter_argv(inner)?;
         let skip_site = inner.config.site_packages != SitePackages::Full;
-        if skip_site {
-            argv.push(c"-S".to_owned());
-        }
         match mode {
             Mode::Script if skip_site => {
                 argv.push(c"-c".to_owned());
@@ -195,44 +283,8 @@ impl Prepared {
         }
         let wd = cstr(&workdir)
             .ok_or_else(|| SandboxError::InvalidPath(workdir.display().to_string()))?;
-        let bin_dir = py
-            .parent()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default();
-        let envp: Vec<CString> = [
-            format!("PATH={bin_dir}:/usr/local/bin:/usr/bin:/bin"),
-            format!("HOME={}", workdir.display()),
-            format!("TMPDIR={}", workdir.display()),
-            "LANG=C.UTF-8".to_string(),
-            "PYTHONDONTWRITEBYTECODE=1".to_string(),
-            "PYTHONIOENCODING=utf-8".to_string(),
-            "OMP_NUM_THREADS=1".to_string(),
-        ]
-        .into_iter()
-        .chain(python_path(
-            &inner.config.site_packages,
-            &inner.python.site_dirs,
-        ))
-        .filter_map(|s| CString::new(s).ok())
-        .collect();
-        let landlock = if layers.landlock {
-            let mut trees = inner.python.prefixes.clone();
-            if let Some(bin) = py.parent() {
-                trees.push(bin.to_path_buf());
-            }
-            match isolation::landlock_ruleset(&workdir, &trees) {
-                Ok(Some(fd)) => Some((fd, isolation::proc_access())),
-                Ok(None) => None,
-                Err(e) => {
-                    return Err(SandboxError::Setup {
-                        stage: "landlock",
-                        source: std::io::Error::other(e),
-                    });
-                }
-            }
-        } else {
-            None
-        };
+        let envp = environment(inner, &workdir);
+        let landlock = landlock_ruleset(inner, &workdir)?.map(|fd| (fd, isolation::proc_access()));
         let plan = ChildPlan {
             program: argv[0].clone(),
             argv,
@@ -261,15 +313,14 @@ impl Prepared {
         let pid = spawned.pid;
         let pidfd = supervise::async_pidfd(&spawned.pidfd).map_err(SandboxError::setup("pidfd"));
         guard.child = Some(spawned);
-        let pidfd = pidfd?;
+        let main = Main::Spawned { pid, pidfd: pidfd? };
         let stdout =
             pipe::Receiver::from_owned_fd(out_r).map_err(SandboxError::setup("stdout pipe"))?;
         let stderr =
             pipe::Receiver::from_owned_fd(err_r).map_err(SandboxError::setup("stderr pipe"))?;
         Ok(Prepared {
             guard,
-            pid,
-            pidfd,
+            main,
             stdin: in_w,
             stdout,
             stderr,
@@ -278,8 +329,13 @@ impl Prepared {
         })
     }
 
-    /// Supervises a one-shot script to its end, then cleans up.
-    pub async fn execute(mut self, stdin: Option<Vec<u8>>, limits: &Limits) -> ExecOutcome {
+    /// Supervises a one-shot script to its end, then cleans up. Errors only when the backend itself
+    /// failed (the fork server died); a failing program is an `Ok` outcome.
+    pub async fn execute(
+        mut self,
+        stdin: Option<Vec<u8>>,
+        limits: &Limits,
+    ) -> Result<ExecOutcome, SandboxError> {
         let writer = match (self.stdin.take(), stdin) {
             (Some(fd), Some(data)) => Some(tokio::spawn(write_all(fd, data))),
             _ => None,
@@ -296,21 +352,23 @@ impl Prepared {
             tokio::select! {
                 more = supervise::read_some(&mut self.stdout, &mut out, &mut scratch), if out_open => out_open = more,
                 more = supervise::read_some(&mut self.stderr, &mut err, &mut scratch2), if err_open => err_open = more,
-                () = supervise::exited(&self.pidfd) => break,
+                () = self.main.exited() => break,
                 () = &mut deadline, if !wall_killed => {
                     wall_killed = true;
-                    if let Some(c) = &self.guard.child { spawn::kill_pidfd(&c.pidfd); }
+                    self.main.kill(&self.guard);
                 }
             }
         }
-        let exit = supervise::reap(self.pid, &self.pidfd).await;
+        let exit = self.main.reap().await?;
         if let Some(child) = self.guard.child.take() {
             drop(child); // reaped above
         }
         let wall_ms = self.started.elapsed().as_millis() as u64;
-        // The main process is gone: without a PID namespace, descendants may linger; kill them.
-        // SAFETY: kill of the session's process group (the child called setsid, pgid == pid).
-        unsafe { libc::kill(-self.pid, libc::SIGKILL) };
+        if let Some(pid) = self.main.pid() {
+            // The main process is gone: without a PID namespace, descendants may linger; kill them.
+            // SAFETY: kill of the session's process group (the child called setsid, pgid == pid).
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+        }
         if let Some(cg) = &self.guard.cgroup {
             cg.kill_all();
         }
@@ -361,7 +419,29 @@ impl Prepared {
             },
         );
         let _ = tokio::task::spawn_blocking(move || drop(guard)).await;
-        outcome
+        Ok(outcome)
+    }
+}
+
+/// The uid/gid an execution runs as, when the supervisor can drop privileges.
+pub(crate) fn run_ids(inner: &Inner, id: u64) -> Option<(u32, u32)> {
+    inner.layers.drop_uid.then(|| {
+        let uid = inner
+            .config
+            .uid_base
+            .saturating_add((id % u64::from(inner.config.uid_count.max(1))) as u32);
+        (uid, uid)
+    })
+}
+
+/// The child's stdin and our end of it: a pipe when there is input, else `/dev/null`.
+pub(crate) fn stdin_pair(with_stdin: bool) -> Result<(OwnedFd, Option<OwnedFd>), SandboxError> {
+    if with_stdin {
+        let (r, w) = pipe_pair()?;
+        Ok((r, Some(w)))
+    } else {
+        let null = std::fs::File::open("/dev/null").map_err(SandboxError::setup("/dev/null"))?;
+        Ok((OwnedFd::from(null), None))
     }
 }
 

@@ -220,8 +220,9 @@ pub(crate) fn probe(
     (layers, IsolationReport::new(report))
 }
 
-/// Runs `pass` under all layers once, so a broken layer fails `Sandbox::new`, not every step.
-pub(crate) fn self_test(inner: &Inner) -> Result<(), SandboxError> {
+/// Runs `print('ok')` under every layer once, through the warm-fork server when `warm`, so that a
+/// broken layer fails `Sandbox::new`, not every step.
+pub(crate) fn self_test(inner: &Inner, warm: bool) -> Result<(), SandboxError> {
     let limits = Limits {
         wall_ms: 30_000,
         ..inner.config.limits
@@ -235,9 +236,21 @@ pub(crate) fn self_test(inner: &Inner) -> Result<(), SandboxError> {
                 .map_err(SandboxError::setup("self-test runtime"))?;
             rt.block_on(async {
                 let files = [(PathBuf::from("main.py"), &b"import sys\nprint('ok')\n"[..])];
-                let run =
-                    Prepared::new(inner, u64::MAX, &files, &limits, Mode::Script, false).await?;
-                Ok::<_, SandboxError>(run.execute(None, &limits).await)
+                let server = inner
+                    .fork_server
+                    .as_ref()
+                    .and_then(|s| s.lock().ok().and_then(|s| s.clone()));
+                let run = match server.filter(|_| warm) {
+                    Some(server) => {
+                        let id = u64::MAX - 1;
+                        super::forkserver::prepare(inner, server, id, &files, &limits, false)
+                            .await?
+                    }
+                    None => {
+                        Prepared::new(inner, u64::MAX, &files, &limits, Mode::Script, false).await?
+                    }
+                };
+                run.execute(None, &limits).await
             })
         })
         .join()

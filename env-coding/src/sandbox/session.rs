@@ -21,7 +21,6 @@ use super::Inner;
 use super::config::Limits;
 use super::outcome::{ExecOutcome, SandboxError};
 use super::plan::{Mode, Prepared, RunGuard};
-use super::spawn;
 use super::supervise::{self, Capture};
 
 /// A live sandboxed interpreter. Dropping it kills the whole tree and removes its work dir.
@@ -118,7 +117,7 @@ impl PySession {
         ) else {
             return Err(SandboxError::SessionDead);
         };
-        let pid = run.pid;
+        let pid = run.main.pid().ok_or(SandboxError::SessionDead)?;
         let tps = ticks_per_s();
         let before = cpu_ticks(pid).unwrap_or(0);
         // RLIMIT_CPU counts the interpreter's lifetime: move it to "used so far + this cell".
@@ -167,7 +166,7 @@ impl PySession {
                     rep_open = more;
                     if reply.buf.len() == 5 || !more { break; }
                 }
-                () = supervise::exited(&run.pidfd) => { exited = true; break; }
+                () = run.main.exited() => { exited = true; break; }
                 () = &mut deadline => {
                     wall_killed = true;
                     break;
@@ -206,10 +205,8 @@ impl PySession {
         }
         // The interpreter died or overran: the session ends here.
         let _ = exited;
-        if let Some(c) = &run.guard.child {
-            spawn::kill_pidfd(&c.pidfd);
-        }
-        let exit = supervise::reap(pid, &run.pidfd).await;
+        run.main.kill(&run.guard);
+        let exit = run.main.reap().await?;
         run.guard.child = None;
         out.drain_now(&run.stdout, &mut scratch);
         err.drain_now(&run.stderr, &mut scratch);

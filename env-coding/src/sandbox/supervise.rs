@@ -138,9 +138,10 @@ pub(crate) fn async_pidfd(pidfd: &OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
         .map_err(|e| e.into())
 }
 
-/// True when stderr ends with a Python `MemoryError` traceback.
+/// True when stderr ends with a Python `MemoryError` or an `ENOMEM` error (`mmap` and friends fail
+/// that way under `RLIMIT_AS`).
 pub(crate) fn looks_like_memory_error(stderr: &[u8]) -> bool {
     let tail = &stderr[stderr.len().saturating_sub(4096)..];
-    tail.windows(b"MemoryError".len())
-        .any(|w| w == b"MemoryError")
+    let has = |needle: &[u8]| tail.windows(needle.len()).any(|w| w == needle);
+    has(b"MemoryError") || has(b"[Errno 12] Cannot allocate memory")
 }

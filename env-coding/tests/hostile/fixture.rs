@@ -78,6 +78,7 @@ impl Fixture {
             limits: limits(),
             uid_base,
             uid_count: 16,
+            backend: crate::BACKEND,
             ..SandboxConfig::default()
         };
         let sandbox = Sandbox::new(config).unwrap_or_else(|e| panic!("sandbox: {e}"));

@@ -1,0 +1,479 @@
+//! The warm-fork backend: scripts fork from a pre-started interpreter (`fork_server.py`) instead of
+//! starting Python from scratch, which is most of the cost of a fresh execution.
+//!
+//! Isolation per run stays the fresh backend's: the fork server is spawned like any sandboxed
+//! process (new PID, mount, network, IPC and UTS namespaces, host dirs hidden, `no_new_privs`), and
+//! each run then gets its own PID, mount, network and IPC namespaces, a fresh `/proc`, its own uid,
+//! rlimits, a Landlock domain and the same seccomp filters. The values (ids, limits, the compiled
+//! BPF, a Landlock ruleset fd) are all prepared here; the Python side only applies them. What
+//! differs: one cgroup for the server and its runs instead of one per run (memory is bounded per
+//! process by `RLIMIT_AS`, processes per run by `RLIMIT_NPROC`, exact since every run has its own
+//! uid), and runs share the server's string-hash seed.
+//!
+//! One thread per server reads its replies and completes the runs' oneshots, so a run can be
+//! awaited from any tokio runtime (the sync `Env` bridge uses short-lived ones).
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::io::IoSlice;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use nix::sys::socket::{self, AddressFamily, ControlMessage, MsgFlags, SockFlag, SockType};
+use serde::Deserialize;
+use tokio::net::unix::pipe;
+use tokio::sync::oneshot;
+
+use super::Inner;
+use super::cgroup::RunCgroup;
+use super::outcome::SandboxError;
+use super::plan::{self, Main, Prepared, RunGuard};
+use super::spawn::{self, ChildPlan};
+use super::supervise::Exit;
+
+const FORK_SERVER: &str = include_str!("fork_server.py");
+
+/// Namespaces each run gets (those the machine offers).
+const RUN_NAMESPACES: u64 =
+    (libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWNET | libc::CLONE_NEWIPC) as u64;
+
+type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Exit, String>>>>>;
+
+/// A running fork server. Dropping it kills the server, and with its PID namespace every run.
+pub(crate) struct ForkServer {
+    sock: OwnedFd,
+    pending: Pending,
+    alive: Arc<AtomicBool>,
+    _process: RunGuard,
+}
+
+/// Why the warm-fork backend cannot be used on this machine, if it cannot.
+pub(crate) fn unavailable(inner: &Inner) -> Option<&'static str> {
+    let l = &inner.layers;
+    let needed = (libc::CLONE_NEWPID | libc::CLONE_NEWNS) as u64;
+    if l.clone_flags & needed != needed {
+        Some("needs PID and mount namespaces")
+    } else if !l.drop_uid {
+        Some("needs a per-run uid (the server must run as root)")
+    } else {
+        None
+    }
+}
+
+#[derive(Deserialize)]
+struct Reply {
+    id: u64,
+    #[serde(default)]
+    status: Option<i32>,
+    #[serde(default)]
+    cpu_ms: u64,
+    #[serde(default)]
+    max_rss: u64,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+impl ForkServer {
+    /// Starts a server for `inner`'s configuration. Blocking (the interpreter's start-up).
+    pub fn start(inner: &Inner) -> Result<ForkServer, SandboxError> {
+        let layers = &inner.layers;
+        let (ours, theirs) = socket::socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .map_err(|e| SandboxError::Setup {
+            stage: "fork server socket",
+            source: e.into(),
+        })?;
+        let (err_r, err_w) = plan::pipe_pair()?;
+        let null = || {
+            std::fs::File::open("/dev/null")
+                .map(OwnedFd::from)
+                .map_err(SandboxError::setup("/dev/null"))
+        };
+        let mut guard = RunGuard {
+            workdir: None,
+            cgroup: None,
+            child: None,
+        };
+        let config_limits = &inner.config.limits;
+        if let Some(root) = &layers.cgroup {
+            // The runs' sum: per-run memory is RLIMIT_AS, this bounds them all together.
+            let n = inner.max_concurrent as u64;
+            let memory = config_limits
+                .memory_bytes
+                .saturating_mul(n)
+                .saturating_add(256 << 20);
+            let pids = (config_limits.max_processes.saturating_add(2) as u64)
+                .saturating_mul(n)
+                .saturating_add(16)
+                .min(u64::from(u32::MAX)) as u32;
+            // A replaced server may still be on its way out: every server has its own group.
+            static STARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let name = format!("fork-server-{}", STARTED.fetch_add(1, Ordering::Relaxed));
+            guard.cgroup = Some(
+                RunCgroup::create(root, &name, memory, pids)
+                    .map_err(SandboxError::setup("fork server cgroup"))?,
+            );
+        }
+        let py = &inner.python.exe;
+        let mut argv = plan::interpreter_argv(inner)?;
+        argv.push(c"-c".to_owned());
+        argv.push(CString::new(FORK_SERVER).unwrap_or_default());
+        let child_plan = ChildPlan {
+            program: argv[0].clone(),
+            argv,
+            envp: plan::environment(inner, &inner.work_root),
+            workdir: super::probe::cstr(&inner.work_root)
+                .ok_or_else(|| SandboxError::InvalidPath(inner.work_root.display().to_string()))?,
+            rlimits: vec![(libc::RLIMIT_CORE, 0, 0)],
+            ids: None,
+            mounts: layers.mounts.clone(),
+            clone_flags: layers.clone_flags,
+            landlock: None,
+            seccomp: Vec::new(),
+            stdin: null()?,
+            stdout: null()?,
+            stderr: err_w,
+            extra_fds: vec![(theirs, 3)],
+            cgroup_procs: guard
+                .cgroup
+                .as_ref()
+                .map(|c| c.procs_files())
+                .unwrap_or_default(),
+        };
+        guard.child = Some(spawn::spawn_blocking(child_plan)?);
+        log_stderr(err_r);
+
+        let init = serde_json::json!({
+            "seccomp": layers.seccomp.iter().map(|p| hex(p)).collect::<Vec<_>>(),
+            "unshare": layers.clone_flags & RUN_NAMESPACES,
+            "mount_proc": true,
+            "proc_access": super::isolation::proc_access(),
+            "sys_landlock_add_rule": libc::SYS_landlock_add_rule,
+            "sys_landlock_restrict_self": libc::SYS_landlock_restrict_self,
+        });
+        let server = ForkServer {
+            sock: ours,
+            pending: Pending::default(),
+            alive: Arc::new(AtomicBool::new(true)),
+            _process: guard,
+        };
+        server
+            .send(init.to_string().as_bytes(), &[])
+            .map_err(SandboxError::setup("fork server init"))?;
+        server.read_replies()?;
+        tracing::debug!(python = %py.display(), "fork server started");
+        Ok(server)
+    }
+
+    /// False once the server has exited (it is then replaced on the next run).
+    pub fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::Acquire)
+    }
+
+    /// Asks for a run; the child-side `fds` are duplicated into the server by the kernel.
+    pub fn fork(
+        &self,
+        id: u64,
+        request: &serde_json::Value,
+        fds: &[RawFd],
+    ) -> Result<oneshot::Receiver<Result<Exit, String>>, SandboxError> {
+        let (tx, rx) = oneshot::channel();
+        self.pending
+            .lock()
+            .map_err(|_| SandboxError::Closed)?
+            .insert(id, tx);
+        if let Err(e) = self.send(request.to_string().as_bytes(), fds) {
+            if let Ok(mut p) = self.pending.lock() {
+                p.remove(&id);
+            }
+            // Its end of the socket is gone (or it stopped reading): this server is done.
+            self.alive.store(false, Ordering::Release);
+            return Err(SandboxError::Setup {
+                stage: "fork server request",
+                source: e,
+            });
+        }
+        Ok(rx)
+    }
+
+    /// Kills run `id`'s whole tree (its reply follows as usual). Unknown ids are ignored.
+    pub fn kill(&self, id: u64) {
+        let msg = serde_json::json!({"op": "kill", "id": id}).to_string();
+        if let Err(e) = self.send(msg.as_bytes(), &[]) {
+            tracing::warn!(error = %e, id, "cannot ask the fork server to kill a run");
+        }
+    }
+
+    fn send(&self, msg: &[u8], fds: &[RawFd]) -> std::io::Result<()> {
+        let iov = [IoSlice::new(msg)];
+        let cmsg = [ControlMessage::ScmRights(fds)];
+        let cmsgs: &[ControlMessage<'_>] = if fds.is_empty() { &[] } else { &cmsg };
+        // Never blocks the runtime: the server drains its socket continuously; a full buffer
+        // means it is stuck, which is an error, not something to wait for.
+        socket::sendmsg::<()>(
+            self.sock.as_raw_fd(),
+            &iov,
+            cmsgs,
+            MsgFlags::MSG_DONTWAIT,
+            None,
+        )
+        .map(|_| ())
+        .map_err(std::io::Error::from)
+    }
+
+    /// The reply reader: one thread, ends when the server's end closes.
+    fn read_replies(&self) -> Result<(), SandboxError> {
+        let sock = self.sock.try_clone().map_err(SandboxError::setup("dup"))?;
+        let pending = self.pending.clone();
+        let alive = self.alive.clone();
+        let reader = move || {
+            let mut buf = vec![0u8; 64 << 10];
+            loop {
+                match socket::recv(sock.as_raw_fd(), &mut buf, MsgFlags::empty()) {
+                    Ok(0) => break,
+                    Ok(n) => dispatch(&pending, &buf[..n]),
+                    Err(nix::errno::Errno::EINTR) => continue,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "fork server socket failed");
+                        break;
+                    }
+                }
+            }
+            alive.store(false, Ordering::Release);
+            // Dropping the senders fails every run still waiting.
+            if let Ok(mut p) = pending.lock() {
+                p.clear();
+            }
+        };
+        std::thread::Builder::new()
+            .name("codegym-forkserver".into())
+            .spawn(reader)
+            .map(|_| ())
+            .map_err(SandboxError::setup("fork server thread"))
+    }
+}
+
+impl Drop for ForkServer {
+    fn drop(&mut self) {
+        // Ends the reader thread (and the server, which exits at EOF; `_process` makes sure).
+        let _ = socket::shutdown(self.sock.as_raw_fd(), socket::Shutdown::Both);
+    }
+}
+
+fn dispatch(pending: &Pending, msg: &[u8]) {
+    let reply: Reply = match serde_json::from_slice(msg) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(error = %e, "malformed reply from the fork server");
+            return;
+        }
+    };
+    let result = match (reply.error, reply.status) {
+        (Some(e), _) => Err(e),
+        (None, Some(status)) => Ok(exit_from_status(status, reply.cpu_ms, reply.max_rss)),
+        (None, None) => Err("reply without a status".into()),
+    };
+    let tx = pending.lock().ok().and_then(|mut p| p.remove(&reply.id));
+    if let Some(tx) = tx {
+        let _ = tx.send(result);
+    }
+}
+
+fn exit_from_status(status: i32, cpu_ms: u64, max_rss: u64) -> Exit {
+    let (code, signal) = if libc::WIFEXITED(status) {
+        (Some(libc::WEXITSTATUS(status)), None)
+    } else if libc::WIFSIGNALED(status) {
+        (None, Some(libc::WTERMSIG(status)))
+    } else {
+        (None, None)
+    };
+    Exit {
+        code,
+        signal,
+        cpu_ms,
+        max_rss,
+    }
+}
+
+/// The compiled filter in the kernel's `sock_filter` layout, hex-encoded.
+fn hex(program: &[libc::sock_filter]) -> String {
+    let mut out = String::with_capacity(program.len() * 16);
+    for f in program {
+        let mut bytes = Vec::with_capacity(8);
+        bytes.extend_from_slice(&f.code.to_ne_bytes());
+        bytes.push(f.jt);
+        bytes.push(f.jf);
+        bytes.extend_from_slice(&f.k.to_ne_bytes());
+        for b in bytes {
+            out.push_str(&format!("{b:02x}"));
+        }
+    }
+    out
+}
+
+/// The server's own stderr (a crash traceback) goes to the log, line by line.
+fn log_stderr(fd: OwnedFd) {
+    let reader = move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(std::fs::File::from(fd))
+            .lines()
+            .map_while(Result::ok)
+        {
+            tracing::warn!(target: "codegym::forkserver", "{line}");
+        }
+    };
+    if let Err(e) = std::thread::Builder::new()
+        .name("codegym-forkserver-log".into())
+        .spawn(reader)
+    {
+        tracing::warn!(error = %e, "cannot start the fork server's log thread");
+    }
+}
+
+/// A run of the fork server, as [`plan::Main`] sees it.
+pub(crate) struct Forked {
+    id: u64,
+    server: Arc<ForkServer>,
+    rx: Option<oneshot::Receiver<Result<Exit, String>>>,
+    exit: Option<Result<Exit, String>>,
+}
+
+impl Forked {
+    /// Resolves once the run is over: main process reaped, its PID namespace empty. Cancel-safe
+    /// (supervision polls it in a `select!` loop).
+    pub async fn wait(&mut self) {
+        if self.exit.is_none() {
+            let result = match self.rx.as_mut() {
+                Some(rx) => rx
+                    .await
+                    .unwrap_or_else(|_| Err("the fork server exited".into())),
+                None => Err("no run".into()),
+            };
+            self.rx = None;
+            self.exit = Some(result);
+        }
+    }
+
+    pub fn kill(&self) {
+        self.server.kill(self.id);
+    }
+
+    pub async fn exit(&mut self) -> Result<Exit, SandboxError> {
+        self.wait().await;
+        match self.exit.clone().unwrap_or_else(|| Err("no run".into())) {
+            Ok(exit) => Ok(exit),
+            Err(e) => Err(SandboxError::Setup {
+                stage: "fork server",
+                source: std::io::Error::other(e),
+            }),
+        }
+    }
+}
+
+impl Drop for Forked {
+    fn drop(&mut self) {
+        // Dropped before its end (the caller gave up): the tree must not outlive the run.
+        if self.exit.is_none() {
+            self.kill();
+        }
+    }
+}
+
+/// Starts a script in a fork of `server`: the work dir with `files`, then the fork; returns once
+/// the child has finished its setup and runs the program, or with the setup's error.
+pub(crate) async fn prepare(
+    inner: &Inner,
+    server: Arc<ForkServer>,
+    id: u64,
+    files: &[(std::path::PathBuf, &[u8])],
+    limits: &super::config::Limits,
+    with_stdin: bool,
+) -> Result<Prepared, SandboxError> {
+    let ids = plan::run_ids(inner, id);
+    let workdir = inner.work_root.join(format!("run-{id}"));
+    let guard = RunGuard {
+        workdir: Some(workdir.clone()),
+        cgroup: None,
+        child: None,
+    };
+    super::workdir::create(&workdir, files, ids)?;
+    let workdir = workdir.as_path();
+    let (out_r, out_w) = plan::pipe_pair()?;
+    let (err_r, err_w) = plan::pipe_pair()?;
+    let (in_r, in_w) = plan::stdin_pair(with_stdin)?;
+    let (setup_r, setup_w) = plan::pipe_pair()?;
+    let ruleset = plan::landlock_ruleset(inner, workdir)?;
+    // JSON has no u64::MAX: "unlimited" is Python's RLIM_INFINITY (-1).
+    let rlimits: Vec<(u32, i64, i64)> = plan::rlimits(limits, false)
+        .into_iter()
+        .map(|(r, soft, hard)| {
+            let v = |x: u64| i64::try_from(x).unwrap_or(-1);
+            (r, v(soft), v(hard))
+        })
+        .collect();
+    let request = serde_json::json!({
+        "op": "run",
+        "id": id,
+        "dir": workdir.to_str().ok_or_else(|| SandboxError::InvalidPath(workdir.display().to_string()))?,
+        "uid": ids.map(|(u, _)| u),
+        "gid": ids.map(|(_, g)| g),
+        "rlimits": rlimits,
+    });
+    let mut fds = vec![
+        in_r.as_raw_fd(),
+        out_w.as_raw_fd(),
+        err_w.as_raw_fd(),
+        setup_w.as_raw_fd(),
+    ];
+    if let Some(r) = &ruleset {
+        fds.push(r.as_raw_fd());
+    }
+    let rx = server.fork(id, &request, &fds)?;
+    let mut forked = Forked {
+        id,
+        server,
+        rx: Some(rx),
+        exit: None,
+    };
+    // The server has its own copies now; ours must go for EOFs to mean anything.
+    drop((in_r, out_w, err_w, setup_w, ruleset));
+    // The child writes `+` when the program starts, or why its setup failed. Nothing at all: the
+    // server (or the run's first fork) died before; the run's reply tells which.
+    let setup = read_to_end(setup_r).await;
+    if setup != b"+" {
+        forked.wait().await;
+        let why = match (&forked.exit, setup.is_empty()) {
+            (Some(Err(e)), true) => e.clone(),
+            (_, true) => "the run ended before its program started".into(),
+            (_, false) => String::from_utf8_lossy(&setup).into_owned(),
+        };
+        return Err(SandboxError::Setup {
+            stage: "fork server child",
+            source: std::io::Error::other(why),
+        });
+    }
+    Ok(Prepared {
+        guard,
+        main: Main::Forked(forked),
+        stdin: in_w,
+        stdout: pipe::Receiver::from_owned_fd(out_r).map_err(SandboxError::setup("stdout pipe"))?,
+        stderr: pipe::Receiver::from_owned_fd(err_r).map_err(SandboxError::setup("stderr pipe"))?,
+        control: None,
+        started: std::time::Instant::now(),
+    })
+}
+
+/// Everything the setup pipe carries: nothing when the child got to the program.
+async fn read_to_end(fd: OwnedFd) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = Vec::new();
+    if let Ok(mut rx) = pipe::Receiver::from_owned_fd(fd) {
+        let _ = rx.read_to_end(&mut buf).await;
+    }
+    buf
+}

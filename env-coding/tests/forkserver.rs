@@ -1,0 +1,218 @@
+//! The warm-fork backend against the fresh one: same observable behaviour for programs, and the
+//! server's own failure modes (it dies, a run is abandoned) lose nothing and leave nothing.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use env_coding::sandbox::{Backend, ExecOutcome, ExecRequest, Limits, Sandbox, SandboxConfig};
+
+/// A sandbox with its own work root and uid range (tests run in parallel).
+struct Fixture {
+    sandbox: Sandbox,
+    root: PathBuf,
+    uid_base: u32,
+}
+
+const UIDS: u32 = 16;
+
+impl Fixture {
+    fn new(backend: Backend, n: u32) -> Fixture {
+        let root = PathBuf::from(format!(
+            "/dev/shm/codegym-forkserver-test-{}-{n}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&root).expect("work root");
+        let uid_base = 2_900_000 + (std::process::id() % 1000) * 1000 + n * UIDS;
+        let config = SandboxConfig {
+            work_root: Some(root.clone()),
+            uid_base,
+            uid_count: UIDS,
+            backend,
+            limits: Limits {
+                wall_ms: 20_000,
+                ..Limits::default()
+            },
+            ..SandboxConfig::default()
+        };
+        let sandbox = Sandbox::new(config).unwrap_or_else(|e| panic!("sandbox: {e}"));
+        Fixture {
+            sandbox,
+            root,
+            uid_base,
+        }
+    }
+
+    async fn run(&self, req: ExecRequest) -> ExecOutcome {
+        self.sandbox
+            .run(req)
+            .await
+            .unwrap_or_else(|e| panic!("infrastructure error: {e}"))
+    }
+
+    /// Host processes running as one of this sandbox's uids.
+    fn survivors(&self) -> Vec<i32> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let uid = std::fs::read_to_string(e.path().join("status"))
+                .ok()
+                .and_then(|s| {
+                    s.lines()
+                        .find_map(|l| l.strip_prefix("Uid:"))
+                        .and_then(|l| l.split_whitespace().next())
+                        .and_then(|u| u.parse::<u32>().ok())
+                });
+            if uid.is_some_and(|u| u >= self.uid_base && u < self.uid_base + UIDS) {
+                out.push(pid);
+            }
+        }
+        out
+    }
+
+    /// Work dirs of executions still on disk.
+    fn run_dirs(&self) -> usize {
+        std::fs::read_dir(&self.root)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .flat_map(|e| std::fs::read_dir(e.path()).into_iter().flatten())
+            .count()
+    }
+
+    /// Pids of this sandbox's fork server (its cwd is the sandbox's work root).
+    fn fork_servers(&self) -> Vec<i32> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            let cwd = std::fs::read_link(e.path().join("cwd")).unwrap_or_default();
+            if String::from_utf8_lossy(&cmdline).contains("The fork server of the warm-fork")
+                && cwd.starts_with(&self.root)
+                && cwd.parent() == Some(self.root.as_path())
+            {
+                out.push(pid);
+            }
+        }
+        out
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    for _ in 0..200 {
+        if check() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// What a program can observe about how it was started must not depend on the backend.
+#[tokio::test]
+async fn warm_forks_behave_like_fresh_interpreters() {
+    let warm = Fixture::new(Backend::WarmFork, 0);
+    let fresh = Fixture::new(Backend::Fresh, 1);
+    assert_eq!(warm.sandbox.backend(), "warm fork");
+    assert_eq!(fresh.sandbox.backend(), "fresh");
+    let programs: &[(&str, Option<&str>)] = &[
+        ("print('hi')", None),
+        (
+            "import os, sys\nprint(__name__, __file__, sys.argv, os.getpid(), os.getppid())\nprint(sorted(k for k in globals() if not k.startswith('__')))",
+            None,
+        ),
+        (
+            "import os, sys\nprint(os.getcwd() == os.environ['HOME'] == os.environ['TMPDIR'], sorted(os.environ))\nprint(sys.path[0] == '', sys.flags.no_site, sys.flags.dont_write_bytecode)",
+            None,
+        ),
+        ("import sys\nsys.exit(3)", None),
+        ("import sys\nsys.exit('bye')", None),
+        ("exit(4)", None),
+        ("raise KeyError('k')", None),
+        ("def f(:\n", None),
+        (
+            "import sys\nprint(sys.stdin.read().upper())",
+            Some("some input\n"),
+        ),
+        (
+            "import sys\nsys.stdout.write('no newline'); sys.stderr.write('err')",
+            None,
+        ),
+        (
+            "import atexit, threading, time\natexit.register(lambda: print('atexit ran'))\nthreading.Thread(target=lambda: (time.sleep(0.2), print('thread done'))).start()",
+            None,
+        ),
+        (
+            "import os\nprint(len([p for p in os.listdir('/proc') if p.isdigit()]))",
+            None,
+        ),
+        ("import sys\nsys.stdout.close()", None),
+        ("import os\nos._exit(7)", None),
+    ];
+    for (src, stdin) in programs {
+        let req = || {
+            let mut r = ExecRequest::new(*src);
+            if let Some(input) = stdin {
+                r.stdin = Some(input.as_bytes().to_vec());
+            }
+            r
+        };
+        let (w, f) = (warm.run(req()).await, fresh.run(req()).await);
+        let same = (&w.exit_code, &w.signal, &w.stdout, &w.stderr)
+            == (&f.exit_code, &f.signal, &f.stdout, &f.stderr);
+        assert!(same, "{src}\nwarm:  {w:?}\nfresh: {f:?}");
+    }
+}
+
+#[tokio::test]
+async fn runs_do_not_share_random_state() {
+    let warm = Fixture::new(Backend::WarmFork, 2);
+    let src = "import random, uuid\nprint(random.random(), uuid.uuid4())";
+    let a = warm.run(ExecRequest::new(src)).await;
+    let b = warm.run(ExecRequest::new(src)).await;
+    assert_eq!(a.exit_code, Some(0), "{a:?}");
+    assert_ne!(a.stdout, b.stdout);
+}
+
+#[tokio::test]
+async fn a_dead_fork_server_is_replaced_without_failing_a_run() {
+    let f = Fixture::new(Backend::WarmFork, 3);
+    let servers = f.fork_servers();
+    assert_eq!(servers.len(), 1, "{servers:?}");
+    // SAFETY: kill(2) on a pid we just found; at worst ESRCH.
+    unsafe { libc::kill(servers[0], libc::SIGKILL) };
+    for _ in 0..3 {
+        let o = f.run(ExecRequest::new("print('still fine')")).await;
+        assert_eq!(o.stdout, b"still fine\n", "{o:?}");
+    }
+    let now = f.fork_servers();
+    assert_eq!(now.len(), 1, "{now:?}");
+    assert_ne!(now, servers);
+}
+
+#[tokio::test]
+async fn an_abandoned_run_leaves_no_process_and_no_dir() {
+    let f = Fixture::new(Backend::WarmFork, 4);
+    let src =
+        "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\ntime.sleep(60)";
+    let gave_up =
+        tokio::time::timeout(Duration::from_millis(500), f.run(ExecRequest::new(src))).await;
+    assert!(gave_up.is_err(), "the program sleeps for a minute");
+    eventually("the abandoned run's processes to die", || {
+        f.survivors().is_empty()
+    })
+    .await;
+    eventually("the abandoned run's work dir to go", || f.run_dirs() == 0).await;
+    // The server itself is unaffected.
+    let o = f.run(ExecRequest::new("print(1)")).await;
+    assert_eq!(o.stdout, b"1\n");
+}

@@ -27,6 +27,8 @@ pub struct ExecBenchArgs {
     pub duration: Duration,
     /// Python interpreter (default: the real binary behind `python3`).
     pub python: Option<PathBuf>,
+    /// How scripts start (warm fork or a fresh interpreter).
+    pub backend: env_coding::sandbox::Backend,
 }
 
 impl Default for ExecBenchArgs {
@@ -35,6 +37,7 @@ impl Default for ExecBenchArgs {
             callers: vec![1, 8, 64],
             duration: Duration::from_secs(5),
             python: None,
+            backend: env_coding::sandbox::Backend::Auto,
         }
     }
 }
@@ -113,19 +116,22 @@ impl Workload {
 /// Runs every (workload, path, callers) row and returns the Markdown table.
 pub async fn run(args: ExecBenchArgs) -> anyhow::Result<String> {
     let python = args.python.clone();
+    let backend = args.backend;
     let (registry, sandbox) = tokio::task::spawn_blocking(move || {
         let mut registry = Registry::new();
         let mut config = CodingConfig::default();
         config.sandbox.python = python;
+        config.sandbox.backend = backend;
         let sandbox = env_coding::register(&mut registry, config)?;
         Ok::<_, anyhow::Error>((Arc::new(registry), sandbox))
     })
     .await??;
     let python = sandbox.python().to_path_buf();
     let mut table = format!(
-        "Sandbox isolation: {}; Python: {}\n\n| workload | path | callers | calls/s | p50 (ms) | p99 (ms) |\n\
+        "Sandbox isolation: {}; backend: {}; Python: {}\n\n| workload | path | callers | calls/s | p50 (ms) | p99 (ms) |\n\
          |---|---|---:|---:|---:|---:|\n",
         sandbox.isolation().level,
+        sandbox.backend(),
         python.display()
     );
     for workload in [Workload::Trivial, Workload::HumanEval] {

@@ -38,6 +38,9 @@ pub enum Command {
         /// Python interpreter (default: the real binary behind `python3`).
         #[arg(long)]
         python: Option<PathBuf>,
+        /// How scripts start: auto, warm_fork or fresh (the sandbox's `backend` setting).
+        #[arg(long, default_value = "auto", value_parser = parse_backend)]
+        backend: env_coding::sandbox::Backend,
     },
     /// Rollout engine overhead against the ideal schedule, with the fake LLM server.
     Rollout {
@@ -86,12 +89,14 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             callers,
             seconds: s,
             python,
+            backend,
         } => {
             let duration = seconds(s)?;
             bench::exec::run(bench::exec::ExecBenchArgs {
                 callers,
                 duration,
                 python,
+                backend,
             })
             .await?
         }
@@ -114,4 +119,10 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
     };
     println!("{table}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The sandbox's own (serde) names, so the flag and the config file agree.
+fn parse_backend(s: &str) -> Result<env_coding::sandbox::Backend, String> {
+    serde_json::from_value(serde_json::Value::String(s.to_owned()))
+        .map_err(|_| format!("unknown backend `{s}` (expected auto, warm_fork or fresh)"))
 }

@@ -13,6 +13,18 @@ use env_core::{
 };
 use rollout::config::{ProgressMode, RolloutConfig};
 use rollout::fake_llm::{FakeLlm, FakeScript, Reply};
+
+/// Serves the benchmark's fake model until stdin closes (the benchmark ended or died): prints
+/// `listening on <base URL>` first.
+pub async fn serve_fake_llm(latency: Duration) -> anyhow::Result<()> {
+    use tokio::io::AsyncReadExt;
+    let server = FakeLlm::start(fake_script(latency)?).await?;
+    println!("listening on {}", server.base_url());
+    let mut sink = Vec::new();
+    let _ = tokio::io::stdin().read_to_end(&mut sink).await;
+    drop(server);
+    Ok(())
+}
 use tokio_util::sync::CancellationToken;
 
 /// Parameters of the benchmark.
@@ -28,6 +40,17 @@ pub struct RolloutBenchArgs {
     pub concurrency: usize,
     /// Episodes all in flight at once in the memory run (one slow turn each).
     pub memory_episodes: usize,
+    /// Where the fake model server runs.
+    pub fake_server: FakeServerPlace,
+}
+
+/// Where the benchmark's fake model server runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FakeServerPlace {
+    /// Its own process (`codegym bench fake-llm`): this process's time and memory are the engine's.
+    Process,
+    /// This process, on the engine's runtime (harness and engine measured together).
+    InProcess,
 }
 
 impl Default for RolloutBenchArgs {
@@ -38,6 +61,7 @@ impl Default for RolloutBenchArgs {
             latency: Duration::from_millis(50),
             concurrency: 256,
             memory_episodes: 4_000,
+            fake_server: FakeServerPlace::Process,
         }
     }
 }
@@ -120,18 +144,77 @@ struct Measured {
     peak_rss_delta: u64,
 }
 
+/// The fake model's script: a fixed latency and a code answer the instant env never accepts.
+pub fn fake_script(latency: Duration) -> anyhow::Result<FakeScript> {
+    Ok(FakeScript {
+        latency_ms: u64::try_from(latency.as_millis())?,
+        default_reply: Reply::code("print(sum(range(10)))"),
+        ..FakeScript::default()
+    })
+}
+
+/// A fake server in either place; stops when dropped.
+enum FakeServer {
+    InProcess(FakeLlm),
+    Process {
+        base_url: String,
+        _child: tokio::process::Child,
+    },
+}
+
+impl FakeServer {
+    async fn start(place: FakeServerPlace, latency: Duration) -> anyhow::Result<FakeServer> {
+        if place == FakeServerPlace::InProcess {
+            return Ok(FakeServer::InProcess(
+                FakeLlm::start(fake_script(latency)?).await?,
+            ));
+        }
+        use tokio::io::AsyncBufReadExt;
+        let mut cmd = tokio::process::Command::new(std::env::current_exe()?);
+        cmd.args(["bench", "fake-llm", "--latency-ms"])
+            .arg(latency.as_millis().to_string())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        // The benchmark's harness, not sandboxed code: the fake model runs in its own process so
+        // that this process's time and memory are the engine's alone.
+        #[allow(clippy::disallowed_methods)]
+        let mut child = cmd.spawn()?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| anyhow::anyhow!("fake server: no stdout"))?;
+        let mut line = String::new();
+        tokio::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .await?;
+        let base_url = line
+            .trim()
+            .strip_prefix("listening on ")
+            .ok_or_else(|| anyhow::anyhow!("fake server said {line:?}"))?
+            .to_owned();
+        Ok(FakeServer::Process {
+            base_url,
+            _child: child,
+        })
+    }
+
+    fn base_url(&self) -> String {
+        match self {
+            FakeServer::InProcess(s) => s.base_url(),
+            FakeServer::Process { base_url, .. } => base_url.clone(),
+        }
+    }
+}
+
 async fn measure(
+    place: FakeServerPlace,
     episodes: usize,
     turns: u32,
     latency: Duration,
     concurrency: usize,
 ) -> anyhow::Result<Measured> {
-    let server = FakeLlm::start(FakeScript {
-        latency_ms: u64::try_from(latency.as_millis())?,
-        default_reply: Reply::code("print(sum(range(10)))"),
-        ..FakeScript::default()
-    })
-    .await?;
+    let server = FakeServer::start(place, latency).await?;
     let dir = std::env::temp_dir().join(format!("codegym-bench-rollout-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir)?;
     let mut config = RolloutConfig {
@@ -185,7 +268,11 @@ async fn measure(
         secs,
         episode_ms,
         episodes: summary.episodes_this_run,
-        requests: server.request_count(),
+        requests: records
+            .iter()
+            .flat_map(|r| &r.turns)
+            .map(|t| u64::from(t.model_call.attempts))
+            .sum(),
         peak_rss_delta: peak
             .load(std::sync::atomic::Ordering::Relaxed)
             .saturating_sub(baseline),
@@ -211,22 +298,36 @@ pub async fn run(args: RolloutBenchArgs) -> anyhow::Result<String> {
         args.episodes > 0 && args.concurrency > 0 && args.turns > 0,
         "empty benchmark"
     );
-    let m = measure(args.episodes, args.turns, args.latency, args.concurrency).await?;
+    let m = measure(
+        args.fake_server,
+        args.episodes,
+        args.turns,
+        args.latency,
+        args.concurrency,
+    )
+    .await?;
     anyhow::ensure!(
         m.episodes == args.episodes as u64,
         "only {} of {} episodes ran",
         m.episodes,
         args.episodes
     );
-    // Continuous admission (a semaphore): the lower bound is total model time over the slots.
+    // Every episode takes exactly `turns x latency`, so with `concurrency` slots the best possible
+    // schedule runs ceil(episodes / slots) rounds of them back to back.
     let latency = args.latency.as_secs_f64();
-    // With fewer episodes than slots, one episode's own turns are the bound.
-    let slots = args.concurrency.min(args.episodes) as f64;
-    let ideal = args.episodes as f64 * f64::from(args.turns) * latency / slots;
+    let rounds = args.episodes.div_ceil(args.concurrency) as f64;
+    let ideal = rounds * f64::from(args.turns) * latency;
     let overhead = (m.secs / ideal - 1.0) * 100.0;
 
     let mem_latency = Duration::from_millis(1_500);
-    let mem = measure(args.memory_episodes, 1, mem_latency, args.memory_episodes).await?;
+    let mem = measure(
+        args.fake_server,
+        args.memory_episodes,
+        1,
+        mem_latency,
+        args.memory_episodes,
+    )
+    .await?;
     let per_episode_kib = mem.peak_rss_delta as f64 / args.memory_episodes.max(1) as f64 / 1024.0;
 
     let mut t = String::new();

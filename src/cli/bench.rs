@@ -59,6 +59,15 @@ pub enum Command {
         /// Episodes all in flight at once in the memory run.
         #[arg(long, default_value_t = 4_000)]
         memory_episodes: usize,
+        /// Where the fake model server runs.
+        #[arg(long, value_enum, default_value_t = bench::rollout::FakeServerPlace::Process)]
+        fake_server: bench::rollout::FakeServerPlace,
+    },
+    /// Serve the rollout benchmark's fake model (prints `listening on URL`; stops at stdin EOF).
+    FakeLlm {
+        /// Latency per request, in milliseconds.
+        #[arg(long, default_value_t = 50)]
+        latency_ms: u64,
     },
 }
 
@@ -106,6 +115,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             latency_ms,
             concurrency,
             memory_episodes,
+            fake_server,
         } => {
             let args = bench::rollout::RolloutBenchArgs {
                 episodes,
@@ -113,8 +123,13 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
                 latency: Duration::from_millis(latency_ms),
                 concurrency,
                 memory_episodes,
+                fake_server,
             };
             bench::rollout::run(args).await?
+        }
+        Command::FakeLlm { latency_ms } => {
+            bench::rollout::serve_fake_llm(Duration::from_millis(latency_ms)).await?;
+            return Ok(ExitCode::SUCCESS);
         }
     };
     println!("{table}");

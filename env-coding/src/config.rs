@@ -24,6 +24,10 @@ pub struct CodingConfig {
     pub sandbox: SandboxConfig,
     /// Default task file (path or `builtin:examples`) when `make` gets no `tasks` kwarg.
     pub tasks: String,
+    /// Directories whose task files a `make` kwarg `tasks` may name. `make` comes from remote
+    /// clients: without this list they could make the server open any file it can read. The
+    /// default task set and `builtin:` sets are always allowed.
+    pub task_dirs: Vec<std::path::PathBuf>,
     pub mode: Mode,
     pub extract: ExtractMode,
     /// The spec's `max_episode_steps` (turns per episode).
@@ -37,6 +41,7 @@ impl Default for CodingConfig {
         CodingConfig {
             sandbox: SandboxConfig::default(),
             tasks: crate::tasks::BUILTIN_EXAMPLES_NAME.to_string(),
+            task_dirs: Vec::new(),
             mode: Mode::Script,
             extract: ExtractMode::Auto,
             max_episode_steps: 4,

@@ -48,6 +48,7 @@ impl Shared {
         {
             return Ok(set);
         }
+        self.check_allowed(name)?;
         // Loading happens outside the lock: a large file must not stall every other `make`.
         let set = Arc::new(
             TaskSet::load(name).map_err(|e| EnvError::InvalidKwargs(format!("tasks: {e}")))?,
@@ -56,6 +57,28 @@ impl Shared {
             return Ok(m.entry(name.to_string()).or_insert(set).clone());
         }
         Ok(set)
+    }
+
+    /// A task file named by a client must lie in one of the configured task directories (after
+    /// resolving symlinks and `..`). The error says nothing about the file itself: whether it exists
+    /// is none of the client's business.
+    fn check_allowed(&self, name: &str) -> Result<(), EnvError> {
+        if name.starts_with("builtin:") {
+            return Ok(()); // unknown builtin names fail in `TaskSet::load`, without IO
+        }
+        let allowed = std::fs::canonicalize(name).is_ok_and(|path| {
+            self.config
+                .task_dirs
+                .iter()
+                .any(|dir| std::fs::canonicalize(dir).is_ok_and(|dir| path.starts_with(dir)))
+        });
+        if allowed {
+            Ok(())
+        } else {
+            Err(EnvError::InvalidKwargs(format!(
+                "tasks: {name:?} is not in a task directory this server allows (`task_dirs`, `codegym serve --tasks-dir`)"
+            )))
+        }
     }
 
     /// Runs a sandbox future from synchronous env code.

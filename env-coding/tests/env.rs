@@ -302,3 +302,57 @@ async fn works_under_an_ambient_runtime() {
         .expect("reset");
     assert!(step(env.as_mut(), Value::Text("print('Hello, world!')".into())).terminated);
 }
+
+/// `make` comes from remote clients: the `tasks` kwarg may only name files in `task_dirs`, however
+/// the path is spelled, and the refusal does not reveal whether the file exists.
+#[test]
+fn task_files_outside_the_allowed_dirs_are_refused() {
+    let allowed = tempfile::tempdir().expect("tempdir");
+    let outside = tempfile::tempdir().expect("tempdir");
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/fixtures/mbpp_mini.jsonl");
+    let inside = allowed.path().join("mbpp.jsonl");
+    std::fs::copy(&fixture, &inside).expect("copy");
+    let elsewhere = outside.path().join("mbpp.jsonl");
+    std::fs::copy(&fixture, &elsewhere).expect("copy");
+    let link = allowed.path().join("link.jsonl");
+    std::os::unix::fs::symlink(&elsewhere, &link).expect("symlink");
+
+    let mut reg = Registry::new();
+    let config = CodingConfig {
+        task_dirs: vec![allowed.path().to_path_buf()],
+        ..CodingConfig::default()
+    };
+    register(&mut reg, config).unwrap_or_else(|e| panic!("register: {e}"));
+    let tasks = |p: &std::path::Path| kwargs(json!({"tasks": p.display().to_string()}));
+
+    let mut env = reg
+        .make(PYTHON_ENV_ID, &tasks(&inside))
+        .unwrap_or_else(|e| panic!("a file in an allowed dir: {e}"));
+    let (obs, _) = env.reset(Some(0), &opts(json!({}))).expect("reset");
+    assert!(matches!(obs, Value::Text(_)));
+
+    let dotdot = allowed
+        .path()
+        .join("..")
+        .join(outside.path().file_name().expect("name"))
+        .join("mbpp.jsonl");
+    for refused in [
+        elsewhere.clone(),
+        link,
+        dotdot,
+        "/etc/passwd".into(),
+        "/nonexistent.jsonl".into(),
+    ] {
+        match reg.make(PYTHON_ENV_ID, &tasks(&refused)) {
+            Err(EnvError::InvalidKwargs(m)) => {
+                assert!(m.contains("task directory"), "{refused:?}: {m}")
+            }
+            Err(e) => panic!("{refused:?}: {e}"),
+            Ok(_) => panic!("{refused:?} was loaded"),
+        }
+    }
+    // Built-in sets need no directory.
+    reg.make(PYTHON_ENV_ID, &kwargs(json!({"tasks": "builtin:examples"})))
+        .unwrap_or_else(|e| panic!("builtin: {e}"));
+}

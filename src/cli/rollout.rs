@@ -156,8 +156,17 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     config.validate()?;
     let backend = if config.env_servers.is_empty() {
-        let registry = codegym::registry(env_coding::CodingConfig::default())
-            .context("cannot set up the environments")?;
+        // In process the task file is the user's own: allow its directory.
+        let mut coding = env_coding::CodingConfig::default();
+        if let Some(dir) = config
+            .env_kwargs
+            .get("tasks")
+            .and_then(|t| t.as_str())
+            .and_then(|t| std::path::Path::new(t).parent())
+        {
+            coding.task_dirs.push(dir.to_path_buf());
+        }
+        let registry = codegym::registry(coding).context("cannot set up the environments")?;
         EnvBackend::in_process(Arc::new(registry))
     } else {
         EnvBackend::Remote(RemoteBackend::new(&config.env_servers)?)

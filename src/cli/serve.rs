@@ -26,6 +26,10 @@ pub struct Args {
     /// Refuse to start unless every sandbox isolation layer is available.
     #[arg(long)]
     require_isolation: bool,
+    /// A directory whose task files clients may load with the `tasks` make kwarg (repeatable;
+    /// by default only the built-in and the configured default task sets).
+    #[arg(long = "tasks-dir", value_name = "DIR")]
+    tasks_dirs: Vec<PathBuf>,
     /// JSON config file: `{"server": {...}, "coding": {...}}` (see README); flags override it.
     #[arg(long)]
     config: Option<PathBuf>,
@@ -39,6 +43,14 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     apply_flags(&args, &mut config.server);
     if args.require_isolation {
         config.coding.sandbox.min_isolation = env_coding::sandbox::IsolationLevel::Strict;
+    }
+    for dir in &args.tasks_dirs {
+        anyhow::ensure!(
+            dir.is_dir(),
+            "--tasks-dir {}: not a directory",
+            dir.display()
+        );
+        config.coding.task_dirs.push(dir.clone());
     }
     let registry = codegym::registry(config.coding).context("cannot set up the environments")?;
     let listener = tokio::net::TcpListener::bind(args.addr)

@@ -216,3 +216,27 @@ async fn an_abandoned_run_leaves_no_process_and_no_dir() {
     let o = f.run(ExecRequest::new("print(1)")).await;
     assert_eq!(o.stdout, b"1\n");
 }
+
+/// Runs of one fork server share its (empty) network namespace when Landlock scopes abstract unix
+/// sockets; a socket one run listens on must still be unreachable from another.
+#[tokio::test]
+async fn concurrent_runs_cannot_talk_over_abstract_sockets() {
+    let f = Fixture::new(Backend::WarmFork, 5);
+    let name = format!("codegym-test-{}", std::process::id());
+    let listener = format!(
+        "import socket\ns = socket.socket(socket.AF_UNIX)\ns.bind('\\0{name}')\ns.listen(1)\ns.settimeout(3)\nprint('listening', flush=True)\ntry:\n    s.accept()\n    print('accepted')\nexcept OSError as e:\n    print('nobody came')"
+    );
+    let connector = format!(
+        "import socket, time\ntime.sleep(1)\nc = socket.socket(socket.AF_UNIX)\ntry:\n    c.connect('\\0{name}')\n    print('connected')\nexcept OSError as e:\n    print('refused', e.errno)"
+    );
+    let (a, b) = tokio::join!(
+        f.run(ExecRequest::new(listener)),
+        f.run(ExecRequest::new(connector))
+    );
+    let (a, b) = (
+        String::from_utf8_lossy(&a.stdout).into_owned(),
+        String::from_utf8_lossy(&b.stdout).into_owned(),
+    );
+    assert_eq!(a, "listening\nnobody came\n", "{a} / {b}");
+    assert!(b.starts_with("refused"), "{b}");
+}

@@ -15,7 +15,8 @@
 import builtins, ctypes, json, os, resource, signal, select, socket, sys, types
 
 _libc = ctypes.CDLL(None, use_errno=True)
-_PR_SET_PDEATHSIG, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 1, 22, 2
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+_CLONE_NEWPID = 0x20000000
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 2, 4, 8
 
 
@@ -102,14 +103,14 @@ def _run_main(workdir):
 
 
 def _sandboxed(init, req, fds):
-    """B: PID 1 of the run's namespaces. Never returns."""
+    """PID 1 of the run's new PID namespace. Never returns."""
     setup = fds[3]
     stage = "start"
     try:
-        stage = "pdeathsig"
-        _check(_libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), stage)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        stage = "unshare"
+        _check(_libc.unshare(init["unshare"]), stage)
         if init["mount_proc"]:
             stage = "mount /proc"
             flags = ctypes.c_ulong(_MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
@@ -153,39 +154,17 @@ def _sandboxed(init, req, fds):
     _run_main(req["dir"])
 
 
-def _forked(init, req, fds):
-    """A: unshares the run's namespaces, forks B, mirrors its end. Never returns."""
-    signal.set_wakeup_fd(-1)
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+def _fork_run(own_pid_ns):
+    """Forks a child that is PID 1 of a new PID namespace; returns its pid (0 in the child)."""
+    _check(_libc.unshare(_CLONE_NEWPID), "unshare(CLONE_NEWPID)")
+    pid = -1
     try:
-        _check(_libc.unshare(init["unshare"]), "unshare")
-        b = os.fork()
-    except BaseException as e:
-        _fail(fds[3], "unshare", e)
-    if b == 0:
-        _sandboxed(init, req, fds)
-    for fd in fds:
-        os.close(fd)
-    # "kill" arrives as SIGTERM (blocked since before the fork, so it cannot be lost): kill B's tree.
-    signal.signal(signal.SIGTERM, lambda *_: os.kill(b, signal.SIGKILL))
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-    while True:
-        try:
-            _, status = os.waitpid(b, 0)
-            break
-        except ChildProcessError:
-            os._exit(127)
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-        try:
-            signal.signal(sig, signal.SIG_DFL)
-        except (OSError, ValueError):
-            pass
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
-        os.kill(os.getpid(), sig)
-        os._exit(128 + sig)
-    os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+        pid = os.fork()
+    finally:
+        if pid != 0:  # the server: back to its own namespace for the next child
+            if _libc.setns(own_pid_ns, _CLONE_NEWPID) < 0:
+                os._exit(70)  # cannot fork any further: the supervisor starts a new server
+    return pid
 
 
 def _serve():
@@ -197,6 +176,7 @@ def _serve():
         raw = bytes.fromhex(hexed)
         buf = ctypes.create_string_buffer(raw, len(raw))
         _PROGRAMS.append((_FProg(len(raw) // 8, ctypes.cast(buf, ctypes.c_void_p)), buf))
+    own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
@@ -220,21 +200,19 @@ def _serve():
             if msg:
                 req = json.loads(msg)
                 if req["op"] == "run":
-                    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
                     try:
-                        pid = os.fork()
+                        pid = _fork_run(own_pid_ns)
                     except OSError as e:
                         pid = -1
                         ctl.send(json.dumps({"id": req["id"], "error": f"fork: {e}"}).encode())
                     if pid == 0:
-                        _forked(init, req, fds)
-                    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+                        _sandboxed(init, req, fds)
                     for fd in fds:
                         os.close(fd)
                     if pid > 0:
                         runs[pid], pids[req["id"]] = req["id"], pid
                 elif req["op"] == "kill" and req["id"] in pids:
-                    os.kill(pids[req["id"]], signal.SIGTERM)
+                    os.kill(pids[req["id"]], signal.SIGKILL)  # the init: its namespace goes with it
         while True:
             try:
                 pid, status, ru = os.wait4(-1, os.WNOHANG)
@@ -244,7 +222,7 @@ def _serve():
                 break
             rid = runs.pop(pid, None)
             if rid is None:
-                continue  # an orphan reparented to us (PID 1)
+                continue  # not a run (cannot happen: runs are the only children)
             del pids[rid]
             cpu_ms = int((ru.ru_utime + ru.ru_stime) * 1000)
             reply = {"id": rid, "status": status, "cpu_ms": cpu_ms, "max_rss": ru.ru_maxrss * 1024}
@@ -255,4 +233,7 @@ if sys.flags.no_site:
     __import__("site").setquit()
     __import__("site").sethelper()
     __import__("site").setcopyright()
+# Everything allocated so far goes to the permanent generation: children's collections then never
+# touch (and copy-on-write) the server's pages.
+__import__("gc").freeze()
 _serve()

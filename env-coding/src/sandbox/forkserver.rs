@@ -3,12 +3,13 @@
 //!
 //! Isolation per run stays the fresh backend's: the fork server is spawned like any sandboxed
 //! process (new PID, mount, network, IPC and UTS namespaces, host dirs hidden, `no_new_privs`), and
-//! each run then gets its own PID, mount, network and IPC namespaces, a fresh `/proc`, its own uid,
-//! rlimits, a Landlock domain and the same seccomp filters. The values (ids, limits, the compiled
-//! BPF, a Landlock ruleset fd) are all prepared here; the Python side only applies them. What
-//! differs: one cgroup for the server and its runs instead of one per run (memory is bounded per
-//! process by `RLIMIT_AS`, processes per run by `RLIMIT_NPROC`, exact since every run has its own
-//! uid), and runs share the server's string-hash seed.
+//! each run then gets its own PID, mount and IPC namespaces (and network, see [`RUN_NAMESPACES`]), a
+//! fresh `/proc`, its own uid, rlimits, a Landlock domain and the same seccomp filters. The values
+//! (ids, limits, the compiled BPF, a Landlock ruleset fd) are all prepared here; the Python side only
+//! applies them. What differs: one cgroup for the server and its runs instead of one per run (memory
+//! is bounded per process by `RLIMIT_AS`, processes per run by `RLIMIT_NPROC`, exact since every run
+//! has its own uid), and runs share the server's string-hash seed. A run on the Rust side is
+//! [`super::forked::Forked`].
 //!
 //! One thread per server reads its replies and completes the runs' oneshots, so a run can be
 //! awaited from any tokio runtime (the sync `Env` bridge uses short-lived ones).
@@ -22,13 +23,12 @@ use std::sync::{Arc, Mutex};
 
 use nix::sys::socket::{self, AddressFamily, ControlMessage, MsgFlags, SockFlag, SockType};
 use serde::Deserialize;
-use tokio::net::unix::pipe;
 use tokio::sync::oneshot;
 
 use super::Inner;
 use super::cgroup::RunCgroup;
 use super::outcome::SandboxError;
-use super::plan::{self, Main, Prepared, RunGuard};
+use super::plan::{self, RunGuard};
 use super::spawn::{self, ChildPlan};
 use super::supervise::Exit;
 
@@ -345,148 +345,4 @@ fn log_stderr(fd: OwnedFd) {
     {
         tracing::warn!(error = %e, "cannot start the fork server's log thread");
     }
-}
-
-/// A run of the fork server, as [`plan::Main`] sees it.
-pub(crate) struct Forked {
-    id: u64,
-    server: Arc<ForkServer>,
-    rx: Option<oneshot::Receiver<Result<Exit, String>>>,
-    exit: Option<Result<Exit, String>>,
-}
-
-impl Forked {
-    /// Resolves once the run is over: its PID namespace's init reaped, so the namespace is empty.
-    /// Cancel-safe
-    /// (supervision polls it in a `select!` loop).
-    pub async fn wait(&mut self) {
-        if self.exit.is_none() {
-            let result = match self.rx.as_mut() {
-                Some(rx) => rx
-                    .await
-                    .unwrap_or_else(|_| Err("the fork server exited".into())),
-                None => Err("no run".into()),
-            };
-            self.rx = None;
-            self.exit = Some(result);
-        }
-    }
-
-    pub fn kill(&self) {
-        self.server.kill(self.id);
-    }
-
-    pub async fn exit(&mut self) -> Result<Exit, SandboxError> {
-        self.wait().await;
-        match self.exit.clone().unwrap_or_else(|| Err("no run".into())) {
-            Ok(exit) => Ok(exit),
-            Err(e) => Err(SandboxError::Setup {
-                stage: "fork server",
-                source: std::io::Error::other(e),
-            }),
-        }
-    }
-}
-
-impl Drop for Forked {
-    fn drop(&mut self) {
-        // Dropped before its end (the caller gave up): the tree must not outlive the run.
-        if self.exit.is_none() {
-            self.kill();
-        }
-    }
-}
-
-/// Starts a script in a fork of `server`: the work dir with `files`, then the fork; returns once
-/// the child has finished its setup and runs the program, or with the setup's error.
-pub(crate) async fn prepare(
-    inner: &Inner,
-    server: Arc<ForkServer>,
-    id: u64,
-    files: &[(std::path::PathBuf, &[u8])],
-    limits: &super::config::Limits,
-    with_stdin: bool,
-) -> Result<Prepared, SandboxError> {
-    let ids = plan::run_ids(inner, id);
-    let workdir = inner.work_root.join(format!("run-{id}"));
-    let guard = RunGuard {
-        workdir: Some(workdir.clone()),
-        cgroup: None,
-        child: None,
-    };
-    super::workdir::create(&workdir, files, ids)?;
-    let workdir = workdir.as_path();
-    let (out_r, out_w) = plan::pipe_pair()?;
-    let (err_r, err_w) = plan::pipe_pair()?;
-    let (in_r, in_w) = plan::stdin_pair(with_stdin)?;
-    let (setup_r, setup_w) = plan::pipe_pair()?;
-    let ruleset = plan::landlock_ruleset(inner, workdir)?;
-    // JSON has no u64::MAX: "unlimited" is Python's RLIM_INFINITY (-1).
-    let rlimits: Vec<(u32, i64, i64)> = plan::rlimits(limits, false)
-        .into_iter()
-        .map(|(r, soft, hard)| {
-            let v = |x: u64| i64::try_from(x).unwrap_or(-1);
-            (r, v(soft), v(hard))
-        })
-        .collect();
-    let request = serde_json::json!({
-        "op": "run",
-        "id": id,
-        "dir": workdir.to_str().ok_or_else(|| SandboxError::InvalidPath(workdir.display().to_string()))?,
-        "uid": ids.map(|(u, _)| u),
-        "gid": ids.map(|(_, g)| g),
-        "rlimits": rlimits,
-    });
-    let mut fds = vec![
-        in_r.as_raw_fd(),
-        out_w.as_raw_fd(),
-        err_w.as_raw_fd(),
-        setup_w.as_raw_fd(),
-    ];
-    if let Some(r) = &ruleset {
-        fds.push(r.as_raw_fd());
-    }
-    let rx = server.fork(id, &request, &fds)?;
-    let mut forked = Forked {
-        id,
-        server,
-        rx: Some(rx),
-        exit: None,
-    };
-    // The server has its own copies now; ours must go for EOFs to mean anything.
-    drop((in_r, out_w, err_w, setup_w, ruleset));
-    // The child writes `+` when the program starts, or why its setup failed. Nothing at all: the
-    // server (or the run's first fork) died before; the run's reply tells which.
-    let setup = read_to_end(setup_r).await;
-    if setup != b"+" {
-        forked.wait().await;
-        let why = match (&forked.exit, setup.is_empty()) {
-            (Some(Err(e)), true) => e.clone(),
-            (_, true) => "the run ended before its program started".into(),
-            (_, false) => String::from_utf8_lossy(&setup).into_owned(),
-        };
-        return Err(SandboxError::Setup {
-            stage: "fork server child",
-            source: std::io::Error::other(why),
-        });
-    }
-    Ok(Prepared {
-        guard,
-        main: Main::Forked(forked),
-        stdin: in_w,
-        stdout: pipe::Receiver::from_owned_fd(out_r).map_err(SandboxError::setup("stdout pipe"))?,
-        stderr: pipe::Receiver::from_owned_fd(err_r).map_err(SandboxError::setup("stderr pipe"))?,
-        control: None,
-        started: std::time::Instant::now(),
-    })
-}
-
-/// Everything the setup pipe carries: nothing when the child got to the program.
-async fn read_to_end(fd: OwnedFd) -> Vec<u8> {
-    use tokio::io::AsyncReadExt;
-    let mut buf = Vec::new();
-    if let Ok(mut rx) = pipe::Receiver::from_owned_fd(fd) {
-        let _ = rx.read_to_end(&mut buf).await;
-    }
-    buf
 }

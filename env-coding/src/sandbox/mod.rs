@@ -12,6 +12,7 @@
 mod cgroup;
 mod child;
 mod config;
+mod forked;
 mod forkserver;
 mod isolation;
 mod outcome;
@@ -190,7 +191,7 @@ impl Sandbox {
                 .await?;
             };
             attempts += 1;
-            match forkserver::prepare(&self.inner, server.clone(), id, &files, &limits, with_stdin)
+            match forked::prepare(&self.inner, server.clone(), id, &files, &limits, with_stdin)
                 .await
             {
                 Err(_) if attempts == 1 && !server.is_alive() => continue,

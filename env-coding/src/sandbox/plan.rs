@@ -16,7 +16,7 @@ use tokio::net::unix::pipe;
 use super::Inner;
 use super::cgroup::RunCgroup;
 use super::config::{Limits, SitePackages};
-use super::forkserver::Forked;
+use super::forked::Forked;
 use super::isolation;
 use super::outcome::{ExecOutcome, SandboxError};
 use super::probe::cstr;

@@ -243,8 +243,7 @@ pub(crate) fn self_test(inner: &Inner, warm: bool) -> Result<(), SandboxError> {
                 let run = match server.filter(|_| warm) {
                     Some(server) => {
                         let id = u64::MAX - 1;
-                        super::forkserver::prepare(inner, server, id, &files, &limits, false)
-                            .await?
+                        super::forked::prepare(inner, server, id, &files, &limits, false).await?
                     }
                     None => {
                         Prepared::new(inner, u64::MAX, &files, &limits, Mode::Script, false).await?

@@ -10,8 +10,6 @@ pub mod retry;
 
 use std::time::{Duration, Instant};
 
-use serde_json::json;
-
 use crate::config::ModelConfig;
 use crate::dataset::record::{AttemptError, ChatMessage, ErrorKind, ErrorRecord, ModelCall};
 pub use response::Completion;
@@ -129,43 +127,11 @@ impl ChatClient {
         self.key.is_some()
     }
 
-    /// The JSON body of a request: model, messages, sampling params, tools, then extra fields.
-    pub fn request_body(&self, req: &ChatRequest<'_>) -> serde_json::Value {
-        let s = &self.config.sampling;
-        let mut map = serde_json::Map::new();
-        let mut put = |k: &str, v: serde_json::Value| {
-            map.insert(k.to_string(), v);
-        };
-        put("model", json!(self.config.model));
-        put("messages", json!(req.messages));
-        if let Some(v) = s.temperature {
-            put("temperature", json!(v));
-        }
-        if let Some(v) = s.top_p {
-            put("top_p", json!(v));
-        }
-        if let Some(v) = s.max_tokens {
-            put("max_tokens", json!(v));
-        }
-        if let Some(v) = &s.stop {
-            put("stop", json!(v));
-        }
-        if let Some(v) = s.logprobs {
-            put("logprobs", json!(v));
-        }
-        if let Some(v) = s.top_logprobs {
-            put("top_logprobs", json!(v));
-        }
-        if let Some(seed) = req.seed {
-            put("seed", json!(seed));
-        }
-        if let Some(tools) = req.tools {
-            put("tools", tools.clone());
-        }
-        for (k, v) in &s.extra_body {
-            put(k, v.clone());
-        }
-        serde_json::Value::Object(map)
+    /// The JSON body of a request: model, messages, sampling params, tools, then extra fields (which
+    /// replace a standard field of the same name). Serialized once per call straight from the
+    /// borrowed conversation, and reused by every retry.
+    pub fn request_body(&self, req: &ChatRequest<'_>) -> Result<Vec<u8>, serde_json::Error> {
+        serde_json::to_vec(&RequestBody { client: self, req })
     }
 
     /// Sends one request to endpoint `endpoint`, retrying per the SDK convention while
@@ -177,7 +143,29 @@ impl ChatClient {
         retry_budget: &mut u32,
     ) -> CallOutcome {
         let ep = &self.endpoints[endpoint % self.endpoints.len()];
-        let body = self.request_body(req);
+        let body = match self.request_body(req) {
+            Ok(body) => bytes::Bytes::from(body),
+            Err(e) => {
+                return CallOutcome {
+                    call: ModelCall {
+                        latency_ms: 0,
+                        attempts: 0,
+                        request_seed: req.seed,
+                        finish_reason: None,
+                        usage: None,
+                        served_model: None,
+                        retries: Vec::new(),
+                        error: Some(ErrorRecord {
+                            kind: ErrorKind::BadRequest,
+                            status: None,
+                            message: format!("cannot encode the request: {e}"),
+                        }),
+                        tokens: None,
+                    },
+                    completion: None,
+                };
+            }
+        };
         let start = Instant::now();
         let cap = Duration::from_millis(self.config.backoff_max_ms);
         let initial = Duration::from_millis(self.config.backoff_initial_ms);
@@ -255,22 +243,20 @@ impl ChatClient {
         }
     }
 
-    async fn attempt(
-        &self,
-        ep: &Endpoint,
-        body: &serde_json::Value,
-    ) -> Result<Completion, Failure> {
+    async fn attempt(&self, ep: &Endpoint, body: &bytes::Bytes) -> Result<Completion, Failure> {
         let mut request = self
             .http
             .post(ep.completions_url.clone())
             .timeout(Duration::from_secs_f64(self.config.request_timeout_secs))
-            .json(body);
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.clone()); // a shared buffer: retries do not copy it
         if let Some(key) = &self.key {
             request = request.bearer_auth(&key.0);
         }
         let response = request.send().await.map_err(Failure::transport)?;
         let status = response.status();
-        let headers = response.headers().clone();
+        // Retry headers matter only for failures: no copy on the common path.
+        let headers = (!status.is_success()).then(|| response.headers().clone());
         let text = response.text().await.map_err(Failure::transport)?;
         if status.is_success() {
             return response::parse_completion(&text).map_err(|(kind, message)| Failure {
@@ -291,8 +277,8 @@ impl ChatClient {
                 status: Some(status.as_u16()),
                 message: format!("HTTP {status}: {}", cut(&text, ERROR_BODY_CHARS)),
             },
-            should_retry: retry::should_retry_header(&headers),
-            server_delay: retry::server_delay(&headers, cap),
+            should_retry: headers.as_ref().and_then(retry::should_retry_header),
+            server_delay: headers.as_ref().and_then(|h| retry::server_delay(h, cap)),
         })
     }
 }
@@ -340,4 +326,105 @@ pub(crate) fn cut(s: &str, max: usize) -> &str {
         end -= 1;
     }
     &s[..end]
+}
+
+/// The request body, serialized straight from borrowed data (no intermediate `serde_json::Value`).
+struct RequestBody<'a> {
+    client: &'a ChatClient,
+    req: &'a ChatRequest<'a>,
+}
+
+impl serde::Serialize for RequestBody<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let config = &self.client.config;
+        let s = &config.sampling;
+        let extra = &s.extra_body;
+        let mut map = serializer.serialize_map(None)?;
+        macro_rules! put {
+            ($key:literal, $value:expr) => {
+                if !extra.contains_key($key) {
+                    map.serialize_entry($key, $value)?;
+                }
+            };
+        }
+        put!("model", &config.model);
+        put!("messages", self.req.messages);
+        if let Some(v) = &s.temperature {
+            put!("temperature", v);
+        }
+        if let Some(v) = &s.top_p {
+            put!("top_p", v);
+        }
+        if let Some(v) = &s.max_tokens {
+            put!("max_tokens", v);
+        }
+        if let Some(v) = &s.stop {
+            put!("stop", v);
+        }
+        if let Some(v) = &s.logprobs {
+            put!("logprobs", v);
+        }
+        if let Some(v) = &s.top_logprobs {
+            put!("top_logprobs", v);
+        }
+        if let Some(seed) = &self.req.seed {
+            put!("seed", seed);
+        }
+        if let Some(tools) = self.req.tools {
+            put!("tools", tools);
+        }
+        for (k, v) in extra {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dataset::record::Role;
+
+    #[test]
+    fn request_body_carries_everything_once_and_extra_fields_win() {
+        let mut config = ModelConfig {
+            model: "org/model:fastest".into(),
+            base_urls: vec!["http://127.0.0.1:9/v1".into()],
+            api_key_env: Vec::new(),
+            ..ModelConfig::default()
+        };
+        config.sampling.temperature = Some(0.5);
+        config.sampling.max_tokens = Some(64);
+        config.sampling.extra_body = serde_json::json!({"temperature": 0.9, "top_k": 5})
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        let client = ChatClient::new(&config).expect("client");
+        let messages = [
+            ChatMessage::text(Role::System, "be brief"),
+            ChatMessage::text(Role::User, "say \"hi\"\n"),
+        ];
+        let tools = serde_json::json!([{"type": "function", "function": {"name": "run_python"}}]);
+        let req = ChatRequest {
+            messages: &messages,
+            tools: Some(&tools),
+            seed: Some(7),
+        };
+        let bytes = client.request_body(&req).expect("encode");
+        let text = String::from_utf8(bytes.clone()).expect("utf-8");
+        assert_eq!(text.matches("\"temperature\"").count(), 1, "{text}");
+        let body: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
+        assert_eq!(body["model"], "org/model:fastest");
+        assert_eq!(body["temperature"], 0.9);
+        assert_eq!(body["top_k"], 5);
+        assert_eq!(body["max_tokens"], 64);
+        assert_eq!(body["seed"], 7);
+        assert_eq!(body["tools"], tools);
+        assert_eq!(
+            body["messages"],
+            serde_json::to_value(messages).expect("messages")
+        );
+        assert!(body.get("top_p").is_none(), "unset params are not sent");
+    }
 }

@@ -142,19 +142,33 @@ pub async fn run(
 
     let mut this_run = 0u64;
     let mut write_error = None;
+    let mut batch = Vec::new();
     while let Some(record) = rx.recv().await {
-        let s = EpisodeStats::of(&record);
-        progress.record(&s);
-        if let Err(e) = writer.append(&record).await {
+        // Episodes often finish together: whatever else is ready goes out in the same write.
+        batch.push(record);
+        while batch.len() < WRITE_BATCH {
+            match rx.try_recv() {
+                Ok(record) => batch.push(record),
+                Err(_) => break,
+            }
+        }
+        let batch_stats: Vec<EpisodeStats> = batch.iter().map(EpisodeStats::of).collect();
+        for s in &batch_stats {
+            progress.record(s);
+        }
+        if let Err(e) = writer.append(&batch).await {
             // Without a dataset there is no point going on: stop admitting and drain.
             tracing::error!(error = %e, "cannot write the dataset; stopping");
             shutdown.cancel();
             write_error.get_or_insert(e);
+            batch.clear();
             continue;
         }
-        records += 1;
-        this_run += 1;
-        stats.insert(record.key(), s);
+        records += batch.len() as u64;
+        this_run += batch.len() as u64;
+        for (record, s) in batch.drain(..).zip(batch_stats) {
+            stats.insert(record.key(), s);
+        }
     }
     progress.finish();
     if let Err(e) = admission.await {
@@ -222,6 +236,9 @@ fn plan_episodes(
     }
     plans
 }
+
+/// Most records written with one `write` (bounds the buffer when thousands finish together).
+const WRITE_BATCH: usize = 64;
 
 /// Starts episodes as permits free up; stops admitting on shutdown. Each episode sends its record.
 async fn admit(

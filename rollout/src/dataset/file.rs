@@ -147,15 +147,19 @@ impl DatasetWriter {
         })
     }
 
-    /// Writes one record as one line with a single write, and hands it to the OS, so a killed
-    /// process loses at most the line being written.
-    pub async fn append(&mut self, record: &TrajectoryRecord) -> Result<(), DatasetError> {
+    /// Writes records as one line each with a single write, and hands them to the OS, so a killed
+    /// process loses at most the line being written (a torn last line, repaired on resume).
+    pub async fn append(&mut self, records: &[TrajectoryRecord]) -> Result<(), DatasetError> {
         self.buf.clear();
-        serde_json::to_writer(&mut self.buf, record).map_err(|source| DatasetError::Encode {
-            path: self.path.clone(),
-            source,
-        })?;
-        self.buf.push(b'\n');
+        for record in records {
+            serde_json::to_writer(&mut self.buf, record).map_err(|source| {
+                DatasetError::Encode {
+                    path: self.path.clone(),
+                    source,
+                }
+            })?;
+            self.buf.push(b'\n');
+        }
         self.file
             .write_all(&self.buf)
             .await

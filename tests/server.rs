@@ -6,9 +6,11 @@ use std::time::Duration;
 
 use env_core::{Options, Value};
 use proto::convert::{self, value_from_proto, value_to_proto};
+use proto::v1::env_service_client::EnvServiceClient;
 use proto::v1::{self, session_request::Kind as Req, session_response::Kind as Resp};
 use support::{TestServer, test_registry};
 use tonic::Code;
+use tonic::transport::Channel;
 
 fn discrete(a: i64) -> Option<v1::Value> {
     Some(value_to_proto(&Value::Discrete(a)))
@@ -310,8 +312,8 @@ async fn every_error_maps_to_its_status_code() {
         .expect("a closed session frees its slot");
 }
 
-#[tokio::test]
-async fn client_deadline_gives_deadline_exceeded_and_session_survives() {
+/// A server with one reset session of an env whose steps take 1.5 s.
+async fn sleepy_session() -> (TestServer, EnvServiceClient<Channel>, String) {
     let server = TestServer::start(test_registry(), Default::default()).await;
     let mut c = server.client().await;
     let id = c
@@ -321,6 +323,12 @@ async fn client_deadline_gives_deadline_exceeded_and_session_survives() {
         .into_inner()
         .session_id;
     c.reset(reset_req(&id, None)).await.unwrap();
+    (server, c, id)
+}
+
+#[tokio::test]
+async fn client_deadline_gives_deadline_exceeded_and_session_survives() {
+    let (server, mut c, id) = sleepy_session().await;
     // The bare client has no timer of its own, so the status is the server's answer.
     let answer = support::raw_grpc::unary(
         server.addr,
@@ -347,15 +355,7 @@ async fn client_deadline_gives_deadline_exceeded_and_session_survives() {
 /// the whole body would lose that race to a slow uploader and the client would see CANCELLED.
 #[tokio::test]
 async fn the_deadline_counts_from_arrival_not_from_a_slow_body() {
-    let server = TestServer::start(test_registry(), Default::default()).await;
-    let mut c = server.client().await;
-    let id = c
-        .make(make("test/Sleepy-v0", r#"{"sleep_ms": 1500}"#))
-        .await
-        .unwrap()
-        .into_inner()
-        .session_id;
-    c.reset(reset_req(&id, None)).await.unwrap();
+    let (server, _c, id) = sleepy_session().await;
     let answer = support::raw_grpc::unary(
         server.addr,
         "/codegym.v1.EnvService/Step",

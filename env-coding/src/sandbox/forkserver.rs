@@ -287,28 +287,12 @@ fn dispatch(pending: &Pending, msg: &[u8]) {
     };
     let result = match (reply.error, reply.status) {
         (Some(e), _) => Err(e),
-        (None, Some(status)) => Ok(exit_from_status(status, reply.cpu_ms, reply.max_rss)),
+        (None, Some(status)) => Ok(Exit::from_status(status, reply.cpu_ms, reply.max_rss)),
         (None, None) => Err("reply without a status".into()),
     };
     let tx = pending.lock().ok().and_then(|mut p| p.remove(&reply.id));
     if let Some(tx) = tx {
         let _ = tx.send(result);
-    }
-}
-
-fn exit_from_status(status: i32, cpu_ms: u64, max_rss: u64) -> Exit {
-    let (code, signal) = if libc::WIFEXITED(status) {
-        (Some(libc::WEXITSTATUS(status)), None)
-    } else if libc::WIFSIGNALED(status) {
-        (None, Some(libc::WTERMSIG(status)))
-    } else {
-        (None, None)
-    };
-    Exit {
-        code,
-        signal,
-        cpu_ms,
-        max_rss,
     }
 }
 

@@ -87,6 +87,25 @@ pub(crate) struct Exit {
     pub max_rss: u64,
 }
 
+impl Exit {
+    /// Decodes a raw wait status.
+    pub fn from_status(status: i32, cpu_ms: u64, max_rss: u64) -> Exit {
+        let (code, signal) = if libc::WIFEXITED(status) {
+            (Some(libc::WEXITSTATUS(status)), None)
+        } else if libc::WIFSIGNALED(status) {
+            (None, Some(libc::WTERMSIG(status)))
+        } else {
+            (None, None)
+        };
+        Exit {
+            code,
+            signal,
+            cpu_ms,
+            max_rss,
+        }
+    }
+}
+
 /// Reaps `pid` if it has exited (never blocks).
 pub(crate) fn try_reap(pid: i32) -> Option<Exit> {
     let mut status = 0;
@@ -98,19 +117,11 @@ pub(crate) fn try_reap(pid: i32) -> Option<Exit> {
         return None;
     }
     let tv = |t: libc::timeval| t.tv_sec as u64 * 1000 + t.tv_usec as u64 / 1000;
-    let (code, signal) = if libc::WIFEXITED(status) {
-        (Some(libc::WEXITSTATUS(status)), None)
-    } else if libc::WIFSIGNALED(status) {
-        (None, Some(libc::WTERMSIG(status)))
-    } else {
-        (None, None)
-    };
-    Some(Exit {
-        code,
-        signal,
-        cpu_ms: tv(ru.ru_utime) + tv(ru.ru_stime),
-        max_rss: ru.ru_maxrss.max(0) as u64 * 1024,
-    })
+    Some(Exit::from_status(
+        status,
+        tv(ru.ru_utime) + tv(ru.ru_stime),
+        ru.ru_maxrss.max(0) as u64 * 1024,
+    ))
 }
 
 /// Waits (asynchronously) until `pid` can be reaped.

@@ -143,29 +143,6 @@ impl ChatClient {
         retry_budget: &mut u32,
     ) -> CallOutcome {
         let ep = &self.endpoints[endpoint % self.endpoints.len()];
-        let body = match self.request_body(req) {
-            Ok(body) => bytes::Bytes::from(body),
-            Err(e) => {
-                return CallOutcome {
-                    call: ModelCall {
-                        latency_ms: 0,
-                        attempts: 0,
-                        request_seed: req.seed,
-                        finish_reason: None,
-                        usage: None,
-                        served_model: None,
-                        retries: Vec::new(),
-                        error: Some(ErrorRecord {
-                            kind: ErrorKind::BadRequest,
-                            status: None,
-                            message: format!("cannot encode the request: {e}"),
-                        }),
-                        tokens: None,
-                    },
-                    completion: None,
-                };
-            }
-        };
         let start = Instant::now();
         let cap = Duration::from_millis(self.config.backoff_max_ms);
         let initial = Duration::from_millis(self.config.backoff_initial_ms);
@@ -179,6 +156,20 @@ impl ChatClient {
             retries: Vec::new(),
             error: None,
             tokens: None,
+        };
+        let body = match self.request_body(req) {
+            Ok(body) => bytes::Bytes::from(body),
+            Err(e) => {
+                call.error = Some(ErrorRecord {
+                    kind: ErrorKind::BadRequest,
+                    status: None,
+                    message: format!("cannot encode the request: {e}"),
+                });
+                return CallOutcome {
+                    call,
+                    completion: None,
+                };
+            }
         };
         loop {
             call.attempts += 1;

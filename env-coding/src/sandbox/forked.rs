@@ -74,13 +74,7 @@ pub(crate) async fn prepare(
     with_stdin: bool,
 ) -> Result<Prepared, SandboxError> {
     let ids = plan::run_ids(inner, id);
-    let workdir = inner.work_root.join(format!("run-{id}"));
-    let guard = RunGuard {
-        workdir: Some(workdir.clone()),
-        cgroup: None,
-        child: None,
-    };
-    super::workdir::create(&workdir, files, ids)?;
+    let (guard, workdir) = RunGuard::with_workdir(inner, id, files)?;
     let workdir = workdir.as_path();
     let (out_r, out_w) = plan::pipe_pair()?;
     let (err_r, err_w) = plan::pipe_pair()?;

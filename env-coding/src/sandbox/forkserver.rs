@@ -106,11 +106,7 @@ impl ForkServer {
                 .map(OwnedFd::from)
                 .map_err(SandboxError::setup("/dev/null"))
         };
-        let mut guard = RunGuard {
-            workdir: None,
-            cgroup: None,
-            child: None,
-        };
+        let mut guard = RunGuard::default();
         let config_limits = &inner.config.limits;
         if let Some(root) = &layers.cgroup {
             // The runs' sum: per-run memory is RLIMIT_AS, this bounds them all together.

@@ -35,10 +35,30 @@ pub(crate) enum Mode {
 /// Cleans up an execution however it ends (also when the future is dropped): kills and reaps the
 /// child, removes the cgroup and the work dir. Blocking; the normal path drops it on a blocking
 /// thread.
+#[derive(Default)]
 pub(crate) struct RunGuard {
     pub workdir: Option<PathBuf>,
     pub cgroup: Option<RunCgroup>,
     pub child: Option<Spawned>,
+}
+
+impl RunGuard {
+    /// Creates execution `id`'s private work dir with `files`, owned by its uid; the guard removes
+    /// it. Returns the guard and the dir.
+    pub fn with_workdir(
+        inner: &Inner,
+        id: u64,
+        files: &[(PathBuf, &[u8])],
+    ) -> Result<(RunGuard, PathBuf), SandboxError> {
+        let workdir = inner.work_root.join(format!("run-{id}"));
+        let guard = RunGuard {
+            workdir: Some(workdir.clone()),
+            cgroup: None,
+            child: None,
+        };
+        super::workdir::create(&workdir, files, run_ids(inner, id))?;
+        Ok((guard, workdir))
+    }
 }
 
 impl Drop for RunGuard {
@@ -240,13 +260,7 @@ impl Prepared {
     ) -> Result<Prepared, SandboxError> {
         let layers = &inner.layers;
         let ids = run_ids(inner, id);
-        let workdir = inner.work_root.join(format!("run-{id}"));
-        let mut guard = RunGuard {
-            workdir: Some(workdir.clone()),
-            cgroup: None,
-            child: None,
-        };
-        super::workdir::create(&workdir, files, ids)?;
+        let (mut guard, workdir) = RunGuard::with_workdir(inner, id, files)?;
         if let Some(root) = &layers.cgroup {
             let name = format!("run-{id}");
             guard.cgroup = Some(
@@ -410,14 +424,7 @@ impl Prepared {
             cpu_ms: exit.cpu_ms,
             peak_rss: peak.unwrap_or(exit.max_rss).max(exit.max_rss),
         };
-        let guard = std::mem::replace(
-            &mut self.guard,
-            RunGuard {
-                workdir: None,
-                cgroup: None,
-                child: None,
-            },
-        );
+        let guard = std::mem::take(&mut self.guard);
         let _ = tokio::task::spawn_blocking(move || drop(guard)).await;
         Ok(outcome)
     }

@@ -20,7 +20,7 @@ use tokio::net::unix::pipe;
 use super::Inner;
 use super::config::Limits;
 use super::outcome::{ExecOutcome, SandboxError};
-use super::plan::{Mode, Prepared, RunGuard};
+use super::plan::{Mode, Prepared};
 use super::supervise::{self, Capture};
 
 /// A live sandboxed interpreter. Dropping it kills the whole tree and removes its work dir.
@@ -247,14 +247,7 @@ impl PySession {
         self.requests = None;
         self.replies = None;
         if let Some(mut run) = self.run.take() {
-            let guard = std::mem::replace(
-                &mut run.guard,
-                RunGuard {
-                    workdir: None,
-                    cgroup: None,
-                    child: None,
-                },
-            );
+            let guard = std::mem::take(&mut run.guard);
             // Keep the work dir of a dead session until the session is dropped (the env may still
             // read files from it); kill and reap now.
             let workdir = guard.workdir.clone();

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use env_core::{EnvCreator, EnvError, EnvSpec, Kwargs, Registry, ValueEnv};
+use env_core::{CallCost, EnvCreator, EnvError, EnvSpec, Kwargs, Registry, ValueEnv};
 
 use crate::config::CodingConfig;
 use crate::env::{CodingEnv, text_space};
@@ -55,6 +55,8 @@ pub fn register(
         observation_space: text_space(),
         action_space: text_space(),
         default_kwargs: Kwargs::new(),
+        // Steps wait for sandboxed processes.
+        call_cost: CallCost::Blocking,
     };
     let shared = Arc::new(Shared::new(sandbox.clone(), handle, config, default_tasks));
     let for_creator = shared.clone();

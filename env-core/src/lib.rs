@@ -41,6 +41,6 @@ pub use registry::{
 };
 pub use seeding::{ChaCha8Rng, entropy_rng, seeded_rng};
 pub use space::{BoxSpace, DType, Space};
-pub use spec::{EnvId, EnvSpec};
+pub use spec::{CallCost, EnvId, EnvSpec};
 pub use value::{ExecutionResult, Tensor, Value};
 pub use vector::{VectorEnv, VectorStep, stack_obs};

@@ -5,7 +5,7 @@ mod common;
 use std::sync::Arc;
 
 use env_core::{
-    DynEnv, EnvCreator, EnvError, EnvId, EnvSpec, EvalItem, Kwargs, Options, Registry,
+    CallCost, DynEnv, EnvCreator, EnvError, EnvId, EnvSpec, EvalItem, Kwargs, Options, Registry,
     ResetStepEvaluator, Space, Value,
 };
 use serde_json::json;
@@ -20,6 +20,7 @@ fn spec(id: &str, max_episode_steps: Option<u32>) -> EnvSpec {
         observation_space: Space::discrete(2),
         action_space: Space::text(0, 8),
         default_kwargs: Kwargs::new(),
+        call_cost: CallCost::Blocking,
     }
 }
 

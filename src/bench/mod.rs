@@ -6,6 +6,7 @@ pub mod exec;
 pub mod grpc;
 mod grpc_coding;
 pub mod rollout;
+mod rollout_harness;
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -2,30 +2,22 @@
 //! per in-flight episode.
 //!
 //! The model is the fake OpenAI server with a fixed latency and the environment answers instantly
-//! (a tiny env registered here), so any time beyond `episodes x turns x latency / concurrency` is
-//! the engine's: scheduling, HTTP, JSON, records and the dataset writer.
+//! (a tiny env registered here), so any time beyond the ideal schedule (every episode taking exactly
+//! `turns x latency`) is the engine's: scheduling, HTTP, JSON, records and the dataset writer. The
+//! run also reports the CPU the engine and the fake model used, and how much the hypervisor stole:
+//! on a shared VM, steal moves the wall time more than anything the engine does.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use env_core::{
-    Env, EnvError, EnvSpec, ExecutionResult, Info, Options, Registry, Space, Step, Value,
+    CallCost, Env, EnvError, EnvSpec, ExecutionResult, Info, Options, Registry, Space, Step, Value,
 };
 use rollout::config::{ProgressMode, RolloutConfig};
-use rollout::fake_llm::{FakeLlm, FakeScript, Reply};
-
-/// Serves the benchmark's fake model until stdin closes (the benchmark ended or died): prints
-/// `listening on <base URL>` first.
-pub async fn serve_fake_llm(latency: Duration) -> anyhow::Result<()> {
-    use tokio::io::AsyncReadExt;
-    let server = FakeLlm::start(fake_script(latency)?).await?;
-    println!("listening on {}", server.base_url());
-    let mut sink = Vec::new();
-    let _ = tokio::io::stdin().read_to_end(&mut sink).await;
-    drop(server);
-    Ok(())
-}
 use tokio_util::sync::CancellationToken;
+
+use super::rollout_harness::{FakeServer, cpu_secs, machine_ticks, rss_bytes};
+pub use super::rollout_harness::{FakeServerPlace, serve_fake_llm};
 
 /// Parameters of the benchmark.
 #[derive(Debug, Clone)]
@@ -42,15 +34,26 @@ pub struct RolloutBenchArgs {
     pub memory_episodes: usize,
     /// Where the fake model server runs.
     pub fake_server: FakeServerPlace,
+    /// The call cost the instant env declares.
+    pub env_calls: EnvCalls,
 }
 
-/// Where the benchmark's fake model server runs.
+/// The [`CallCost`] the benchmark's instant env declares in its spec.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum FakeServerPlace {
-    /// Its own process (`codegym bench fake-llm`): this process's time and memory are the engine's.
-    Process,
-    /// This process, on the engine's runtime (harness and engine measured together).
-    InProcess,
+pub enum EnvCalls {
+    /// `CallCost::Cheap`: the engine calls the env in place.
+    Cheap,
+    /// `CallCost::Blocking`: every env call is handed to a blocking thread.
+    Blocking,
+}
+
+impl From<EnvCalls> for CallCost {
+    fn from(e: EnvCalls) -> CallCost {
+        match e {
+            EnvCalls::Cheap => CallCost::Cheap,
+            EnvCalls::Blocking => CallCost::Blocking,
+        }
+    }
 }
 
 impl Default for RolloutBenchArgs {
@@ -62,6 +65,7 @@ impl Default for RolloutBenchArgs {
             concurrency: 256,
             memory_episodes: 4_000,
             fake_server: FakeServerPlace::Process,
+            env_calls: EnvCalls::Cheap,
         }
     }
 }
@@ -115,7 +119,7 @@ fn text_space() -> Space {
     }
 }
 
-fn registry() -> Result<Arc<Registry>, EnvError> {
+fn registry(call_cost: CallCost) -> Result<Arc<Registry>, EnvError> {
     let mut registry = Registry::new();
     let spec = EnvSpec {
         id: ENV_ID.into(),
@@ -126,6 +130,7 @@ fn registry() -> Result<Arc<Registry>, EnvError> {
         observation_space: text_space(),
         action_space: text_space(),
         default_kwargs: serde_json::Map::new(),
+        call_cost,
     };
     registry.register(
         spec,
@@ -142,79 +147,36 @@ struct Measured {
     episodes: u64,
     requests: u64,
     peak_rss_delta: u64,
+    /// CPU seconds (user + system) used during the run by this process and by the fake server's.
+    cpu_secs: (f64, Option<f64>),
+    /// Share of the machine's CPU time the hypervisor gave to others during the run ("steal").
+    steal: Option<f64>,
 }
 
-/// The fake model's script: a fixed latency and a code answer the instant env never accepts.
-pub fn fake_script(latency: Duration) -> anyhow::Result<FakeScript> {
-    Ok(FakeScript {
-        latency_ms: u64::try_from(latency.as_millis())?,
-        default_reply: Reply::code("print(sum(range(10)))"),
-        ..FakeScript::default()
-    })
+/// The two measured runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// `episodes` x `turns` at `concurrency`: wall time against the ideal schedule.
+    Throughput,
+    /// `memory_episodes` all in flight at once, one slow turn each: peak RSS. Sampled only here:
+    /// reading `/proc/self/statm` every 10 ms took ~3% of the engine process's CPU.
+    Memory,
 }
 
-/// A fake server in either place; stops when dropped.
-enum FakeServer {
-    InProcess(FakeLlm),
-    Process {
-        base_url: String,
-        _child: tokio::process::Child,
-    },
-}
+/// Latency of the memory run's single turn: long enough for every episode to be in flight.
+const MEMORY_LATENCY: Duration = Duration::from_millis(1_500);
 
-impl FakeServer {
-    async fn start(place: FakeServerPlace, latency: Duration) -> anyhow::Result<FakeServer> {
-        if place == FakeServerPlace::InProcess {
-            return Ok(FakeServer::InProcess(
-                FakeLlm::start(fake_script(latency)?).await?,
-            ));
-        }
-        use tokio::io::AsyncBufReadExt;
-        let mut cmd = tokio::process::Command::new(std::env::current_exe()?);
-        cmd.args(["bench", "fake-llm", "--latency-ms"])
-            .arg(latency.as_millis().to_string())
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true);
-        // The benchmark's harness, not sandboxed code: the fake model runs in its own process so
-        // that this process's time and memory are the engine's alone.
-        #[allow(clippy::disallowed_methods)]
-        let mut child = cmd.spawn()?;
-        let stdout = child
-            .stdout
-            .take()
-            .ok_or_else(|| anyhow::anyhow!("fake server: no stdout"))?;
-        let mut line = String::new();
-        tokio::io::BufReader::new(stdout)
-            .read_line(&mut line)
-            .await?;
-        let base_url = line
-            .trim()
-            .strip_prefix("listening on ")
-            .ok_or_else(|| anyhow::anyhow!("fake server said {line:?}"))?
-            .to_owned();
-        Ok(FakeServer::Process {
-            base_url,
-            _child: child,
-        })
-    }
-
-    fn base_url(&self) -> String {
-        match self {
-            FakeServer::InProcess(s) => s.base_url(),
-            FakeServer::Process { base_url, .. } => base_url.clone(),
-        }
-    }
-}
-
-async fn measure(
-    place: FakeServerPlace,
-    episodes: usize,
-    turns: u32,
-    latency: Duration,
-    concurrency: usize,
-) -> anyhow::Result<Measured> {
-    let server = FakeServer::start(place, latency).await?;
+async fn measure(args: &RolloutBenchArgs, phase: Phase) -> anyhow::Result<Measured> {
+    let (episodes, turns, latency, concurrency) = match phase {
+        Phase::Throughput => (args.episodes, args.turns, args.latency, args.concurrency),
+        Phase::Memory => (
+            args.memory_episodes,
+            1,
+            MEMORY_LATENCY,
+            args.memory_episodes,
+        ),
+    };
+    let server = FakeServer::start(args.fake_server, latency).await?;
     let dir = std::env::temp_dir().join(format!("codegym-bench-rollout-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir)?;
     let mut config = RolloutConfig {
@@ -233,7 +195,7 @@ async fn measure(
 
     let baseline = rss_bytes();
     let peak = Arc::new(std::sync::atomic::AtomicU64::new(baseline));
-    let sampler = {
+    let sampler = (phase == Phase::Memory).then(|| {
         let peak = peak.clone();
         tokio::spawn(async move {
             loop {
@@ -241,16 +203,26 @@ async fn measure(
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         })
-    };
+    });
+    let cpu_before = (cpu_secs("self"), server.cpu_secs());
+    let machine_before = machine_ticks();
     let start = Instant::now();
     let summary = rollout::run(
         config,
-        rollout::EnvBackend::in_process(registry()?),
+        rollout::EnvBackend::in_process(registry(args.env_calls.into())?),
         CancellationToken::new(),
     )
     .await;
     let secs = start.elapsed().as_secs_f64();
-    sampler.abort();
+    let cpu_after = (cpu_secs("self"), server.cpu_secs());
+    let steal = machine_ticks()
+        .zip(machine_before)
+        .map(|((total, steal), (total0, steal0))| {
+            (steal - steal0) as f64 / (total - total0).max(1) as f64
+        });
+    if let Some(sampler) = sampler {
+        sampler.abort();
+    }
     let records = rollout::dataset::read_latest(&dir.join("bench.jsonl"));
     let _ = std::fs::remove_dir_all(&dir);
     let summary = summary?;
@@ -276,20 +248,12 @@ async fn measure(
         peak_rss_delta: peak
             .load(std::sync::atomic::Ordering::Relaxed)
             .saturating_sub(baseline),
+        cpu_secs: (
+            cpu_after.0.zip(cpu_before.0).map_or(0.0, |(a, b)| a - b),
+            cpu_after.1.zip(cpu_before.1).map(|(a, b)| a - b),
+        ),
+        steal,
     })
-}
-
-/// Resident set size of this process.
-fn rss_bytes() -> u64 {
-    let pages = std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| {
-            s.split_whitespace()
-                .nth(1)
-                .and_then(|p| p.parse::<u64>().ok())
-        })
-        .unwrap_or(0);
-    pages * 4096
 }
 
 /// Runs the throughput and memory measurements; returns a Markdown table.
@@ -298,14 +262,7 @@ pub async fn run(args: RolloutBenchArgs) -> anyhow::Result<String> {
         args.episodes > 0 && args.concurrency > 0 && args.turns > 0,
         "empty benchmark"
     );
-    let m = measure(
-        args.fake_server,
-        args.episodes,
-        args.turns,
-        args.latency,
-        args.concurrency,
-    )
-    .await?;
+    let m = measure(&args, Phase::Throughput).await?;
     anyhow::ensure!(
         m.episodes == args.episodes as u64,
         "only {} of {} episodes ran",
@@ -319,15 +276,8 @@ pub async fn run(args: RolloutBenchArgs) -> anyhow::Result<String> {
     let ideal = rounds * f64::from(args.turns) * latency;
     let overhead = (m.secs / ideal - 1.0) * 100.0;
 
-    let mem_latency = Duration::from_millis(1_500);
-    let mem = measure(
-        args.fake_server,
-        args.memory_episodes,
-        1,
-        mem_latency,
-        args.memory_episodes,
-    )
-    .await?;
+    let mem_latency = MEMORY_LATENCY;
+    let mem = measure(&args, Phase::Memory).await?;
     let per_episode_kib = mem.peak_rss_delta as f64 / args.memory_episodes.max(1) as f64 / 1024.0;
 
     let mut t = String::new();
@@ -362,6 +312,21 @@ pub async fn run(args: RolloutBenchArgs) -> anyhow::Result<String> {
         mem.episode_ms.0,
         mem.episode_ms.1,
         mem.episode_ms.2
+    ));
+    let per_request = |cpu: f64| cpu * 1e3 / m.requests.max(1) as f64;
+    let cores = std::thread::available_parallelism().map_or(1, usize::from) as f64;
+    let fake = m.cpu_secs.1.map_or_else(
+        || "shares this process".to_string(),
+        |c| format!("{c:.2} s ({:.3} ms/request)", per_request(c)),
+    );
+    t.push_str(&format!(
+        "\nThroughput run CPU: engine {:.2} s ({:.3} ms/request), fake model {fake}; {:.0}% of {cores} cores over {:.3} s; stolen by the hypervisor: {}.\n",
+        m.cpu_secs.0,
+        per_request(m.cpu_secs.0),
+        (m.cpu_secs.0 + m.cpu_secs.1.unwrap_or(0.0)) / (m.secs * cores) * 100.0,
+        m.secs,
+        m.steal
+            .map_or_else(|| "unknown".to_string(), |s| format!("{:.1}%", s * 100.0)),
     ));
     Ok(t)
 }

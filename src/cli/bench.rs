@@ -62,6 +62,10 @@ pub enum Command {
         /// Where the fake model server runs.
         #[arg(long, value_enum, default_value_t = bench::rollout::FakeServerPlace::Process)]
         fake_server: bench::rollout::FakeServerPlace,
+        /// What the instant env's spec declares: `cheap` (calls run in place, as CartPole's) or
+        /// `blocking` (calls on blocking threads, as the coding env's).
+        #[arg(long, value_enum, default_value_t = bench::rollout::EnvCalls::Cheap)]
+        env_calls: bench::rollout::EnvCalls,
     },
     /// Serve the rollout benchmark's fake model (prints `listening on URL`; stops at stdin EOF).
     FakeLlm {
@@ -116,6 +120,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             concurrency,
             memory_episodes,
             fake_server,
+            env_calls,
         } => {
             let args = bench::rollout::RolloutBenchArgs {
                 episodes,
@@ -124,6 +129,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
                 concurrency,
                 memory_episodes,
                 fake_server,
+                env_calls,
             };
             bench::rollout::run(args).await?
         }

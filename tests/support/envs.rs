@@ -87,6 +87,7 @@ fn spec(id: &str, space: Space) -> EnvSpec {
         observation_space: space.clone(),
         action_space: space,
         default_kwargs: Default::default(),
+        call_cost: Default::default(),
     }
 }
 

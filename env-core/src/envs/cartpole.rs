@@ -14,8 +14,8 @@ use rand::Rng;
 use serde::Deserialize;
 
 use crate::{
-    BoxSpace, ChaCha8Rng, DType, Env, EnvError, EnvSpec, Info, Kwargs, Options, Registry, Result,
-    Space, Step, Tensor, Value, entropy_rng, seeded_rng,
+    BoxSpace, CallCost, ChaCha8Rng, DType, Env, EnvError, EnvSpec, Info, Kwargs, Options, Registry,
+    Result, Space, Step, Tensor, Value, entropy_rng, seeded_rng,
 };
 
 /// The registered id.
@@ -135,6 +135,7 @@ impl CartPole {
             observation_space: observation_space(),
             action_space: Space::Discrete { n: 2, start: 0 },
             default_kwargs: Kwargs::new(),
+            call_cost: CallCost::Cheap,
         }
     }
 

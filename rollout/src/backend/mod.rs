@@ -1,12 +1,13 @@
-//! Where environments run: in this process (a [`Registry`], env calls on blocking threads) or in
-//! `codegym serve` processes reached over gRPC. Episodes see the same [`EnvSession`] API either way,
-//! so trajectories do not depend on the backend.
+//! Where environments run: in this process (a [`Registry`]) or in `codegym serve` processes reached
+//! over gRPC. Episodes see the same [`EnvSession`] API either way, so trajectories do not depend on
+//! the backend. In process, calls of envs whose spec says [`CallCost::Cheap`] run in place; all
+//! others run on blocking threads, at most a fixed number at once.
 
 mod remote;
 
 use std::sync::Arc;
 
-use env_core::{DynEnv, EnvError, Info, Kwargs, Options, Registry, Step, Value};
+use env_core::{CallCost, DynEnv, EnvError, Info, Kwargs, Options, Registry, Step, Value};
 use tokio::sync::Semaphore;
 
 pub use remote::RemoteBackend;
@@ -54,11 +55,17 @@ impl EnvBackend {
     ) -> Result<EnvSession, EnvError> {
         match self {
             EnvBackend::InProcess { registry, calls } => {
+                // An unknown id gets the default here and its error from `make`.
+                let cost = registry
+                    .spec(env_id)
+                    .map(|s| s.call_cost)
+                    .unwrap_or_default();
                 let (registry, id, kwargs) = (registry.clone(), env_id.to_string(), kwargs.clone());
-                let env = blocking(calls, move || registry.make(&id, &kwargs)).await?;
+                let env = call(calls, cost, move || registry.make(&id, &kwargs)).await?;
                 Ok(EnvSession::Local {
                     env: Some(env),
                     calls: calls.clone(),
+                    cost,
                 })
             }
             EnvBackend::Remote(remote) => Ok(EnvSession::Remote(
@@ -74,6 +81,7 @@ pub enum EnvSession {
         /// `None` while a call is running on a blocking thread (or after `close`).
         env: Option<Box<dyn DynEnv>>,
         calls: Arc<Semaphore>,
+        cost: CallCost,
     },
     Remote(remote::RemoteSession),
 }
@@ -95,8 +103,8 @@ impl EnvSession {
         options: Options,
     ) -> Result<(Value, Info), EnvError> {
         match self {
-            EnvSession::Local { env, calls } => {
-                with_env(env, calls, move |e| e.reset(seed, &options)).await
+            EnvSession::Local { env, calls, cost } => {
+                with_env(env, calls, *cost, move |e| e.reset(seed, &options)).await
             }
             EnvSession::Remote(r) => r.reset(seed, &options).await,
         }
@@ -105,7 +113,9 @@ impl EnvSession {
     /// Gymnasium's `step(action) -> (obs, reward, terminated, truncated, info)`.
     pub async fn step(&mut self, action: Value) -> Result<Step<Value>, EnvError> {
         match self {
-            EnvSession::Local { env, calls } => with_env(env, calls, move |e| e.step(action)).await,
+            EnvSession::Local { env, calls, cost } => {
+                with_env(env, calls, *cost, move |e| e.step(action)).await
+            }
             EnvSession::Remote(r) => r.step(action).await,
         }
     }
@@ -116,51 +126,200 @@ impl EnvSession {
             EnvSession::Local {
                 env: Some(mut env),
                 calls,
-            } => blocking(&calls, move || env.close()).await,
+                cost,
+            } => call(&calls, cost, move || env.close()).await,
             EnvSession::Local { env: None, .. } => Ok(()),
             EnvSession::Remote(r) => r.close().await,
         }
     }
 }
 
-/// Runs `f` on the env on a blocking thread and puts the env back. If the caller is dropped meanwhile
-/// (deadline, cancellation), the env is dropped on that thread once `f` returns.
+/// Runs `f` on the env (see [`call`]) and puts the env back. If the caller is dropped meanwhile
+/// (deadline, cancellation), the env is dropped on the blocking thread once `f` returns; after a
+/// panic the env is gone and later calls fail with `ClosedEnvironment`.
 async fn with_env<T: Send + 'static>(
     slot: &mut Option<Box<dyn DynEnv>>,
     calls: &Arc<Semaphore>,
+    cost: CallCost,
     f: impl FnOnce(&mut Box<dyn DynEnv>) -> Result<T, EnvError> + Send + 'static,
 ) -> Result<T, EnvError> {
-    let permit = calls
-        .clone()
-        .acquire_owned()
-        .await
-        .map_err(|_| EnvError::ClosedEnvironment)?;
     let mut env = slot.take().ok_or(EnvError::ClosedEnvironment)?;
-    let (env, result) = tokio::task::spawn_blocking(move || {
-        // Held until the call returns, even if the episode stopped waiting for it.
-        let _permit = permit;
+    let (env, result) = call(calls, cost, move || {
         let r = f(&mut env);
-        (env, r)
+        Ok((env, r))
     })
-    .await
-    .map_err(|e| EnvError::Infrastructure(format!("env call panicked or was aborted: {e}")))?;
+    .await?;
     *slot = Some(env);
     result
 }
 
-async fn blocking<T: Send + 'static>(
+/// Runs an env call where its cost says: in place for cheap envs (no thread hand-off), else on a
+/// blocking thread holding one of `calls`' permits. A panic is the call's error either way.
+async fn call<T: Send + 'static>(
     calls: &Arc<Semaphore>,
+    cost: CallCost,
     f: impl FnOnce() -> Result<T, EnvError> + Send + 'static,
 ) -> Result<T, EnvError> {
+    let panicked =
+        |what: &dyn std::fmt::Display| EnvError::Infrastructure(format!("env call {what}"));
+    if cost == CallCost::Cheap {
+        return std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+            .map_err(|_| panicked(&"panicked"))?;
+    }
     let permit = calls
         .clone()
         .acquire_owned()
         .await
         .map_err(|_| EnvError::ClosedEnvironment)?;
     tokio::task::spawn_blocking(move || {
+        // Held until the call returns, even if the episode stopped waiting for it.
         let _permit = permit;
         f()
     })
     .await
-    .map_err(|e| EnvError::Infrastructure(format!("env call panicked or was aborted: {e}")))?
+    .map_err(|e| panicked(&format_args!("panicked or was aborted: {e}")))?
+}
+
+#[cfg(test)]
+mod tests {
+    use std::thread::ThreadId;
+
+    use env_core::{CallCost, Env, EnvSpec, Info, Options, Space, Step, Value};
+
+    use super::*;
+
+    /// Reports the thread each step ran on; panics on the step after `panic_after` steps.
+    struct Probe {
+        steps: u32,
+        panic_after: Option<u32>,
+    }
+
+    impl Env for Probe {
+        type Obs = Value;
+        type Action = String;
+
+        fn reset(
+            &mut self,
+            _seed: Option<u64>,
+            _options: &Options,
+        ) -> env_core::Result<(Value, Info)> {
+            Ok((Value::Text("ready".into()), Info::new()))
+        }
+
+        fn step(&mut self, _action: String) -> env_core::Result<Step<Value>> {
+            self.steps += 1;
+            assert!(
+                self.panic_after.is_none_or(|n| self.steps <= n),
+                "probe env told to panic"
+            );
+            let thread = format!("{:?}", std::thread::current().id());
+            Ok(Step {
+                obs: Value::Text(thread),
+                reward: 0.0,
+                terminated: false,
+                truncated: false,
+                info: Info::new(),
+            })
+        }
+
+        fn observation_space(&self) -> Space {
+            text()
+        }
+
+        fn action_space(&self) -> Space {
+            text()
+        }
+    }
+
+    fn text() -> Space {
+        Space::Text {
+            min_length: 0,
+            max_length: 64,
+            charset: None,
+        }
+    }
+
+    fn backend(call_cost: CallCost, panic_after: Option<u32>) -> EnvBackend {
+        let mut registry = Registry::new();
+        let spec = EnvSpec {
+            id: "test/Probe-v0".into(),
+            description: String::new(),
+            max_episode_steps: None,
+            reward_threshold: None,
+            nondeterministic: false,
+            observation_space: text(),
+            action_space: text(),
+            default_kwargs: Kwargs::new(),
+            call_cost,
+        };
+        let creator = move |_: &Kwargs| {
+            let env = Probe {
+                steps: 0,
+                panic_after,
+            };
+            Ok(Box::new(env) as Box<dyn DynEnv>)
+        };
+        registry
+            .register(spec, Arc::new(creator))
+            .expect("register the probe env");
+        EnvBackend::in_process(Arc::new(registry))
+    }
+
+    async fn step_thread(session: &mut EnvSession) -> Result<String, EnvError> {
+        match session.step(Value::Text("go".into())).await?.obs {
+            Value::Text(t) => Ok(t),
+            other => panic!("unexpected observation {other:?}"),
+        }
+    }
+
+    fn this_thread() -> String {
+        let id: ThreadId = std::thread::current().id();
+        format!("{id:?}")
+    }
+
+    // A current-thread runtime: "in place" is this very thread, a blocking call is any other.
+    #[tokio::test]
+    async fn cheap_env_calls_run_in_place_and_blocking_ones_on_another_thread() {
+        let cheap = backend(CallCost::Cheap, None);
+        let mut session = cheap
+            .make("test/Probe-v0", &Kwargs::new(), 0)
+            .await
+            .unwrap();
+        session.reset(Some(1), Options::new()).await.unwrap();
+        assert_eq!(step_thread(&mut session).await.unwrap(), this_thread());
+        session.close().await.unwrap();
+
+        let blocking = backend(CallCost::Blocking, None);
+        let mut session = blocking
+            .make("test/Probe-v0", &Kwargs::new(), 0)
+            .await
+            .unwrap();
+        session.reset(Some(1), Options::new()).await.unwrap();
+        assert_ne!(step_thread(&mut session).await.unwrap(), this_thread());
+        session.close().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_panicking_env_fails_its_call_and_loses_its_session_either_way() {
+        for cost in [CallCost::Cheap, CallCost::Blocking] {
+            let backend = backend(cost, Some(1));
+            let mut session = backend
+                .make("test/Probe-v0", &Kwargs::new(), 0)
+                .await
+                .unwrap();
+            session.reset(None, Options::new()).await.unwrap();
+            step_thread(&mut session).await.unwrap();
+            let err = step_thread(&mut session).await.unwrap_err();
+            assert!(
+                matches!(&err, EnvError::Infrastructure(m) if m.contains("panicked")),
+                "{cost:?}: {err:?}"
+            );
+            let again = step_thread(&mut session).await.unwrap_err();
+            assert!(
+                matches!(again, EnvError::ClosedEnvironment),
+                "{cost:?}: {again:?}"
+            );
+            session.close().await.unwrap();
+        }
+    }
 }

@@ -5,6 +5,10 @@
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
 
 use tokio::io::AsyncWriteExt;
 
@@ -123,12 +127,21 @@ pub fn read_latest(path: &Path) -> Result<Vec<TrajectoryRecord>, DatasetError> {
     Ok(scan(path, false)?.latest)
 }
 
+/// How often appended records are synced to disk in the background, without waiting for it: a
+/// machine crash loses at most about this much, and the final [`DatasetWriter::sync`] has little
+/// left to flush (syncing a whole run's file at the end took 5-10 ms on our VM's disk).
+const BACKGROUND_SYNC: Duration = Duration::from_secs(1);
+
 /// Appends records, one line each.
 #[derive(Debug)]
 pub struct DatasetWriter {
     path: PathBuf,
     file: tokio::fs::File,
     buf: Vec<u8>,
+    /// The same open file, for syncs on a blocking thread while appends go on.
+    sync_file: Arc<std::fs::File>,
+    last_sync: Instant,
+    syncing: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
 }
 
 impl DatasetWriter {
@@ -140,10 +153,19 @@ impl DatasetWriter {
             .open(path)
             .await
             .map_err(DatasetError::io(path))?;
+        let sync_file = file
+            .try_clone()
+            .await
+            .map_err(DatasetError::io(path))?
+            .into_std()
+            .await;
         Ok(DatasetWriter {
             path: path.to_path_buf(),
             file,
             buf: Vec::with_capacity(64 * 1024),
+            sync_file: Arc::new(sync_file),
+            last_sync: Instant::now(),
+            syncing: None,
         })
     }
 
@@ -167,7 +189,25 @@ impl DatasetWriter {
         self.file
             .flush()
             .await
-            .map_err(DatasetError::io(&self.path))
+            .map_err(DatasetError::io(&self.path))?;
+        self.sync_in_background()
+    }
+
+    /// Starts a sync of what was written so far when the last one is old and finished; reports the
+    /// error of a finished one.
+    fn sync_in_background(&mut self) -> Result<(), DatasetError> {
+        if self.syncing.as_ref().is_some_and(|h| !h.is_finished()) {
+            return Ok(());
+        }
+        if let Some(done) = self.syncing.take().and_then(FutureExt::now_or_never) {
+            finished(done).map_err(DatasetError::io(&self.path))?;
+        }
+        if self.last_sync.elapsed() >= BACKGROUND_SYNC {
+            self.last_sync = Instant::now();
+            let file = self.sync_file.clone();
+            self.syncing = Some(tokio::task::spawn_blocking(move || file.sync_data()));
+        }
+        Ok(())
     }
 
     /// Flushes and syncs to disk.
@@ -176,11 +216,18 @@ impl DatasetWriter {
             .flush()
             .await
             .map_err(DatasetError::io(&self.path))?;
+        if let Some(running) = self.syncing.take() {
+            finished(running.await).map_err(DatasetError::io(&self.path))?;
+        }
         self.file
             .sync_data()
             .await
             .map_err(DatasetError::io(&self.path))
     }
+}
+
+fn finished(joined: Result<std::io::Result<()>, tokio::task::JoinError>) -> std::io::Result<()> {
+    joined.map_err(std::io::Error::other)?
 }
 
 /// Writes `value` as pretty JSON to `path` atomically (temp file + rename).

@@ -19,7 +19,7 @@ pub const DEFAULT_IN_PROCESS_ENV_CALLS: usize = 64;
 #[derive(Debug, Clone)]
 pub enum EnvBackend {
     /// `Registry::make` in this process; env calls run on blocking threads, at most `calls`
-    /// permits' worth at once.
+    /// permits' worth at once (calls of `CallCost::Cheap` envs run in place and need none).
     InProcess {
         registry: Arc<Registry>,
         calls: Arc<Semaphore>,
@@ -280,23 +280,17 @@ mod tests {
     // A current-thread runtime: "in place" is this very thread, a blocking call is any other.
     #[tokio::test]
     async fn cheap_env_calls_run_in_place_and_blocking_ones_on_another_thread() {
-        let cheap = backend(CallCost::Cheap, None);
-        let mut session = cheap
-            .make("test/Probe-v0", &Kwargs::new(), 0)
-            .await
-            .unwrap();
-        session.reset(Some(1), Options::new()).await.unwrap();
-        assert_eq!(step_thread(&mut session).await.unwrap(), this_thread());
-        session.close().await.unwrap();
-
-        let blocking = backend(CallCost::Blocking, None);
-        let mut session = blocking
-            .make("test/Probe-v0", &Kwargs::new(), 0)
-            .await
-            .unwrap();
-        session.reset(Some(1), Options::new()).await.unwrap();
-        assert_ne!(step_thread(&mut session).await.unwrap(), this_thread());
-        session.close().await.unwrap();
+        for (cost, in_place) in [(CallCost::Cheap, true), (CallCost::Blocking, false)] {
+            let backend = backend(cost, None);
+            let mut session = backend
+                .make("test/Probe-v0", &Kwargs::new(), 0)
+                .await
+                .unwrap();
+            session.reset(Some(1), Options::new()).await.unwrap();
+            let ran_here = step_thread(&mut session).await.unwrap() == this_thread();
+            assert_eq!(ran_here, in_place, "{cost:?}");
+            session.close().await.unwrap();
+        }
     }
 
     #[tokio::test]

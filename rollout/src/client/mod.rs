@@ -76,16 +76,6 @@ impl ChatClient {
             .iter()
             .find_map(|name| std::env::var(name).ok().filter(|v| !v.trim().is_empty()))
             .map(|v| Secret(v.trim().to_string()));
-        let mut builder = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs_f64(config.connect_timeout_secs));
-        if config.base_urls.iter().all(|u| is_plain_http(u)) {
-            // Local servers (vLLM, SGLang) speak plain HTTP; loading the system's root
-            // certificates for them cost 3-5 ms at the start of every run.
-            builder = builder.tls_certs_only([]);
-        }
-        let http = builder
-            .build()
-            .map_err(|e| ClientError::Http(e.to_string()))?;
         let endpoints = config
             .base_urls
             .iter()
@@ -110,6 +100,19 @@ impl ChatClient {
         if endpoints.is_empty() {
             return Err(ClientError::BaseUrl(String::new()));
         }
+        let mut builder = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs_f64(config.connect_timeout_secs));
+        if endpoints
+            .iter()
+            .all(|e| e.completions_url.scheme() == "http")
+        {
+            // Local servers (vLLM, SGLang) speak plain HTTP; loading the system's root
+            // certificates for them cost 3-5 ms at the start of every run.
+            builder = builder.tls_certs_only([]);
+        }
+        let http = builder
+            .build()
+            .map_err(|e| ClientError::Http(e.to_string()))?;
         Ok(ChatClient {
             http,
             endpoints,
@@ -378,34 +381,10 @@ impl serde::Serialize for RequestBody<'_> {
     }
 }
 
-fn is_plain_http(url: &str) -> bool {
-    url.trim_start()
-        .get(..7)
-        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::dataset::record::Role;
-
-    #[test]
-    fn only_all_plain_http_endpoints_skip_the_root_certificates() {
-        assert!(is_plain_http("http://127.0.0.1:8000/v1"));
-        assert!(is_plain_http("HTTP://vllm:8000/v1"));
-        assert!(!is_plain_http("https://router.huggingface.co/v1"));
-        assert!(!is_plain_http("http:/typo"));
-        // A mix still gets a client that can verify the HTTPS one.
-        let config = ModelConfig {
-            base_urls: vec![
-                "http://127.0.0.1:9/v1".into(),
-                "https://router.huggingface.co/v1".into(),
-            ],
-            ..ModelConfig::default()
-        };
-        let client = ChatClient::new(&config).expect("client with an HTTPS endpoint");
-        assert_eq!(client.endpoint_count(), 2);
-    }
 
     #[test]
     fn request_body_carries_everything_once_and_extra_fields_win() {

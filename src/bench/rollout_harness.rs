@@ -39,6 +39,7 @@ pub async fn serve_fake_llm(latency: Duration) -> anyhow::Result<()> {
     let _ = stop_tx.send(());
     Ok(())
 }
+
 /// The fake model's script: a fixed latency and a code answer the instant env never accepts.
 fn fake_script(latency: Duration) -> anyhow::Result<FakeScript> {
     Ok(FakeScript {

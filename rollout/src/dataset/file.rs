@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
-
 use tokio::io::AsyncWriteExt;
 
 use super::record::{EpisodeKey, TrajectoryRecord};

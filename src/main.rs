@@ -2,6 +2,7 @@
 //! the library crates; see `ARCHITECTURE.md` for where the work happens.
 
 mod cli;
+mod fds;
 
 fn main() -> std::process::ExitCode {
     cli::main()

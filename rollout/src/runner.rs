@@ -9,6 +9,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::backend::EnvBackend;
 use crate::client::{ChatClient, ClientError};
@@ -34,12 +35,32 @@ pub enum RolloutError {
     Exists(String),
     #[error("no tasks to run")]
     NoTasks,
+    #[error("the rollout task was aborted: {0}")]
+    Aborted(String),
 }
 
 /// Runs (or resumes) the rollout described by `config`, with environments from `backend`, until
 /// every episode has a record or `shutdown` fires. Returns the summary, also written next to the
 /// dataset.
+///
+/// The run itself is a task of its own on the current runtime: callers usually await this inside
+/// `block_on`, and every finished episode would otherwise wake the blocked caller's thread (a
+/// cross-thread wake-up and a third thread competing for the cores, per episode). Dropping the
+/// returned future aborts that task, as dropping an inline run would.
 pub async fn run(
+    config: RolloutConfig,
+    backend: EnvBackend,
+    shutdown: CancellationToken,
+) -> Result<Summary, RolloutError> {
+    let task = AbortOnDropHandle::new(tokio::spawn(run_here(config, backend, shutdown)));
+    match task.await {
+        Ok(result) => result,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(RolloutError::Aborted(e.to_string())),
+    }
+}
+
+async fn run_here(
     config: RolloutConfig,
     backend: EnvBackend,
     shutdown: CancellationToken,

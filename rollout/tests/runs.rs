@@ -308,6 +308,41 @@ async fn cancellation_marks_in_flight_episodes_and_resume_finishes_them() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_run_stops_it() {
+    // `run` spawns the run as a task of its own; dropping `run` must not leave it running.
+    let tasks = support::tasks(2);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("dropped.jsonl");
+    let mut script = support::script(&tasks, false);
+    script.faults = vec![FaultRule::with_rate(Fault::Hang, 1.0)];
+    let hanging = FakeLlm::start(script).await.unwrap();
+    let mut config = support::config(&hanging.base_url(), &tasks, 1, &out);
+    config.concurrency = 2;
+    // A run left running would end both episodes by this deadline and write its summary.
+    config.episode_timeout_secs = 1.0;
+    let running = run(
+        config,
+        EnvBackend::in_process(support::registry()),
+        CancellationToken::new(),
+    );
+    let reached = async {
+        while hanging.request_count() < 2 {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    tokio::select! {
+        _ = running => panic!("the run ended although every request hangs"),
+        () = reached => {}
+    }
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert!(
+        !sidecar(&out, ".summary.json").exists(),
+        "the dropped run went on to finish"
+    );
+    assert!(read_latest(&out).unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_episode_deadline_ends_a_stuck_episode() {
     let tasks = support::tasks(1);
     let dir = tempfile::tempdir().unwrap();

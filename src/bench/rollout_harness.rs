@@ -16,6 +16,9 @@ pub async fn serve_fake_llm(latency: Duration) -> anyhow::Result<()> {
     let (url_tx, url_rx) = tokio::sync::oneshot::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = std::thread::spawn(move || -> anyhow::Result<()> {
+        // Answers are due at exact times; the default 50 us of timer slack would be charged to
+        // the engine on every request.
+        let _ = nix::sys::prctl::set_timerslack(1);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;

@@ -60,6 +60,13 @@ enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.log_format);
+    // Before the runtime: growing the descriptor table is free only while this is the only thread.
+    match crate::fds::prepare() {
+        Ok(setup) => tracing::debug!(?setup, "descriptor limit and table"),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot raise the descriptor limit or pre-size the table")
+        }
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FakeScript {
-    /// Delay before every answer (faults included), in milliseconds.
+    /// Time from a request's arrival to its answer (faults included), in milliseconds.
     pub latency_ms: u64,
     /// Checked in order; the first matching rule answers.
     pub rules: Vec<Rule>,

@@ -29,11 +29,11 @@ pub struct FdSetup {
     pub table: u64,
 }
 
-/// Raises the soft descriptor limit to the hard one, up to `SOFT_LIMIT_CAP` (rollouts hold one connection per episode in
-/// flight, and the common soft limit of 1024 would end a run at concurrency ~1,000 with EMFILE;
-/// sandboxed programs get their own, low limit) and grows the descriptor table to
-/// `min(limit, PRESIZED)` entries. Must run before any thread is started.
-pub fn prepare() -> nix::Result<FdSetup> {
+/// Raises the soft descriptor limit to the hard one, up to `SOFT_LIMIT_CAP` (rollouts hold one
+/// connection per episode in flight, and the common soft limit of 1024 would end a run at
+/// concurrency ~1,000 with EMFILE; sandboxed programs get their own, low limit), and grows the
+/// descriptor table to `min(limit, PRESIZED)` entries. Must run before any thread is started.
+pub fn prepare() -> std::io::Result<FdSetup> {
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
     let wanted = hard.min(SOFT_LIMIT_CAP);
     let raised = if soft < wanted {
@@ -43,13 +43,10 @@ pub fn prepare() -> nix::Result<FdSetup> {
     };
     let table = raised.min(PRESIZED);
     if table > 0 {
-        // Duplicating any descriptor to the table's last slot makes the kernel size the table for
-        // it; closing the duplicate keeps the table (tables never shrink).
-        // (stdin may be closed, so not that one).
-        let any = std::fs::File::open("/dev/null").map_err(|e| {
-            e.raw_os_error()
-                .map_or(nix::errno::Errno::EIO, nix::errno::Errno::from_raw)
-        })?;
+        // Duplicating a descriptor (not stdin: it may be closed) into the table's last slot makes
+        // the kernel size the table for it; closing the duplicate keeps the table, which never
+        // shrinks.
+        let any = std::fs::File::open("/dev/null")?;
         let highest = i32::try_from(table - 1).unwrap_or(i32::MAX);
         let dup = nix::fcntl::fcntl(&any, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(highest))?;
         nix::unistd::close(dup)?;

@@ -260,9 +260,7 @@ async fn cancellation_marks_in_flight_episodes_and_resume_finishes_them() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("cancel.jsonl");
     let registry = support::registry();
-    let mut script = support::script(&tasks, false);
-    script.faults = vec![FaultRule::with_rate(Fault::Hang, 1.0)];
-    let hanging = FakeLlm::start(script).await.unwrap();
+    let hanging = support::hanging_llm(&tasks).await;
     let mut config = support::config(&hanging.base_url(), &tasks, 3, &out);
     config.concurrency = 2;
     let cancel = CancellationToken::new();
@@ -272,11 +270,10 @@ async fn cancellation_marks_in_flight_episodes_and_resume_finishes_them() {
         cancel.clone(),
     ));
     // Cancel once both admitted episodes are waiting on the model.
-    let waited = tokio::time::timeout(std::time::Duration::from_secs(120), async {
-        while hanging.request_count() < 2 {
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-    })
+    let waited = tokio::time::timeout(
+        std::time::Duration::from_secs(120),
+        support::requests_reached(&hanging, 2),
+    )
     .await;
     assert!(waited.is_ok(), "episodes never reached the model");
     cancel.cancel();
@@ -313,9 +310,7 @@ async fn dropping_a_run_stops_it() {
     let tasks = support::tasks(2);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("dropped.jsonl");
-    let mut script = support::script(&tasks, false);
-    script.faults = vec![FaultRule::with_rate(Fault::Hang, 1.0)];
-    let hanging = FakeLlm::start(script).await.unwrap();
+    let hanging = support::hanging_llm(&tasks).await;
     let mut config = support::config(&hanging.base_url(), &tasks, 1, &out);
     config.concurrency = 2;
     // A run left running would end both episodes by this deadline and write its summary.
@@ -325,14 +320,9 @@ async fn dropping_a_run_stops_it() {
         EnvBackend::in_process(support::registry()),
         CancellationToken::new(),
     );
-    let reached = async {
-        while hanging.request_count() < 2 {
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-    };
     tokio::select! {
         _ = running => panic!("the run ended although every request hangs"),
-        () = reached => {}
+        () = support::requests_reached(&hanging, 2) => {}
     }
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     assert!(
@@ -347,9 +337,7 @@ async fn the_episode_deadline_ends_a_stuck_episode() {
     let tasks = support::tasks(1);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("deadline.jsonl");
-    let mut script = support::script(&tasks, false);
-    script.faults = vec![FaultRule::with_rate(Fault::Hang, 1.0)];
-    let server = FakeLlm::start(script).await.unwrap();
+    let server = support::hanging_llm(&tasks).await;
     let mut config = support::config(&server.base_url(), &tasks, 1, &out);
     config.episode_timeout_secs = 1.0;
     let summary = run(

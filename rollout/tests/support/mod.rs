@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use env_coding::tasks::TaskSet;
 use rollout::config::RolloutConfig;
-use rollout::fake_llm::{FakeScript, Reply, Rule};
+use rollout::fake_llm::{FakeLlm, FakeScript, Fault, FaultRule, Reply, Rule};
 
 /// A registry with the real coding env (real sandboxed Python).
 pub fn registry() -> Arc<env_core::Registry> {
@@ -91,4 +91,18 @@ pub fn config(
     c.output.out = out.to_path_buf();
     c.output.progress = rollout::config::ProgressMode::Off;
     c
+}
+
+/// A fake model that never answers (every request hangs until the server stops).
+pub async fn hanging_llm(tasks: &[(String, String, String)]) -> FakeLlm {
+    let mut script = script(tasks, false);
+    script.faults = vec![FaultRule::with_rate(Fault::Hang, 1.0)];
+    FakeLlm::start(script).await.expect("start the fake model")
+}
+
+/// Returns once `server` has received `n` chat requests.
+pub async fn requests_reached(server: &FakeLlm, n: u64) {
+    while server.request_count() < n {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }

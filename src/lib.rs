@@ -8,10 +8,29 @@ pub mod server;
 
 /// Every built-in environment: `classic/CartPole-v1` and the coding environments.
 pub fn registry(coding: env_coding::CodingConfig) -> Result<env_core::Registry, RegistryError> {
-    let mut registry = env_core::Registry::new();
+    let mut registry = empty_registry();
     env_core::envs::register_classic(&mut registry)?;
     env_coding::register(&mut registry, coding)?;
     Ok(registry)
+}
+
+/// A registry with no environments whose blocking env calls (synchronous envs that are not
+/// `CallCost::Cheap`) run on tokio's blocking pool: the server and the rollout engine both use it.
+pub fn empty_registry() -> env_core::Registry {
+    env_core::Registry::with_offload(std::sync::Arc::new(TokioBlockingPool))
+}
+
+/// Tokio's blocking pool as the registry's offload (threads are reused across calls); outside a
+/// runtime, a thread per call.
+struct TokioBlockingPool;
+
+impl env_core::Offload for TokioBlockingPool {
+    fn offload(&self, job: Box<dyn FnOnce() + Send>) {
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(job)),
+            Err(_) => env_core::ThreadOffload.offload(job),
+        }
+    }
 }
 
 /// Why the default registry could not be built.

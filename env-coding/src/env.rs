@@ -3,11 +3,17 @@
 //! `reset` picks a task and observes its prompt; each `step` runs the action's program (script mode:
 //! a fresh process; session mode: a persistent interpreter) and observes the execution. The reward is
 //! the task's reward spec evaluated on fresh runs; `terminated` when solved.
+//!
+//! The env is natively asynchronous ([`AsyncEnv`]): a step awaits the sandbox, so a waiting step holds
+//! no thread. Cancelling a session-mode step (dropping its future) can leave the interpreter between
+//! two messages; a caller that gives up on a step either lets it finish (the server does) or drops the
+//! env (the rollout does).
 
 use std::sync::Arc;
 
 use env_core::{
-    ChaCha8Rng, Env, EnvError, ExecutionResult, Info, Options, Result, Space, Step, Value,
+    AsyncEnv, ChaCha8Rng, EnvError, EnvFuture, ExecutionResult, Info, Options, Result, Space, Step,
+    Value,
 };
 use serde_json::json;
 
@@ -122,16 +128,14 @@ impl CodingEnv {
         }
     }
 
-    fn end_session(&mut self) {
+    async fn end_session(&mut self) {
         if let Some(session) = self.episode.as_mut().and_then(|e| e.session.take()) {
             // Dropping a session kills it synchronously; close() also waits for the cleanup.
-            if self.shared.block_on(session.close()).is_err() {
-                tracing::debug!("session closed by drop");
-            }
+            session.close().await;
         }
     }
 
-    fn step_script(&mut self, code: String) -> Result<Step<Value>> {
+    async fn step_script(&mut self, code: String) -> Result<Step<Value>> {
         let Some(ep) = self.episode.as_mut() else {
             return Err(EnvError::ResetNeeded);
         };
@@ -139,18 +143,18 @@ impl CodingEnv {
         let shared = &self.shared;
         let settings = &self.settings;
         let task = ep.task.clone();
-        let (result, outcome) = shared
-            .block_on(run::run_and_evaluate(
-                &shared.sandbox,
-                &task.reward,
-                &program,
-                settings.eval_options(),
-            ))?
-            .map_err(|e| EnvError::Infrastructure(e.to_string()))?;
-        Ok(self.finish_step(Value::Execution(result), outcome))
+        let (result, outcome) = run::run_and_evaluate(
+            &shared.sandbox,
+            &task.reward,
+            &program,
+            settings.eval_options(),
+        )
+        .await
+        .map_err(infra)?;
+        Ok(self.finish_step(Value::Execution(result), outcome).await)
     }
 
-    fn ensure_session(&mut self) -> Result<Option<&'static str>> {
+    async fn ensure_session(&mut self) -> Result<Option<&'static str>> {
         let Some(ep) = self.episode.as_mut() else {
             return Err(EnvError::ResetNeeded);
         };
@@ -165,15 +169,17 @@ impl CodingEnv {
         if ep.session.is_none() {
             let session = self
                 .shared
-                .block_on(self.shared.sandbox.open_session(self.settings.limits))?
-                .map_err(|e| EnvError::Infrastructure(e.to_string()))?;
+                .sandbox
+                .open_session(self.settings.limits)
+                .await
+                .map_err(infra)?;
             ep.session = Some(session);
         }
         Ok(notice)
     }
 
-    fn step_session(&mut self, action: Action) -> Result<Step<Value>> {
-        let notice = self.ensure_session()?;
+    async fn step_session(&mut self, action: Action) -> Result<Step<Value>> {
+        let notice = self.ensure_session().await?;
         let shared = self.shared.clone();
         let Some(ep) = self.episode.as_mut() else {
             return Err(EnvError::ResetNeeded);
@@ -188,9 +194,7 @@ impl CodingEnv {
             .max_file_bytes;
         let obs = match action {
             Action::Code(code) => {
-                let outcome = shared
-                    .block_on(session.exec(&code, None))?
-                    .map_err(|e| EnvError::Infrastructure(e.to_string()))?;
+                let outcome = session.exec(&code, None).await.map_err(infra)?;
                 if outcome.success() {
                     ep.program.source.push_str(&code);
                     if !code.ends_with('\n') {
@@ -232,23 +236,23 @@ impl CodingEnv {
             _ => {
                 let task = ep.task.clone();
                 let program = ep.program.clone();
-                let o = shared
-                    .block_on(run::evaluate(
-                        &shared.sandbox,
-                        &task.reward,
-                        &program,
-                        None,
-                        self.settings.eval_options(),
-                    ))?
-                    .map_err(|e| EnvError::Infrastructure(e.to_string()))?;
+                let o = run::evaluate(
+                    &shared.sandbox,
+                    &task.reward,
+                    &program,
+                    None,
+                    self.settings.eval_options(),
+                )
+                .await
+                .map_err(infra)?;
                 ep.last = Some((program, o.clone()));
                 o
             }
         };
-        Ok(self.finish_step(obs, outcome))
+        Ok(self.finish_step(obs, outcome).await)
     }
 
-    fn finish_step(&mut self, obs: Value, outcome: RewardOutcome) -> Step<Value> {
+    async fn finish_step(&mut self, obs: Value, outcome: RewardOutcome) -> Step<Value> {
         let mode = self.settings.mode;
         let max_steps = self.settings.max_steps;
         let Some(ep) = self.episode.as_mut() else {
@@ -266,7 +270,7 @@ impl CodingEnv {
         ep.ended = terminated || truncated;
         let info = step_info(&ep.task, &outcome, ep.steps, mode);
         if ep.ended {
-            self.end_session();
+            self.end_session().await;
         }
         Step {
             obs,
@@ -278,19 +282,20 @@ impl CodingEnv {
     }
 }
 
-impl Env for CodingEnv {
-    type Obs = Value;
-    type Action = Value;
-
-    fn reset(&mut self, seed: Option<u64>, options: &Options) -> Result<(Value, Info)> {
+impl CodingEnv {
+    async fn reset_episode(
+        &mut self,
+        seed: Option<u64>,
+        options: Options,
+    ) -> Result<(Value, Info)> {
         if self.closed {
             return Err(EnvError::ClosedEnvironment);
         }
         if let Some(seed) = seed {
             self.rng = env_core::seeded_rng(seed);
         }
-        let task = self.settings.choose_task(options, &mut self.rng)?;
-        self.end_session();
+        let task = self.settings.choose_task(&options, &mut self.rng)?;
+        self.end_session().await;
         self.episode = Some(Episode {
             task: task.clone(),
             steps: 0,
@@ -300,7 +305,7 @@ impl Env for CodingEnv {
             last: None,
         });
         if self.settings.mode == Mode::Session {
-            self.ensure_session()?;
+            self.ensure_session().await?;
         }
         let mut info = Info::new();
         info.insert("task_id".into(), json!(task.id));
@@ -312,7 +317,7 @@ impl Env for CodingEnv {
         Ok((Value::Text(task.prompt.clone()), info))
     }
 
-    fn step(&mut self, action: Value) -> Result<Step<Value>> {
+    async fn step_action(&mut self, action: Value) -> Result<Step<Value>> {
         if self.closed {
             return Err(EnvError::ClosedEnvironment);
         }
@@ -323,7 +328,7 @@ impl Env for CodingEnv {
         }
         let action = decode_action(action, self.settings.extract)?;
         match (self.settings.mode, action) {
-            (Mode::Script, Action::Code(code)) => self.step_script(code),
+            (Mode::Script, Action::Code(code)) => self.step_script(code).await,
             (Mode::Script, Action::NoCode) => {
                 let Some(ep) = self.episode.as_ref() else {
                     return Err(EnvError::ResetNeeded);
@@ -331,30 +336,48 @@ impl Env for CodingEnv {
                 // Score the empty program so that the breakdown has the task's usual shape.
                 let task = ep.task.clone();
                 let result = no_code_result();
-                let outcome = self
-                    .shared
-                    .block_on(run::evaluate(
-                        &self.shared.sandbox,
-                        &task.reward,
-                        &Program::default(),
-                        Some(&result),
-                        self.settings.eval_options(),
-                    ))?
-                    .map_err(|e| EnvError::Infrastructure(e.to_string()))?;
-                Ok(self.finish_step(Value::Execution(result), outcome))
+                let outcome = run::evaluate(
+                    &self.shared.sandbox,
+                    &task.reward,
+                    &Program::default(),
+                    Some(&result),
+                    self.settings.eval_options(),
+                )
+                .await
+                .map_err(infra)?;
+                Ok(self.finish_step(Value::Execution(result), outcome).await)
             }
             (Mode::Script, Action::WriteFile { .. } | Action::ReadFile { .. }) => Err(EnvError::InvalidAction(
                 "write_file and read_file need mode \"session\" (script mode keeps no files between steps)".into(),
             )),
-            (Mode::Session, action) => self.step_session(action),
+            (Mode::Session, action) => self.step_session(action).await,
         }
     }
 
-    fn close(&mut self) -> Result<()> {
-        self.end_session();
+    async fn close_env(&mut self) -> Result<()> {
+        self.end_session().await;
         self.episode = None;
         self.closed = true;
         Ok(())
+    }
+}
+
+/// A machinery failure of the sandbox: retryable, never a reward.
+fn infra(e: crate::sandbox::SandboxError) -> EnvError {
+    EnvError::Infrastructure(e.to_string())
+}
+
+impl AsyncEnv for CodingEnv {
+    fn reset(&mut self, seed: Option<u64>, options: Options) -> EnvFuture<'_, (Value, Info)> {
+        Box::pin(self.reset_episode(seed, options))
+    }
+
+    fn step(&mut self, action: Value) -> EnvFuture<'_, Step<Value>> {
+        Box::pin(self.step_action(action))
+    }
+
+    fn close(&mut self) -> EnvFuture<'_, ()> {
+        Box::pin(self.close_env())
     }
 
     fn observation_space(&self) -> Space {

@@ -7,14 +7,13 @@
 //!   [`extract`] finds the code in model text; [`evaluate`] scores completion files with pass@k and
 //!   checks reference solutions.
 
+mod batch;
 mod config;
 mod env;
 pub mod evaluate;
-mod evaluator;
 pub mod extract;
 mod register;
 pub mod reward;
-mod runtime;
 pub mod sandbox;
 mod shared;
 pub mod tasks;

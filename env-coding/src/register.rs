@@ -2,11 +2,11 @@
 
 use std::sync::Arc;
 
-use env_core::{CallCost, EnvCreator, EnvError, EnvSpec, Kwargs, Registry, ValueEnv};
+use env_core::{AsyncEnv, AsyncEnvCreator, CallCost, EnvError, EnvSpec, Kwargs, Registry};
 
+use crate::batch::CodingEvaluator;
 use crate::config::CodingConfig;
 use crate::env::{CodingEnv, text_space};
-use crate::evaluator::CodingEvaluator;
 use crate::sandbox::{Sandbox, SandboxError};
 use crate::shared::{Settings, Shared};
 use crate::tasks::{TaskError, TaskSet};
@@ -23,25 +23,18 @@ pub enum CodingError {
     Tasks(#[from] TaskError),
     #[error("registry: {0}")]
     Registry(#[from] EnvError),
-    #[error("async runtime: {0}")]
-    Runtime(std::io::Error),
 }
 
-/// Creates one shared [`Sandbox`] and registers `codegym/Python-v0` with its `BatchEvaluator`.
+/// Creates one shared [`Sandbox`] and registers `codegym/Python-v0` (an asynchronous env: make it
+/// with `Registry::make_async`) with its `BatchEvaluator`.
 ///
-/// Captures the current tokio runtime's handle (or starts a small private runtime once) so that the
-/// synchronous `Env` calls can drive the sandbox from blocking threads. `Sandbox::new` blocks for
-/// tens of milliseconds: call this at start-up.
+/// The env's futures drive sandboxed processes with tokio: poll them on a tokio runtime.
+/// `Sandbox::new` blocks for tens of milliseconds: call this at start-up, outside async code.
 pub fn register(
     registry: &mut Registry,
     config: CodingConfig,
 ) -> Result<Arc<Sandbox>, CodingError> {
-    let handle = crate::runtime::capture().map_err(CodingError::Runtime)?;
-    let sandbox = {
-        // The sandbox may need a runtime context while it is created.
-        let _guard = handle.enter();
-        Arc::new(Sandbox::new(config.sandbox.clone())?)
-    };
+    let sandbox = Arc::new(Sandbox::new(config.sandbox.clone())?);
     let default_tasks = TaskSet::load(&config.tasks)?;
     let spec = EnvSpec {
         id: PYTHON_ENV_ID.to_string(),
@@ -55,19 +48,19 @@ pub fn register(
         observation_space: text_space(),
         action_space: text_space(),
         default_kwargs: Kwargs::new(),
-        // Steps wait for sandboxed processes.
+        // Not consulted: the env is asynchronous (this is the safe default for readers of the spec).
         call_cost: CallCost::Blocking,
     };
-    let shared = Arc::new(Shared::new(sandbox.clone(), handle, config, default_tasks));
+    let shared = Arc::new(Shared::new(sandbox.clone(), config, default_tasks));
     let for_creator = shared.clone();
-    let creator: EnvCreator = Arc::new(move |kwargs: &Kwargs| {
-        let settings = Settings::from_kwargs(&for_creator, kwargs)?;
-        Ok(ValueEnv::boxed(CodingEnv::new(
-            for_creator.clone(),
-            settings,
-        )))
+    let creator: AsyncEnvCreator = Arc::new(move |kwargs: Kwargs| {
+        let shared = for_creator.clone();
+        Box::pin(async move {
+            let settings = Settings::from_kwargs(&shared, &kwargs).await?;
+            Ok(Box::new(CodingEnv::new(shared, settings)) as Box<dyn AsyncEnv>)
+        })
     });
-    registry.register(spec, creator)?;
+    registry.register_async(spec, creator)?;
     registry.register_evaluator(PYTHON_ENV_ID, Arc::new(CodingEvaluator { shared }))?;
     Ok(sandbox)
 }

@@ -1,12 +1,11 @@
-//! State shared by every env made from one `register`: the sandbox, the runtime handle, the
-//! configuration and loaded task sets; plus the per-env settings parsed from `make` kwargs.
+//! State shared by every env made from one `register`: the sandbox, the configuration and loaded task
+//! sets; plus the per-env settings parsed from `make` kwargs.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use env_core::{ChaCha8Rng, EnvError, Kwargs, Options};
 use rand::Rng;
-use tokio::runtime::Handle;
 
 use crate::config::{CodingConfig, EnvKwargs, Mode};
 use crate::extract::ExtractMode;
@@ -16,30 +15,25 @@ use crate::tasks::{Task, TaskSet};
 
 pub(crate) struct Shared {
     pub sandbox: Arc<Sandbox>,
-    pub handle: Handle,
     pub config: CodingConfig,
     /// Task sets by the name given in `tasks` (loaded once, shared by every env).
     task_sets: Mutex<HashMap<String, Arc<TaskSet>>>,
 }
 
 impl Shared {
-    pub fn new(
-        sandbox: Arc<Sandbox>,
-        handle: Handle,
-        config: CodingConfig,
-        default_tasks: TaskSet,
-    ) -> Self {
+    pub fn new(sandbox: Arc<Sandbox>, config: CodingConfig, default_tasks: TaskSet) -> Self {
         let mut sets = HashMap::new();
         sets.insert(config.tasks.clone(), Arc::new(default_tasks));
         Shared {
             sandbox,
-            handle,
             config,
             task_sets: Mutex::new(sets),
         }
     }
 
-    fn task_set(&self, name: &str) -> Result<Arc<TaskSet>, EnvError> {
+    /// The task set named `name`, loaded once. A first load reads files, so it runs on the blocking
+    /// pool; later ones are a map lookup.
+    async fn task_set(self: &Arc<Self>, name: &str) -> Result<Arc<TaskSet>, EnvError> {
         if let Some(set) = self
             .task_sets
             .lock()
@@ -48,6 +42,13 @@ impl Shared {
         {
             return Ok(set);
         }
+        let (me, name) = (self.clone(), name.to_string());
+        tokio::task::spawn_blocking(move || me.load_task_set(&name))
+            .await
+            .map_err(|e| EnvError::Infrastructure(format!("loading a task set: {e}")))?
+    }
+
+    fn load_task_set(&self, name: &str) -> Result<Arc<TaskSet>, EnvError> {
         self.check_allowed(name)?;
         // Loading happens outside the lock: a large file must not stall every other `make`.
         let set = Arc::new(
@@ -80,15 +81,6 @@ impl Shared {
             )))
         }
     }
-
-    /// Runs a sandbox future from synchronous env code.
-    pub fn block_on<F>(&self, fut: F) -> Result<F::Output, EnvError>
-    where
-        F: std::future::Future + Send,
-        F::Output: Send,
-    {
-        crate::runtime::block_on(&self.handle, fut).map_err(EnvError::Infrastructure)
-    }
 }
 
 /// What one env was made with.
@@ -103,13 +95,15 @@ pub(crate) struct Settings {
 }
 
 impl Settings {
-    pub fn from_kwargs(shared: &Shared, kwargs: &Kwargs) -> Result<Settings, EnvError> {
+    pub async fn from_kwargs(shared: &Arc<Shared>, kwargs: &Kwargs) -> Result<Settings, EnvError> {
         let kw = EnvKwargs::parse(kwargs).map_err(EnvError::InvalidKwargs)?;
         let limits = kw
             .limits(shared.sandbox.limits())
             .map_err(EnvError::InvalidKwargs)?;
         Ok(Settings {
-            tasks: shared.task_set(kw.tasks.as_deref().unwrap_or(&shared.config.tasks))?,
+            tasks: shared
+                .task_set(kw.tasks.as_deref().unwrap_or(&shared.config.tasks))
+                .await?,
             mode: kw.mode.unwrap_or(shared.config.mode),
             extract: kw.extract.unwrap_or(shared.config.extract),
             limits,

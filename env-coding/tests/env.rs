@@ -1,23 +1,81 @@
 //! `codegym/Python-v0` end to end through the registry: both modes, termination, truncation, tools,
 //! errors, and the batch evaluator, on real sandboxed Python.
 
-use env_coding::{CodingConfig, PYTHON_ENV_ID, register};
-use env_core::{DynEnv, EnvError, EvalItem, Kwargs, Options, Registry, Step, Value};
-use serde_json::json;
+use std::sync::Arc;
 
-fn registry() -> Registry {
+use env_coding::{CodingConfig, PYTHON_ENV_ID, register};
+use env_core::{
+    AsyncEnv, EnvError, EvalItem, Info, Kwargs, Options, Registry, Result, Step, Value,
+};
+use serde_json::json;
+use tokio::runtime::Runtime;
+
+/// The registry with the coding env, and a runtime to drive its futures from these plain tests.
+struct Reg {
+    rt: Arc<Runtime>,
+    reg: Registry,
+}
+
+/// An env driven to completion call by call, so the tests read like Gymnasium code.
+struct TestEnv {
+    rt: Arc<Runtime>,
+    env: Box<dyn AsyncEnv>,
+}
+
+impl Reg {
+    fn make(&self, id: &str, kwargs: &Kwargs) -> Result<TestEnv> {
+        let env = self.rt.block_on(self.reg.make_async(id, kwargs))?;
+        Ok(TestEnv {
+            rt: self.rt.clone(),
+            env,
+        })
+    }
+
+    fn evaluate(&self, kwargs: Kwargs, items: Vec<EvalItem>) -> Result<Vec<Result<Step<Value>>>> {
+        let evaluator = self.reg.evaluator(PYTHON_ENV_ID).expect("evaluator");
+        self.rt.block_on(evaluator.evaluate(kwargs, items))
+    }
+}
+
+impl TestEnv {
+    fn reset(&mut self, seed: Option<u64>, options: &Options) -> Result<(Value, Info)> {
+        self.rt.block_on(self.env.reset(seed, options.clone()))
+    }
+
+    fn step(&mut self, action: Value) -> Result<Step<Value>> {
+        self.rt.block_on(self.env.step(action))
+    }
+
+    fn close(&mut self) -> Result<()> {
+        self.rt.block_on(self.env.close())
+    }
+
+    fn as_mut(&mut self) -> &mut Self {
+        self
+    }
+}
+
+fn runtime() -> Arc<Runtime> {
+    Arc::new(Runtime::new().expect("a tokio runtime"))
+}
+
+fn registry_with(config: CodingConfig) -> Reg {
     let mut reg = Registry::new();
-    if let Err(e) = register(&mut reg, CodingConfig::default()) {
+    if let Err(e) = register(&mut reg, config) {
         panic!("register: {e}");
     }
-    reg
+    Reg { rt: runtime(), reg }
+}
+
+fn registry() -> Reg {
+    registry_with(CodingConfig::default())
 }
 
 fn kwargs(v: serde_json::Value) -> Kwargs {
     v.as_object().cloned().unwrap_or_default()
 }
 
-fn make(reg: &Registry, kw: serde_json::Value) -> Box<dyn DynEnv> {
+fn make(reg: &Reg, kw: serde_json::Value) -> TestEnv {
     reg.make(PYTHON_ENV_ID, &kwargs(kw))
         .unwrap_or_else(|e| panic!("make: {e}"))
 }
@@ -26,7 +84,7 @@ fn opts(v: serde_json::Value) -> Options {
     v.as_object().cloned().unwrap_or_default()
 }
 
-fn step(env: &mut dyn DynEnv, action: Value) -> Step<Value> {
+fn step(env: &mut TestEnv, action: Value) -> Step<Value> {
     env.step(action).unwrap_or_else(|e| panic!("step: {e}"))
 }
 
@@ -87,7 +145,7 @@ fn truncates_at_max_episode_steps() {
     ));
     // The default comes from the spec (4 turns).
     assert_eq!(
-        reg.spec(PYTHON_ENV_ID).expect("spec").max_episode_steps,
+        reg.reg.spec(PYTHON_ENV_ID).expect("spec").max_episode_steps,
         Some(4)
     );
 }
@@ -248,7 +306,6 @@ fn seeded_sampling_and_fenced_extraction() {
 #[test]
 fn batch_evaluator_scores_a_mixed_batch() {
     let reg = registry();
-    let evaluator = reg.evaluator(PYTHON_ENV_ID).expect("evaluator");
     let item = |task: &str, code: &str| EvalItem {
         seed: None,
         options: opts(json!({"task_id": task})),
@@ -265,7 +322,7 @@ fn batch_evaluator_scores_a_mixed_batch() {
             action: Value::Discrete(3),
         },
     ];
-    let out = evaluator.evaluate(&Kwargs::new(), items).expect("batch");
+    let out = reg.evaluate(Kwargs::new(), items).expect("batch");
     assert_eq!(out.len(), 5);
     let ok = |i: usize| out[i].as_ref().unwrap_or_else(|e| panic!("item {i}: {e}"));
     assert!(ok(0).terminated && ok(0).reward == 1.0);
@@ -278,29 +335,34 @@ fn batch_evaluator_scores_a_mixed_batch() {
     assert_eq!(ok(3).reward, 0.0);
     assert!(matches!(out[4], Err(EnvError::InvalidAction(_))));
     assert!(matches!(
-        evaluator.evaluate(&kwargs(json!({"mode": 3})), vec![]),
+        reg.evaluate(kwargs(json!({"mode": 3})), vec![]),
         Err(EnvError::InvalidKwargs(_))
     ));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn works_under_an_ambient_runtime() {
-    // register() captures this runtime; env calls run on blocking threads as the server does.
-    let reg = registry();
-    let mut env = make(&reg, json!({"mode": "session"}));
-    let result = tokio::task::spawn_blocking(move || {
-        env.reset(None, &opts(json!({"task_id": "hello-world"})))?;
-        env.step(Value::Text("print('Hello, world!')".into()))
-    })
-    .await
-    .expect("join");
-    let s = result.unwrap_or_else(|e| panic!("{e}"));
-    assert!(s.terminated);
-    // Called straight from a worker thread it still works (block_in_place) instead of panicking.
-    let mut env = make(&reg, json!({}));
-    env.reset(None, &opts(json!({"task_id": "hello-world"})))
-        .expect("reset");
-    assert!(step(env.as_mut(), Value::Text("print('Hello, world!')".into())).terminated);
+/// The env is natively asynchronous: it needs no thread of its own, even on a current-thread
+/// runtime, in both modes, with steps of several envs interleaved on that one thread.
+#[tokio::test]
+async fn runs_on_a_current_thread_runtime_with_interleaved_steps() {
+    let mut reg = Registry::new();
+    register(&mut reg, CodingConfig::default()).unwrap_or_else(|e| panic!("register: {e}"));
+    let hello = || Value::Text("print('Hello, world!')".into());
+    let mut envs = Vec::new();
+    for mode in ["session", "script"] {
+        let mut env = reg
+            .make_async(PYTHON_ENV_ID, &kwargs(json!({"mode": mode})))
+            .await
+            .unwrap_or_else(|e| panic!("make: {e}"));
+        env.reset(None, opts(json!({"task_id": "hello-world"})))
+            .await
+            .unwrap_or_else(|e| panic!("reset: {e}"));
+        envs.push(env);
+    }
+    let (a, b) = envs.split_at_mut(1);
+    let (sa, sb) = tokio::join!(a[0].step(hello()), b[0].step(hello()));
+    for s in [sa, sb] {
+        assert!(s.unwrap_or_else(|e| panic!("step: {e}")).terminated);
+    }
 }
 
 /// `make` comes from remote clients: the `tasks` kwarg may only name files in `task_dirs`, however
@@ -318,12 +380,10 @@ fn task_files_outside_the_allowed_dirs_are_refused() {
     let link = allowed.path().join("link.jsonl");
     std::os::unix::fs::symlink(&elsewhere, &link).expect("symlink");
 
-    let mut reg = Registry::new();
-    let config = CodingConfig {
+    let reg = registry_with(CodingConfig {
         task_dirs: vec![allowed.path().to_path_buf()],
         ..CodingConfig::default()
-    };
-    register(&mut reg, config).unwrap_or_else(|e| panic!("register: {e}"));
+    });
     let tasks = |p: &std::path::Path| kwargs(json!({"tasks": p.display().to_string()}));
 
     let mut env = reg

@@ -57,6 +57,10 @@ pub enum EnvError {
     /// Retrying may succeed; this is never a reward of zero.
     #[error("environment infrastructure failure: {0}")]
     Infrastructure(String),
+    /// The environment's code panicked during this call. The env is lost (its state is unknown):
+    /// later calls fail with [`EnvError::ClosedEnvironment`]. A bug, never a reward.
+    #[error("the environment panicked: {0}")]
+    Panicked(String),
 }
 
 fn suggestion_suffix(s: &Option<String>) -> String {

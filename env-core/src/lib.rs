@@ -1,6 +1,7 @@
-//! Gymnasium's API in Rust: the [`Env`] trait and its object-safe [`DynEnv`] form, spaces, the
-//! registry (`make`, `make_vec`), the standard wrappers, vector environments on rayon, and the
-//! reference environment `classic/CartPole-v1`.
+//! Gymnasium's API in Rust: the [`Env`] trait and its object-safe [`DynEnv`] form, the asynchronous
+//! [`AsyncEnv`] that servers and rollouts call (synchronous envs adapted once, by their
+//! [`CallCost`]), spaces, the registry (`make`, `make_async`, `make_vec`), the standard wrappers,
+//! vector environments on rayon, and the reference environment `classic/CartPole-v1`.
 //!
 //! Invariant: env-core does no IO. It spawns nothing, opens no file or socket, and has no async
 //! runtime; environments that need IO (the coding envs) live in their own crates.
@@ -21,9 +22,11 @@
 //! Note: for a typed env (one implementing [`Env`]) with both [`Env`] and [`DynEnv`] in scope, method
 //! calls are ambiguous; import only the trait you call through, or box the env as `Box<dyn DynEnv>`.
 
+mod async_env;
 mod env;
 pub mod envs;
 mod error;
+mod offload;
 mod registry;
 mod seeding;
 mod space;
@@ -32,12 +35,14 @@ mod value;
 mod vector;
 pub mod wrappers;
 
+pub use async_env::{AsyncEnv, EnvFuture};
 pub use env::{DynEnv, Env, Info, Options, Step, ValueEnv};
 pub use envs::register_classic;
 pub use error::{EnvError, Result};
+pub use offload::{Offload, ThreadOffload};
 pub use registry::{
-    BatchEvaluator, EnvCreator, EvalItem, Kwargs, MAX_EPISODE_STEPS_KWARG, MAX_NUM_ENVS, Registry,
-    ResetStepEvaluator,
+    AsyncEnvCreator, AsyncMaker, BatchEvaluator, EnvCreator, EvalItem, Kwargs,
+    MAX_EPISODE_STEPS_KWARG, MAX_NUM_ENVS, Registry, ResetStepEvaluator,
 };
 pub use seeding::{ChaCha8Rng, entropy_rng, seeded_rng};
 pub use space::{BoxSpace, DType, Space};

@@ -2,23 +2,48 @@
 //!
 //! A [`Registry`] is a plain value (no global state): the server builds one at start-up and shares it
 //! read-only. `make` applies the same standard wrappers as Gymnasium's `make`.
+//!
+//! Envs are registered synchronous ([`Registry::register`], Gymnasium's `Env`) or asynchronous
+//! ([`Registry::register_async`], envs that wait on processes or the network). [`Registry::make_async`]
+//! serves both through [`AsyncEnv`] and is what servers and the rollout engine call;
+//! [`Registry::make`] serves synchronous envs to synchronous callers (vector envs, embedders).
 
-mod evaluate;
+mod batch;
 mod resolve;
 
 use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use crate::wrappers::{OrderEnforcing, TimeLimit};
-use crate::{DynEnv, EnvError, EnvId, EnvSpec, Result, ValueEnv, VectorEnv};
+use futures::FutureExt;
 
-pub use evaluate::{BatchEvaluator, EvalItem, ResetStepEvaluator};
+use crate::async_env::{PanicGuard, panic_message};
+use crate::offload::{Offload, SyncAdapter, ThreadOffload, run_offloaded};
+use crate::wrappers::{OrderEnforcing, TimeLimit};
+use crate::{
+    AsyncEnv, CallCost, DynEnv, EnvError, EnvFuture, EnvId, EnvSpec, Result, ValueEnv, VectorEnv,
+};
+
+pub use batch::{BatchEvaluator, EvalItem, ResetStepEvaluator};
 
 /// Constructor keyword arguments, as given to `make`.
 pub type Kwargs = serde_json::Map<String, serde_json::Value>;
 
-/// Builds a fresh, unwrapped environment from merged kwargs.
+/// Builds a fresh, unwrapped synchronous environment from merged kwargs.
 pub type EnvCreator = Arc<dyn Fn(&Kwargs) -> Result<Box<dyn DynEnv>> + Send + Sync>;
+
+/// Builds a fresh, unwrapped asynchronous environment from merged kwargs.
+pub type AsyncEnvCreator =
+    Arc<dyn Fn(Kwargs) -> EnvFuture<'static, Box<dyn AsyncEnv>> + Send + Sync>;
+
+/// [`Registry::make_async`] detached from the registry: the same env, wrappers included.
+pub type AsyncMaker = Arc<dyn Fn(&Kwargs) -> EnvFuture<'static, Box<dyn AsyncEnv>> + Send + Sync>;
+
+#[derive(Clone)]
+enum Creator {
+    Sync(EnvCreator),
+    Async(AsyncEnvCreator),
+}
 
 /// The kwarg that overrides `spec.max_episode_steps` in `make` (never passed to the creator).
 pub const MAX_EPISODE_STEPS_KWARG: &str = "max_episode_steps";
@@ -29,14 +54,21 @@ pub const MAX_NUM_ENVS: usize = 65_536;
 
 struct Entry {
     spec: EnvSpec,
-    creator: EnvCreator,
+    creator: Creator,
     evaluator: Option<Arc<dyn BatchEvaluator>>,
 }
 
 /// Registered environments, keyed by canonical id (`ns/Name-vN`).
-#[derive(Default)]
 pub struct Registry {
     entries: BTreeMap<String, Entry>,
+    /// Where blocking calls of synchronous envs run under [`Registry::make_async`].
+    offload: Arc<dyn Offload>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry::with_offload(Arc::new(ThreadOffload))
+    }
 }
 
 impl std::fmt::Debug for Registry {
@@ -48,15 +80,35 @@ impl std::fmt::Debug for Registry {
 }
 
 impl Registry {
+    /// An empty registry whose blocking env calls each get a thread of their own ([`ThreadOffload`]).
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Registers `spec` under `spec.id`.
+    /// An empty registry whose blocking calls of synchronous envs run through `offload` (e.g. a
+    /// runtime's blocking pool).
+    pub fn with_offload(offload: Arc<dyn Offload>) -> Self {
+        Registry {
+            entries: BTreeMap::new(),
+            offload,
+        }
+    }
+
+    /// Registers a synchronous env: `spec` under `spec.id`. `spec.call_cost` says how
+    /// [`Registry::make_async`] calls it.
     ///
     /// Fails with [`EnvError::MalformedId`] when the id does not parse and
     /// [`EnvError::AlreadyRegistered`] when it is taken.
     pub fn register(&mut self, spec: EnvSpec, creator: EnvCreator) -> Result<()> {
+        self.insert(spec, Creator::Sync(creator))
+    }
+
+    /// Registers an asynchronous env: `spec` under `spec.id` (`spec.call_cost` does not apply).
+    pub fn register_async(&mut self, spec: EnvSpec, creator: AsyncEnvCreator) -> Result<()> {
+        self.insert(spec, Creator::Async(creator))
+    }
+
+    fn insert(&mut self, spec: EnvSpec, creator: Creator) -> Result<()> {
         let id = EnvId::parse(&spec.id)?.to_string();
         if id != spec.id {
             // Lookups go by canonical id (`-v01` is `-v1`), which must never disagree with `spec.id`.
@@ -118,13 +170,41 @@ impl Registry {
         })
     }
 
-    /// Creates the env that `id` resolves to, wrapped as Gymnasium's `make` does.
+    /// Creates the synchronous env that `id` resolves to, wrapped as Gymnasium's `make` does.
     ///
     /// `kwargs` are merged over `spec.default_kwargs`; a `max_episode_steps` kwarg overrides the spec's
-    /// (`null` keeps it) and is not passed to the creator.
+    /// (`null` keeps it) and is not passed to the creator. An asynchronous env is
+    /// [`EnvError::Unsupported`] here: use [`Registry::make_async`].
     pub fn make(&self, id: &str, kwargs: &Kwargs) -> Result<Box<dyn DynEnv>> {
         let entry = self.entry(id)?;
-        make_with(&entry.spec, &entry.creator, kwargs)
+        make_with(&entry.spec, sync_creator(entry)?, kwargs)
+    }
+
+    /// Creates the env that `id` resolves to, synchronous or not, as an [`AsyncEnv`]: wrapped as
+    /// `make` does, then guarded so that a panic fails only its own call. A synchronous env is called
+    /// in place when its spec says [`CallCost::Cheap`], else through this registry's [`Offload`]
+    /// (its constructor too).
+    pub fn make_async(&self, id: &str, kwargs: &Kwargs) -> EnvFuture<'static, Box<dyn AsyncEnv>> {
+        match self.async_maker(id) {
+            Ok(maker) => maker(kwargs),
+            Err(e) => Box::pin(std::future::ready(Err(e))),
+        }
+    }
+
+    /// [`Registry::make_async`] for one id, detached from the registry (for batch evaluators).
+    pub fn async_maker(&self, id: &str) -> Result<AsyncMaker> {
+        let entry = self.entry(id)?;
+        let spec = Arc::new(entry.spec.clone());
+        let creator = entry.creator.clone();
+        let offload = self.offload.clone();
+        Ok(Arc::new(move |kwargs: &Kwargs| {
+            make_async_with(
+                spec.clone(),
+                creator.clone(),
+                offload.clone(),
+                kwargs.clone(),
+            )
+        }))
     }
 
     /// Creates `num_envs` independent copies of the env, as `make` would, in a [`VectorEnv`].
@@ -135,21 +215,11 @@ impl Registry {
             )));
         }
         let entry = self.entry(id)?;
+        let creator = sync_creator(entry)?;
         let envs = (0..num_envs)
-            .map(|_| make_with(&entry.spec, &entry.creator, kwargs))
+            .map(|_| make_with(&entry.spec, creator, kwargs))
             .collect::<Result<Vec<_>>>()?;
         VectorEnv::new(envs)
-    }
-
-    /// A creator that builds the env exactly as [`Registry::make`] does (wrappers included), detached
-    /// from the registry; handy for [`ResetStepEvaluator`].
-    pub fn make_creator(&self, id: &str) -> Result<EnvCreator> {
-        let entry = self.entry(id)?;
-        let spec = entry.spec.clone();
-        let creator = entry.creator.clone();
-        Ok(Arc::new(move |kwargs: &Kwargs| {
-            make_with(&spec, &creator, kwargs)
-        }))
     }
 
     fn entry(&self, id: &str) -> Result<&Entry> {
@@ -168,12 +238,75 @@ impl Registry {
     }
 }
 
-/// Gymnasium's `make` for one spec: merge kwargs, create, then wrap.
+fn sync_creator(entry: &Entry) -> Result<&EnvCreator> {
+    match &entry.creator {
+        Creator::Sync(c) => Ok(c),
+        Creator::Async(_) => Err(EnvError::Unsupported(format!(
+            "{} is asynchronous: create it with make_async",
+            entry.spec.id
+        ))),
+    }
+}
+
+/// Gymnasium's `make` for one synchronous spec: merge kwargs, create, then wrap.
 ///
 /// Wrapper order: Gymnasium applies `OrderEnforcing` then `TimeLimit`. Here `OrderEnforcing` is the
 /// outermost so that it also sees truncations set by `TimeLimit` and rejects a step after them with
 /// [`EnvError::EpisodeEnded`]; every other observable behaviour is the same.
 fn make_with(spec: &EnvSpec, creator: &EnvCreator, kwargs: &Kwargs) -> Result<Box<dyn DynEnv>> {
+    let (merged, max_steps) = merge_kwargs(spec, kwargs)?;
+    let env = creator(&merged)?;
+    Ok(match max_steps {
+        Some(n) => ValueEnv::boxed(OrderEnforcing::new(TimeLimit::new(env, n)?)),
+        None => ValueEnv::boxed(OrderEnforcing::new(env)),
+    })
+}
+
+/// [`Registry::make_async`] for one spec: the same kwargs and wrappers for both kinds of env.
+fn make_async_with(
+    spec: Arc<EnvSpec>,
+    creator: Creator,
+    offload: Arc<dyn Offload>,
+    kwargs: Kwargs,
+) -> EnvFuture<'static, Box<dyn AsyncEnv>> {
+    let making = async move {
+        let env = match creator {
+            Creator::Sync(creator) => {
+                let cost = spec.call_cost;
+                let env = match cost {
+                    CallCost::Cheap => make_with(&spec, &creator, &kwargs)?,
+                    CallCost::Blocking => {
+                        let spec = spec.clone();
+                        run_offloaded(offload.as_ref(), move || {
+                            make_with(&spec, &creator, &kwargs)
+                        })
+                        .await??
+                    }
+                };
+                SyncAdapter::boxed(env, cost, offload)
+            }
+            Creator::Async(creator) => {
+                let (merged, max_steps) = merge_kwargs(&spec, &kwargs)?;
+                let env = creator(merged).await?;
+                match max_steps {
+                    Some(n) => Box::new(OrderEnforcing::new(TimeLimit::new(env, n)?)),
+                    None => Box::new(OrderEnforcing::new(env)) as Box<dyn AsyncEnv>,
+                }
+            }
+        };
+        Ok(PanicGuard::boxed(env))
+    };
+    // A constructor that panics fails only this `make`.
+    Box::pin(async move {
+        AssertUnwindSafe(making)
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|payload| Err(EnvError::Panicked(panic_message(payload.as_ref()))))
+    })
+}
+
+/// `spec.default_kwargs` with `kwargs` over them, and the time limit taken out of them.
+fn merge_kwargs(spec: &EnvSpec, kwargs: &Kwargs) -> Result<(Kwargs, Option<u32>)> {
     let mut merged = spec.default_kwargs.clone();
     merged.extend(kwargs.iter().map(|(k, v)| (k.clone(), v.clone())));
     let max_steps = match merged.remove(MAX_EPISODE_STEPS_KWARG) {
@@ -189,9 +322,5 @@ fn make_with(spec: &EnvSpec, creator: &EnvCreator, kwargs: &Kwargs) -> Result<Bo
                 })?,
         ),
     };
-    let env = creator(&merged)?;
-    Ok(match max_steps {
-        Some(n) => ValueEnv::boxed(OrderEnforcing::new(TimeLimit::new(env, n)?)),
-        None => ValueEnv::boxed(OrderEnforcing::new(env)),
-    })
+    Ok((merged, max_steps))
 }

@@ -8,6 +8,7 @@ use env_core::{
     CallCost, DynEnv, EnvCreator, EnvError, EnvId, EnvSpec, EvalItem, Kwargs, Options, Registry,
     ResetStepEvaluator, Space, Value,
 };
+use futures::executor::block_on;
 use serde_json::json;
 
 fn spec(id: &str, max_episode_steps: Option<u32>) -> EnvSpec {
@@ -258,7 +259,9 @@ fn evaluators_are_optional_and_resolved_like_make() {
         r.supports_evaluate("t/Nope-v0"),
         Err(EnvError::NameNotFound { .. })
     ));
-    let ev = Arc::new(ResetStepEvaluator::new(plain_creator()));
+    let ev = Arc::new(ResetStepEvaluator::new(
+        r.async_maker("t/Count-v0").unwrap(),
+    ));
     assert!(matches!(
         r.register_evaluator("t/Nope-v0", ev.clone()),
         Err(EnvError::NameNotFound { .. })
@@ -294,7 +297,7 @@ fn reset_step_evaluator_scores_items_independently_and_in_order() {
         json!({"state": [3.0, 0.0, 0.0, 0.0]}),
         Value::Discrete(0),
     ));
-    let out = ev.evaluate(&Kwargs::new(), items).unwrap();
+    let out = block_on(ev.evaluate(Kwargs::new(), items)).unwrap();
     assert_eq!(out.len(), 43);
     // Every good slot equals a sequential make + reset + step with the same inputs.
     for (i, res) in out.iter().take(40).enumerate() {
@@ -310,27 +313,31 @@ fn reset_step_evaluator_scores_items_independently_and_in_order() {
 
     // Bad kwargs fail the whole call; an empty batch with good kwargs is fine.
     assert!(matches!(
-        ev.evaluate(&kwargs(json!({"nope": 1})), vec![]),
+        block_on(ev.evaluate(kwargs(json!({"nope": 1})), vec![])),
         Err(EnvError::InvalidKwargs(_))
     ));
-    assert!(ev.evaluate(&Kwargs::new(), vec![]).unwrap().is_empty());
+    assert!(
+        block_on(ev.evaluate(Kwargs::new(), vec![]))
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[test]
-fn reset_step_evaluator_applies_make_creator_wrappers() {
+fn reset_step_evaluator_applies_make_wrappers() {
     let mut r = Registry::new();
     r.register(spec("t/Count-v0", Some(1)), plain_creator())
         .unwrap();
-    let ev = ResetStepEvaluator::new(r.make_creator("t/Count-v0").unwrap());
-    let out = env_core::BatchEvaluator::evaluate(
+    let ev = ResetStepEvaluator::new(r.async_maker("t/Count-v0").unwrap());
+    let out = block_on(env_core::BatchEvaluator::evaluate(
         &ev,
-        &Kwargs::new(),
+        Kwargs::new(),
         vec![EvalItem {
             seed: None,
             options: Options::new(),
             action: Value::Text("ok".into()),
         }],
-    )
+    ))
     .unwrap();
     assert!(
         out[0].as_ref().unwrap().truncated,

@@ -8,12 +8,12 @@
 //! the harness); the baseline runs program and tests in one unsandboxed process.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use env_coding::{CodingConfig, PYTHON_ENV_ID};
-use env_core::{DynEnv, EvalItem, Kwargs, Options, Registry, Value};
+use env_core::{AsyncEnv, EvalItem, Kwargs, Options, Registry, Value};
 use serde_json::json;
 
 use super::Latency;
@@ -212,13 +212,11 @@ async fn measure_step(
     callers: usize,
     duration: Duration,
 ) -> anyhow::Result<(f64, Latency)> {
-    let envs: Vec<Arc<Mutex<Box<dyn DynEnv>>>> = (0..callers)
-        .map(|_| {
-            registry
-                .make(PYTHON_ENV_ID, &Kwargs::new())
-                .map(|e| Arc::new(Mutex::new(e)))
-        })
-        .collect::<Result<_, _>>()?;
+    let mut envs: Vec<Arc<tokio::sync::Mutex<Box<dyn AsyncEnv>>>> = Vec::with_capacity(callers);
+    for _ in 0..callers {
+        let env = registry.make_async(PYTHON_ENV_ID, &Kwargs::new()).await?;
+        envs.push(Arc::new(tokio::sync::Mutex::new(env)));
+    }
     let envs = Arc::new(envs);
     let mut options = Options::new();
     options.insert("task".into(), workload.task());
@@ -227,21 +225,16 @@ async fn measure_step(
         let env = envs[c].clone();
         let options = options.clone();
         async move {
-            // The env API is synchronous: the server runs it on blocking threads, so does this.
-            tokio::task::spawn_blocking(move || {
-                let mut env = env
-                    .lock()
-                    .map_err(|_| anyhow::anyhow!("env lock poisoned"))?;
-                env.reset(None, &options)?;
-                let step = env.step(Value::Text(workload.source().to_string()))?;
-                anyhow::ensure!(
-                    step.terminated,
-                    "the bench program did not solve its task: {:?}",
-                    step.info
-                );
-                Ok(())
-            })
-            .await?
+            // Each caller owns its env; the lock is never contended.
+            let mut env = env.lock().await;
+            env.reset(None, options.as_ref().clone()).await?;
+            let step = env.step(Value::Text(workload.source().to_string())).await?;
+            anyhow::ensure!(
+                step.terminated,
+                "the bench program did not solve its task: {:?}",
+                step.info
+            );
+            Ok(())
         }
     })
     .await
@@ -265,9 +258,7 @@ async fn measure_evaluator(
         let evaluator = evaluator.clone();
         let item = item.clone();
         async move {
-            let out =
-                tokio::task::spawn_blocking(move || evaluator.evaluate(&Kwargs::new(), vec![item]))
-                    .await??;
+            let out = evaluator.evaluate(Kwargs::new(), vec![item]).await?;
             let step = out.into_iter().next().context("no result")??;
             anyhow::ensure!(step.terminated, "the bench program did not solve its task");
             Ok(())

@@ -166,7 +166,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         {
             coding.task_dirs.push(dir.to_path_buf());
         }
-        let registry = codegym::registry(coding).context("cannot set up the environments")?;
+        // Probing the sandbox blocks for tens of milliseconds: not on the runtime.
+        let registry = tokio::task::spawn_blocking(move || codegym::registry(coding))
+            .await?
+            .context("cannot set up the environments")?;
         EnvBackend::in_process(Arc::new(registry))
     } else {
         EnvBackend::Remote(RemoteBackend::new(&config.env_servers)?)

@@ -52,7 +52,11 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
         config.coding.task_dirs.push(dir.clone());
     }
-    let registry = codegym::registry(config.coding).context("cannot set up the environments")?;
+    // Probing the sandbox blocks for tens of milliseconds: not on the runtime.
+    let coding = config.coding;
+    let registry = tokio::task::spawn_blocking(move || codegym::registry(coding))
+        .await?
+        .context("cannot set up the environments")?;
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
         .with_context(|| format!("cannot listen on {}", args.addr))?;

@@ -1,10 +1,13 @@
 //! The gRPC environment server behind `codegym serve`: `codegym.v1.EnvService`, plus the standard
 //! `grpc.health.v1` and reflection services so stock tools (grpcurl, grpc_cli, health probes) work.
 //!
-//! Concurrency model: each RPC is a tokio task; environment calls (synchronous, possibly CPU-heavy or
-//! blocking on a sandboxed process) run on the blocking pool, so one slow step never stalls other
-//! sessions or the runtime. A unary session lives in the [`sessions::SessionTable`]; a `Session` stream
-//! owns its environment outright and closes it when the stream ends, however it ends.
+//! Concurrency model: each RPC is a tokio task, and envs are called only through
+//! [`env_core::AsyncEnv`] (`Registry::make_async`): the coding env awaits its sandbox without holding
+//! a thread, cheap synchronous envs run in place, other synchronous envs on the blocking pool, so one
+//! slow step never stalls other sessions or the runtime. A unary session lives in the
+//! [`sessions::SessionTable`] (each call a task of its own, so a call whose client gave up still
+//! finishes); a `Session` stream owns its environment outright and closes it when the stream ends,
+//! however it ends.
 
 mod deadline;
 mod service;

@@ -4,8 +4,10 @@
 use std::pin::Pin;
 use std::sync::Arc;
 
-use env_core::{DynEnv, EnvSpec, EvalItem, Options, Value};
-use futures::Stream;
+use std::panic::AssertUnwindSafe;
+
+use env_core::{AsyncEnv, EnvSpec, EvalItem, Options, Value};
+use futures::{FutureExt, Stream};
 use proto::convert::{self, ConvertError};
 use proto::v1;
 use tonic::{Request, Response, Status, Streaming};
@@ -28,22 +30,19 @@ impl EnvServer {
     }
 }
 
-/// A fresh env for `make`, with its capacity slot. Creation runs on the blocking pool: constructors
-/// may load task files or probe a sandbox.
+/// A fresh env for `make`, with its capacity slot. Synchronous constructors that may block run
+/// through the registry's offload (the blocking pool).
 pub(crate) async fn make_env(
     state: &Arc<State>,
     req: v1::MakeRequest,
-) -> Result<(Box<dyn DynEnv>, EnvSpec, Permit), ServerError> {
+) -> Result<(Box<dyn AsyncEnv>, EnvSpec, Permit), ServerError> {
     if state.shutdown.is_cancelled() {
         return Err(ServerError::ShuttingDown);
     }
     let kwargs = convert::json_object(&req.kwargs_json, "kwargs_json")?;
     let spec = state.registry.spec(&req.env_id)?.clone();
     let permit = state.sessions.reserve()?;
-    let registry = state.registry.clone();
-    let env = tokio::task::spawn_blocking(move || registry.make(&req.env_id, &kwargs))
-        .await
-        .map_err(|_| ServerError::EnvPanicked)??;
+    let env = state.registry.make_async(&req.env_id, &kwargs).await?;
     Ok((env, spec, permit))
 }
 
@@ -122,7 +121,7 @@ impl v1::env_service_server::EnvService for EnvServer {
         let session = self.state.sessions.get(&req.session_id)?;
         let (seed, options) = parse_reset(&req)?;
         let out =
-            deadline::within(deadline, session.call(move |env| env.reset(seed, &options))).await?;
+            deadline::within(deadline, session.call(move |env| env.reset(seed, options))).await?;
         Ok(Response::new(reset_response(out)))
     }
 
@@ -197,7 +196,9 @@ impl v1::env_service_server::EnvService for EnvServer {
             }
         }
         let evaluated = deadline::within(deadline, async move {
-            tokio::task::spawn_blocking(move || evaluator.evaluate(&kwargs, items))
+            // A panicking evaluator fails this call only.
+            AssertUnwindSafe(evaluator.evaluate(kwargs, items))
+                .catch_unwind()
                 .await
                 .map_err(|_| ServerError::EnvPanicked)?
                 .map_err(ServerError::from)

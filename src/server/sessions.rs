@@ -1,15 +1,16 @@
 //! Sessions: the environments behind unary calls, the global session cap, and the idle reaper.
 //!
-//! A session's env sits behind a `std::sync::Mutex` that is only ever locked on a blocking-pool
-//! thread, never on the async runtime. Calls on one session serialize on that lock; calls on different
-//! sessions run in parallel. A poisoned lock means the env panicked: the session is dropped.
+//! A session's env sits behind an async mutex. Each call runs in a task of its own that holds the
+//! lock, so calls on one session serialize, calls on different sessions run in parallel, and a call
+//! whose client stopped waiting (a deadline) still completes: an env is never left half-stepped. An
+//! env that panicked is dropped (it fails that call with INTERNAL; the session is then unknown).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use env_core::{DynEnv, EnvSpec};
+use env_core::{AsyncEnv, EnvError, EnvFuture, EnvSpec};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::State;
@@ -22,7 +23,8 @@ pub type Permit = OwnedSemaphorePermit;
 pub struct Session {
     pub id: String,
     pub spec: EnvSpec,
-    env: Mutex<Option<Box<dyn DynEnv>>>,
+    /// `None` once closed, or after the env panicked.
+    env: tokio::sync::Mutex<Option<Box<dyn AsyncEnv>>>,
     /// Milliseconds since the table's epoch at the last call; read by the reaper.
     last_used: AtomicU64,
     epoch: Instant,
@@ -35,45 +37,43 @@ impl Session {
         self.last_used.store(now, Ordering::Relaxed);
     }
 
-    /// Runs `f` on the env on the blocking pool. The session stays usable if the future is dropped
+    /// Runs `f` on the env in a task of its own. The session stays usable if this future is dropped
     /// (a client deadline): the call then completes in the background under the lock.
     pub async fn call<T, F>(self: &Arc<Self>, f: F) -> Result<T, ServerError>
     where
         T: Send + 'static,
-        F: FnOnce(&mut dyn DynEnv) -> env_core::Result<T> + Send + 'static,
+        F: FnOnce(&mut Box<dyn AsyncEnv>) -> EnvFuture<'_, T> + Send + 'static,
     {
         self.touch();
         let me = self.clone();
-        let joined = tokio::task::spawn_blocking(move || {
-            let mut guard = me.env.lock().map_err(|_| ServerError::EnvPanicked)?;
-            let env = guard
+        let task = tokio::spawn(async move {
+            let mut slot = me.env.lock().await;
+            let env = slot
                 .as_mut()
                 .ok_or_else(|| ServerError::SessionNotFound(me.id.clone()))?;
-            let out = f(env.as_mut());
+            let out = f(env).await;
+            if let Err(EnvError::Panicked(_)) = &out {
+                // Its state is unknown: later calls find no session.
+                *slot = None;
+            }
             me.touch();
             Ok(out?)
-        })
-        .await;
-        joined.unwrap_or(Err(ServerError::EnvPanicked))
+        });
+        task.await.unwrap_or(Err(ServerError::EnvPanicked))
     }
 
     /// Takes the env out and closes it; later calls see the session as closed.
     async fn close(self: Arc<Self>) -> bool {
-        tokio::task::spawn_blocking(move || {
-            // A poisoned env is dropped without `close`: its state is unknown.
-            let taken = self.env.lock().ok().and_then(|mut g| g.take());
-            match taken {
-                Some(mut env) => {
-                    if let Err(e) = env.close() {
-                        tracing::warn!(session_id = %self.id, error = %e, "env close failed");
-                    }
-                    true
+        let taken = self.env.lock().await.take();
+        match taken {
+            Some(mut env) => {
+                if let Err(e) = env.close().await {
+                    tracing::warn!(session_id = %self.id, error = %e, "env close failed");
                 }
-                None => false,
+                true
             }
-        })
-        .await
-        .unwrap_or(false)
+            None => false,
+        }
     }
 
     fn idle_for(&self) -> Duration {
@@ -108,11 +108,11 @@ impl SessionTable {
             .map_err(|_| ServerError::TooManySessions(self.max))
     }
 
-    pub fn insert(&self, spec: EnvSpec, env: Box<dyn DynEnv>, permit: Permit) -> Arc<Session> {
+    pub fn insert(&self, spec: EnvSpec, env: Box<dyn AsyncEnv>, permit: Permit) -> Arc<Session> {
         let session = Arc::new(Session {
             id: uuid::Uuid::new_v4().to_string(),
             spec,
-            env: Mutex::new(Some(env)),
+            env: tokio::sync::Mutex::new(Some(env)),
             last_used: AtomicU64::new(0),
             epoch: self.epoch,
             _permit: permit,

@@ -73,6 +73,8 @@ fn env_code(e: &EnvError) -> Code {
         EnvError::ResourceExhausted(_) => Code::ResourceExhausted,
         // Retryable by definition: the sandbox or another resource behind the env failed.
         EnvError::Infrastructure(_) => Code::Unavailable,
+        // A bug in the env, not in the request: not retryable as is.
+        EnvError::Panicked(_) => Code::Internal,
     }
 }
 

@@ -1,13 +1,13 @@
 //! The `Session` RPC: one session over one bidirectional stream.
 //!
 //! Requests are handled strictly in order, one response each, so clients may pipeline freely. The
-//! stream's task owns the env (no lock) and moves it to the blocking pool for each call. When the
-//! client's side ends, errors, or the client vanishes, or the server shuts down, the session is closed;
-//! a request already being handled finishes first.
+//! stream's task owns the env (no lock) and awaits its calls itself. When the client's side ends,
+//! errors, or the client vanishes, or the server shuts down, the session is closed; a request already
+//! being handled finishes first. An env that panics is dropped: the stream goes on without a session.
 
 use std::sync::Arc;
 
-use env_core::DynEnv;
+use env_core::{AsyncEnv, EnvError, EnvFuture};
 use proto::convert;
 use proto::v1::{self, session_request::Kind as Req, session_response::Kind as Resp};
 use tokio::sync::mpsc;
@@ -24,7 +24,7 @@ use super::status::ServerError;
 const BUFFER: usize = 64;
 
 struct Owned {
-    env: Box<dyn DynEnv>,
+    env: Box<dyn AsyncEnv>,
     _permit: Permit,
 }
 
@@ -96,7 +96,7 @@ async fn handle(
         }
         Req::Reset(req) => {
             let (seed, options) = parse_reset(&req)?;
-            let out = call(session, move |env| env.reset(seed, &options)).await?;
+            let out = call(session, move |env| env.reset(seed, options)).await?;
             Ok(Resp::Reset(reset_response(out)))
         }
         Req::Step(req) => {
@@ -114,34 +114,23 @@ async fn handle(
     }
 }
 
-/// Moves the env to the blocking pool for one call and back. If the env panics it is lost and the
-/// stream continues without a session.
+/// One call on the stream's env. If the env panics it is lost and the stream continues without a
+/// session.
 async fn call<T, F>(session: &mut Option<Owned>, f: F) -> Result<T, ServerError>
 where
-    T: Send + 'static,
-    F: FnOnce(&mut dyn DynEnv) -> env_core::Result<T> + Send + 'static,
+    F: FnOnce(&mut Box<dyn AsyncEnv>) -> EnvFuture<'_, T>,
 {
-    let mut owned = session.take().ok_or(ServerError::NoSession)?;
-    match tokio::task::spawn_blocking(move || {
-        let out = f(owned.env.as_mut());
-        (owned, out)
-    })
-    .await
-    {
-        Ok((owned, out)) => {
-            *session = Some(owned);
-            Ok(out?)
-        }
-        Err(_) => Err(ServerError::EnvPanicked),
+    let owned = session.as_mut().ok_or(ServerError::NoSession)?;
+    let out = f(&mut owned.env).await;
+    if let Err(EnvError::Panicked(_)) = &out {
+        *session = None;
     }
+    Ok(out?)
 }
 
 async fn close(mut owned: Owned) -> bool {
-    tokio::task::spawn_blocking(move || {
-        if let Err(e) = owned.env.close() {
-            tracing::warn!(error = %e, "env close failed");
-        }
-    })
-    .await
-    .is_ok()
+    if let Err(e) = owned.env.close().await {
+        tracing::warn!(error = %e, "env close failed");
+    }
+    true
 }

@@ -289,6 +289,6 @@ pub fn register(registry: &mut Registry) -> Result<()> {
             )
         }),
     )?;
-    let creator = registry.make_creator(ID)?;
-    registry.register_evaluator(ID, Arc::new(crate::ResetStepEvaluator::new(creator)))
+    let maker = registry.async_maker(ID)?;
+    registry.register_evaluator(ID, Arc::new(crate::ResetStepEvaluator::new(maker)))
 }

@@ -1,6 +1,6 @@
 //! `OrderEnforcing`: rejects calls made in an order Gymnasium forbids.
 
-use crate::{Env, EnvError, Info, Options, Result, Space, Step};
+use crate::{AsyncEnv, Env, EnvError, EnvFuture, Info, Options, Result, Space, Step, Value};
 
 /// Enforces the call order of an episode:
 /// - `step` before the first `reset` fails with [`EnvError::ResetNeeded`];
@@ -15,7 +15,7 @@ pub struct OrderEnforcing<E> {
     closed: bool,
 }
 
-impl<E: Env> OrderEnforcing<E> {
+impl<E> OrderEnforcing<E> {
     pub fn new(env: E) -> Self {
         Self {
             env,
@@ -39,42 +39,88 @@ impl<E: Env> OrderEnforcing<E> {
     }
 }
 
+impl<E> OrderEnforcing<E> {
+    /// Whether a call may go through to the env now; `step` also needs a live episode.
+    fn check(&self, stepping: bool) -> Result<()> {
+        if self.closed {
+            return Err(EnvError::ClosedEnvironment);
+        }
+        if stepping && !self.has_reset {
+            return Err(EnvError::ResetNeeded);
+        }
+        if stepping && self.episode_ended {
+            return Err(EnvError::EpisodeEnded);
+        }
+        Ok(())
+    }
+
+    fn after_reset(&mut self) {
+        self.has_reset = true;
+        self.episode_ended = false;
+    }
+}
+
 impl<E: Env> Env for OrderEnforcing<E> {
     type Obs = E::Obs;
     type Action = E::Action;
 
     fn reset(&mut self, seed: Option<u64>, options: &Options) -> Result<(E::Obs, Info)> {
-        if self.closed {
-            return Err(EnvError::ClosedEnvironment);
-        }
+        self.check(false)?;
         let out = self.env.reset(seed, options)?;
-        self.has_reset = true;
-        self.episode_ended = false;
+        self.after_reset();
         Ok(out)
     }
 
     fn step(&mut self, action: E::Action) -> Result<Step<E::Obs>> {
-        if self.closed {
-            return Err(EnvError::ClosedEnvironment);
-        }
-        if !self.has_reset {
-            return Err(EnvError::ResetNeeded);
-        }
-        if self.episode_ended {
-            return Err(EnvError::EpisodeEnded);
-        }
+        self.check(true)?;
         let step = self.env.step(action)?;
         self.episode_ended = step.is_final();
         Ok(step)
     }
 
     fn close(&mut self) -> Result<()> {
-        if self.closed {
+        if std::mem::replace(&mut self.closed, true) {
             return Ok(());
         }
-        // Marked closed even if the inner close fails: a half-closed env must not be stepped again.
-        self.closed = true;
         self.env.close()
+    }
+
+    fn observation_space(&self) -> Space {
+        self.env.observation_space()
+    }
+
+    fn action_space(&self) -> Space {
+        self.env.action_space()
+    }
+}
+
+/// The same rules for asynchronous envs.
+impl<E: AsyncEnv> AsyncEnv for OrderEnforcing<E> {
+    fn reset(&mut self, seed: Option<u64>, options: Options) -> EnvFuture<'_, (Value, Info)> {
+        Box::pin(async move {
+            self.check(false)?;
+            let out = self.env.reset(seed, options).await?;
+            self.after_reset();
+            Ok(out)
+        })
+    }
+
+    fn step(&mut self, action: Value) -> EnvFuture<'_, Step<Value>> {
+        Box::pin(async move {
+            self.check(true)?;
+            let step = self.env.step(action).await?;
+            self.episode_ended = step.is_final();
+            Ok(step)
+        })
+    }
+
+    fn close(&mut self) -> EnvFuture<'_, ()> {
+        Box::pin(async move {
+            if std::mem::replace(&mut self.closed, true) {
+                return Ok(());
+            }
+            self.env.close().await
+        })
     }
 
     fn observation_space(&self) -> Space {

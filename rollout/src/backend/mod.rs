@@ -1,48 +1,31 @@
 //! Where environments run: in this process (a [`Registry`]) or in `codegym serve` processes reached
 //! over gRPC. Episodes see the same [`EnvSession`] API either way, so trajectories do not depend on
-//! the backend. In process, calls of envs whose spec says [`CallCost::Cheap`] run in place; all
-//! others run on blocking threads, at most a fixed number at once.
+//! the backend. In process, envs are made with [`Registry::make_async`]: asynchronous envs (the coding
+//! env) hold no thread while they wait, and synchronous ones are adapted by their
+//! [`env_core::CallCost`] (in place when cheap, else on the registry's blocking offload). How many
+//! programs run at once is the sandbox's own limit, not the engine's.
 
 mod remote;
 
 use std::sync::Arc;
 
-use env_core::{CallCost, DynEnv, EnvError, Info, Kwargs, Options, Registry, Step, Value};
-use tokio::sync::Semaphore;
+use env_core::{AsyncEnv, EnvError, Info, Kwargs, Options, Registry, Step, Value};
 
 pub use remote::RemoteBackend;
-
-/// Default cap on env calls running at once in process (see [`EnvBackend::in_process`]).
-pub const DEFAULT_IN_PROCESS_ENV_CALLS: usize = 64;
 
 /// A source of environment sessions.
 #[derive(Debug, Clone)]
 pub enum EnvBackend {
-    /// `Registry::make` in this process; env calls run on blocking threads, at most `calls`
-    /// permits' worth at once (calls of `CallCost::Cheap` envs run in place and need none).
-    InProcess {
-        registry: Arc<Registry>,
-        calls: Arc<Semaphore>,
-    },
+    /// `Registry::make_async` in this process.
+    InProcess(Arc<Registry>),
     /// One or more `codegym serve` instances.
     Remote(RemoteBackend),
 }
 
 impl EnvBackend {
-    /// Environments from `registry`, with at most [`DEFAULT_IN_PROCESS_ENV_CALLS`] env calls at
-    /// once. The cap keeps thousands of episodes from holding thousands of blocking threads (each
-    /// with its stack) while they wait for the sandbox, which runs only a few programs at a time
-    /// anyway.
+    /// Environments from `registry`, in this process.
     pub fn in_process(registry: Arc<Registry>) -> Self {
-        Self::in_process_with_limit(registry, DEFAULT_IN_PROCESS_ENV_CALLS)
-    }
-
-    /// Like [`EnvBackend::in_process`] with an explicit cap (at least 1).
-    pub fn in_process_with_limit(registry: Arc<Registry>, max_calls: usize) -> Self {
-        EnvBackend::InProcess {
-            registry,
-            calls: Arc::new(Semaphore::new(max_calls.max(1))),
-        }
+        EnvBackend::InProcess(registry)
     }
 
     /// Creates a session of `env_id`; `route` picks the server when there are several (an episode
@@ -54,20 +37,9 @@ impl EnvBackend {
         route: usize,
     ) -> Result<EnvSession, EnvError> {
         match self {
-            EnvBackend::InProcess { registry, calls } => {
-                // An unknown id gets the default here and its error from `make`.
-                let cost = registry
-                    .spec(env_id)
-                    .map(|s| s.call_cost)
-                    .unwrap_or_default();
-                let (registry, id, kwargs) = (registry.clone(), env_id.to_string(), kwargs.clone());
-                let env = call(calls, cost, move || registry.make(&id, &kwargs)).await?;
-                Ok(EnvSession::Local {
-                    env: Some(env),
-                    calls: calls.clone(),
-                    cost,
-                })
-            }
+            EnvBackend::InProcess(registry) => Ok(EnvSession::Local(
+                registry.make_async(env_id, kwargs).await?,
+            )),
             EnvBackend::Remote(remote) => Ok(EnvSession::Remote(
                 remote.make(env_id, kwargs, route).await?,
             )),
@@ -75,21 +47,17 @@ impl EnvBackend {
     }
 }
 
-/// One environment instance for one episode.
+/// One environment instance for one episode. Dropping a call's future (a deadline, cancellation)
+/// abandons the env: the episode ends with it.
 pub enum EnvSession {
-    Local {
-        /// `None` while a call is running on a blocking thread (or after `close`).
-        env: Option<Box<dyn DynEnv>>,
-        calls: Arc<Semaphore>,
-        cost: CallCost,
-    },
+    Local(Box<dyn AsyncEnv>),
     Remote(remote::RemoteSession),
 }
 
 impl std::fmt::Debug for EnvSession {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            EnvSession::Local { .. } => f.write_str("EnvSession::Local"),
+            EnvSession::Local(_) => f.write_str("EnvSession::Local"),
             EnvSession::Remote(r) => write!(f, "EnvSession::Remote({r:?})"),
         }
     }
@@ -103,9 +71,7 @@ impl EnvSession {
         options: Options,
     ) -> Result<(Value, Info), EnvError> {
         match self {
-            EnvSession::Local { env, calls, cost } => {
-                with_env(env, calls, *cost, move |e| e.reset(seed, &options)).await
-            }
+            EnvSession::Local(env) => env.reset(seed, options).await,
             EnvSession::Remote(r) => r.reset(seed, &options).await,
         }
     }
@@ -113,9 +79,7 @@ impl EnvSession {
     /// Gymnasium's `step(action) -> (obs, reward, terminated, truncated, info)`.
     pub async fn step(&mut self, action: Value) -> Result<Step<Value>, EnvError> {
         match self {
-            EnvSession::Local { env, calls, cost } => {
-                with_env(env, calls, *cost, move |e| e.step(action)).await
-            }
+            EnvSession::Local(env) => env.step(action).await,
             EnvSession::Remote(r) => r.step(action).await,
         }
     }
@@ -123,68 +87,17 @@ impl EnvSession {
     /// Releases the environment (its sandbox, or the server's session).
     pub async fn close(self) -> Result<(), EnvError> {
         match self {
-            EnvSession::Local {
-                env: Some(mut env),
-                calls,
-                cost,
-            } => call(&calls, cost, move || env.close()).await,
-            EnvSession::Local { env: None, .. } => Ok(()),
+            EnvSession::Local(mut env) => env.close().await,
             EnvSession::Remote(r) => r.close().await,
         }
     }
-}
-
-/// Runs `f` on the env (see [`call`]) and puts the env back. If the caller is dropped meanwhile
-/// (deadline, cancellation), the env is dropped on the blocking thread once `f` returns; after a
-/// panic the env is gone and later calls fail with `ClosedEnvironment`.
-async fn with_env<T: Send + 'static>(
-    slot: &mut Option<Box<dyn DynEnv>>,
-    calls: &Arc<Semaphore>,
-    cost: CallCost,
-    f: impl FnOnce(&mut Box<dyn DynEnv>) -> Result<T, EnvError> + Send + 'static,
-) -> Result<T, EnvError> {
-    let mut env = slot.take().ok_or(EnvError::ClosedEnvironment)?;
-    let (env, result) = call(calls, cost, move || {
-        let r = f(&mut env);
-        Ok((env, r))
-    })
-    .await?;
-    *slot = Some(env);
-    result
-}
-
-/// Runs an env call where its cost says: in place for cheap envs (no thread hand-off), else on a
-/// blocking thread holding one of `calls`' permits. A panic is the call's error either way.
-async fn call<T: Send + 'static>(
-    calls: &Arc<Semaphore>,
-    cost: CallCost,
-    f: impl FnOnce() -> Result<T, EnvError> + Send + 'static,
-) -> Result<T, EnvError> {
-    let panicked =
-        |what: &dyn std::fmt::Display| EnvError::Infrastructure(format!("env call {what}"));
-    if cost == CallCost::Cheap {
-        return std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
-            .map_err(|_| panicked(&"panicked"))?;
-    }
-    let permit = calls
-        .clone()
-        .acquire_owned()
-        .await
-        .map_err(|_| EnvError::ClosedEnvironment)?;
-    tokio::task::spawn_blocking(move || {
-        // Held until the call returns, even if the episode stopped waiting for it.
-        let _permit = permit;
-        f()
-    })
-    .await
-    .map_err(|e| panicked(&format_args!("panicked or was aborted: {e}")))?
 }
 
 #[cfg(test)]
 mod tests {
     use std::thread::ThreadId;
 
-    use env_core::{CallCost, Env, EnvSpec, Info, Options, Space, Step, Value};
+    use env_core::{CallCost, DynEnv, Env, EnvSpec, Info, Options, Space, Step, Value};
 
     use super::*;
 
@@ -304,10 +217,7 @@ mod tests {
             session.reset(None, Options::new()).await.unwrap();
             step_thread(&mut session).await.unwrap();
             let err = step_thread(&mut session).await.unwrap_err();
-            assert!(
-                matches!(&err, EnvError::Infrastructure(m) if m.contains("panicked")),
-                "{cost:?}: {err:?}"
-            );
+            assert!(matches!(&err, EnvError::Panicked(_)), "{cost:?}: {err:?}");
             let again = step_thread(&mut session).await.unwrap_err();
             assert!(
                 matches!(again, EnvError::ClosedEnvironment),

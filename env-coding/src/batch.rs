@@ -1,12 +1,14 @@
 //! The `BatchEvaluator` of `codegym/Python-v0` (the `Evaluate` RPC): independent one-step episodes,
-//! all in flight at once on the sandbox instead of one env per rayon thread.
+//! all in flight at once on the sandbox (whose own concurrency limit paces them).
 //!
 //! Each item is scored as the first step of a script-mode episode (a `session` kwarg makes no
 //! difference for a single step).
 
 use std::sync::Arc;
 
-use env_core::{BatchEvaluator, ChaCha8Rng, EnvError, EvalItem, Kwargs, Result, Step, Value};
+use env_core::{
+    BatchEvaluator, ChaCha8Rng, EnvError, EnvFuture, EvalItem, Kwargs, Result, Step, Value,
+};
 use futures::future::join_all;
 
 use crate::config::Mode;
@@ -68,14 +70,17 @@ impl CodingEvaluator {
 }
 
 impl BatchEvaluator for CodingEvaluator {
-    fn evaluate(&self, kwargs: &Kwargs, items: Vec<EvalItem>) -> Result<Vec<Result<Step<Value>>>> {
-        let mut kwargs = kwargs.clone();
-        // A time limit cannot cut a one-step evaluation short.
-        kwargs.remove(env_core::MAX_EPISODE_STEPS_KWARG);
-        let settings = Settings::from_kwargs(&self.shared, &kwargs)?;
-        let settings = &settings;
-        self.shared.block_on(join_all(
-            items.into_iter().map(|item| self.one(settings, item)),
-        ))
+    fn evaluate(
+        &self,
+        mut kwargs: Kwargs,
+        items: Vec<EvalItem>,
+    ) -> EnvFuture<'_, Vec<Result<Step<Value>>>> {
+        Box::pin(async move {
+            // A time limit cannot cut a one-step evaluation short.
+            kwargs.remove(env_core::MAX_EPISODE_STEPS_KWARG);
+            let settings = Settings::from_kwargs(&self.shared, &kwargs).await?;
+            let settings = &settings;
+            Ok(join_all(items.into_iter().map(|item| self.one(settings, item))).await)
+        })
     }
 }

@@ -401,6 +401,49 @@ async fn a_panicking_env_fails_its_request_not_the_server() {
 
 /// The generic `Evaluate` path: each item is an independent reset(seed, options) + step(action); a bad
 /// item fails alone.
+/// On a stream, a panicking env fails its own request with INTERNAL; the stream goes on without a
+/// session (FAILED_PRECONDITION until the next `make`), and a new session on it works.
+#[tokio::test]
+async fn a_panicking_env_on_a_stream_loses_only_its_session() {
+    let server = TestServer::start(test_registry(), Default::default()).await;
+    let mut client = server.client().await;
+    let req = |request_id, kind| v1::SessionRequest {
+        request_id,
+        kind: Some(kind),
+    };
+    let requests = vec![
+        req(1, Req::Make(make("test/Panicky-v0", ""))),
+        req(2, Req::Reset(reset_req("", None))),
+        req(3, Req::Step(step_req("", discrete(13)))),
+        req(4, Req::Step(step_req("", discrete(1)))),
+        req(5, Req::Make(make("test/Panicky-v0", ""))),
+        req(6, Req::Reset(reset_req("", None))),
+        req(7, Req::Step(step_req("", discrete(1)))),
+    ];
+    let mut responses = client
+        .session(tokio_stream::iter(requests))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut got = Vec::new();
+    while let Some(r) = responses.message().await.unwrap() {
+        got.push(r.kind);
+    }
+    assert_eq!(got.len(), 7, "{got:?}");
+    let code = |k: &Option<Resp>| match k {
+        Some(Resp::Error(e)) => Code::from_i32(e.code),
+        other => panic!("expected an error, got {other:?}"),
+    };
+    assert_eq!(code(&got[2]), Code::Internal);
+    assert_eq!(code(&got[3]), Code::FailedPrecondition);
+    assert!(matches!(got[4], Some(Resp::Make(_))), "{:?}", got[4]);
+    assert!(
+        matches!(&got[6], Some(Resp::Step(s)) if s.reward == 1.0),
+        "{:?}",
+        got[6]
+    );
+}
+
 #[tokio::test]
 async fn evaluate_scores_items_independently_and_in_order() {
     let server = TestServer::start(test_registry(), Default::default()).await;

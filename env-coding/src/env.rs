@@ -140,7 +140,7 @@ impl CodingEnv {
         let settings = &self.settings;
         let task = ep.task.clone();
         let (result, outcome) = shared
-            .block_on(run::run_and_evaluate(
+            .block_on(run::run_and_score(
                 &shared.sandbox,
                 &task.reward,
                 &program,
@@ -197,7 +197,7 @@ impl CodingEnv {
                         ep.program.source.push('\n');
                     }
                 }
-                let mut result = outcome.to_execution_result();
+                let mut result = outcome;
                 if let Some(n) = notice {
                     result.stderr.insert_str(0, n);
                 }
@@ -233,7 +233,7 @@ impl CodingEnv {
                 let task = ep.task.clone();
                 let program = ep.program.clone();
                 let o = shared
-                    .block_on(run::evaluate(
+                    .block_on(run::score_program(
                         &shared.sandbox,
                         &task.reward,
                         &program,
@@ -333,7 +333,7 @@ impl Env for CodingEnv {
                 let result = no_code_result();
                 let outcome = self
                     .shared
-                    .block_on(run::evaluate(
+                    .block_on(run::score_program(
                         &self.shared.sandbox,
                         &task.reward,
                         &Program::default(),

@@ -14,6 +14,7 @@ use std::time::Instant;
 use tokio::io::unix::AsyncFd;
 use tokio::net::unix::pipe;
 
+use super::cgroup::RunCgroup;
 use super::child::{ChildPlan, cstr};
 use super::config::{Limits, SitePackages};
 use super::isolation;
@@ -91,13 +92,8 @@ async fn start(
     if let Some(root) = &layers.cgroup {
         let name = format!("run-{id}");
         guard.cgroup = Some(
-            super::cgroup::RunCgroup::create(
-                root,
-                &name,
-                limits.memory_bytes,
-                limits.max_processes,
-            )
-            .map_err(SandboxError::setup("cgroup"))?,
+            RunCgroup::create(root, &name, limits.memory_bytes, limits.max_processes)
+                .map_err(SandboxError::setup("cgroup"))?,
         );
     }
     let memory_cgroup = layers.cgroup.as_ref().is_some_and(|c| c.has_memory());

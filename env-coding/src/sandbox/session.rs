@@ -14,10 +14,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use env_core::ExecutionResult;
 use tokio::io::AsyncWriteExt;
 use tokio::net::unix::pipe;
-
-use env_core::ExecutionResult;
 
 use super::config::Limits;
 use super::fresh::{self, FreshProcess};

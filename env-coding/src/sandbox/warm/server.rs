@@ -1,6 +1,6 @@
 //! The warm backend's long-lived server: one pre-started interpreter (`server.py`) per sandbox
 //! that forks every script run instead of starting Python from scratch, which is most of the cost
-//! of a fresh execution. One run of it, on the Rust side, is [`super::run::WarmRun`].
+//! of a fresh execution. One run of it, on the Rust side, is `run.rs`'s `WarmRun`.
 //!
 //! Isolation per run stays the fresh backend's: the server is spawned like any sandboxed process
 //! (new PID, mount, network, IPC and UTS namespaces, host dirs hidden, `no_new_privs`), and each

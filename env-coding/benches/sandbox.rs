@@ -7,7 +7,7 @@ use env_coding::sandbox::{ExecRequest, Sandbox, SandboxConfig, SitePackages};
 
 async fn one(sb: &Sandbox) {
     match sb.run(ExecRequest::new("print(1)")).await {
-        Ok(o) if o.stdout == b"1\n" => {}
+        Ok(o) if o.stdout == "1\n" => {}
         other => panic!("bad run: {other:?}"),
     }
 }

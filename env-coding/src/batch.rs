@@ -41,12 +41,12 @@ impl CodingEvaluator {
         let sandbox = &self.shared.sandbox;
         let infra = |e: crate::sandbox::SandboxError| EnvError::Infrastructure(e.to_string());
         let (result, outcome) = match has_code {
-            true => run::run_and_evaluate(sandbox, &task.reward, &program, settings.eval_options())
+            true => run::run_and_score(sandbox, &task.reward, &program, settings.eval_options())
                 .await
                 .map_err(infra)?,
             false => {
                 let result = no_code_result();
-                let outcome = run::evaluate(
+                let outcome = run::score_program(
                     sandbox,
                     &task.reward,
                     &program,

@@ -143,7 +143,7 @@ impl CodingEnv {
         let shared = &self.shared;
         let settings = &self.settings;
         let task = ep.task.clone();
-        let (result, outcome) = run::run_and_evaluate(
+        let (result, outcome) = run::run_and_score(
             &shared.sandbox,
             &task.reward,
             &program,
@@ -201,7 +201,7 @@ impl CodingEnv {
                         ep.program.source.push('\n');
                     }
                 }
-                let mut result = outcome.to_execution_result();
+                let mut result = outcome;
                 if let Some(n) = notice {
                     result.stderr.insert_str(0, n);
                 }
@@ -236,7 +236,7 @@ impl CodingEnv {
             _ => {
                 let task = ep.task.clone();
                 let program = ep.program.clone();
-                let o = run::evaluate(
+                let o = run::score_program(
                     &shared.sandbox,
                     &task.reward,
                     &program,
@@ -336,7 +336,7 @@ impl CodingEnv {
                 // Score the empty program so that the breakdown has the task's usual shape.
                 let task = ep.task.clone();
                 let result = no_code_result();
-                let outcome = run::evaluate(
+                let outcome = run::score_program(
                     &self.shared.sandbox,
                     &task.reward,
                     &Program::default(),

@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use env_coding::sandbox::{Backend, ExecOutcome, ExecRequest, Limits, Sandbox, SandboxConfig};
+use env_coding::sandbox::{Backend, ExecRequest, Limits, Sandbox, SandboxConfig};
+use env_core::ExecutionResult;
 
 /// A sandbox with its own work root and uid range (tests run in parallel).
 struct Fixture {
@@ -42,7 +43,7 @@ impl Fixture {
         }
     }
 
-    async fn run(&self, req: ExecRequest) -> ExecOutcome {
+    async fn run(&self, req: ExecRequest) -> ExecutionResult {
         self.sandbox
             .run(req)
             .await
@@ -192,7 +193,7 @@ async fn a_dead_fork_server_is_replaced_without_failing_a_run() {
     unsafe { libc::kill(servers[0], libc::SIGKILL) };
     for _ in 0..3 {
         let o = f.run(ExecRequest::new("print('still fine')")).await;
-        assert_eq!(o.stdout, b"still fine\n", "{o:?}");
+        assert_eq!(o.stdout, "still fine\n", "{o:?}");
     }
     let now = f.fork_servers();
     assert_eq!(now.len(), 1, "{now:?}");
@@ -214,7 +215,7 @@ async fn an_abandoned_run_leaves_no_process_and_no_dir() {
     eventually("the abandoned run's work dir to go", || f.run_dirs() == 0).await;
     // The server itself is unaffected.
     let o = f.run(ExecRequest::new("print(1)")).await;
-    assert_eq!(o.stdout, b"1\n");
+    assert_eq!(o.stdout, "1\n");
 }
 
 /// Runs of one fork server share its (empty) network namespace when Landlock scopes abstract unix
@@ -233,10 +234,7 @@ async fn concurrent_runs_cannot_talk_over_abstract_sockets() {
         f.run(ExecRequest::new(listener)),
         f.run(ExecRequest::new(connector))
     );
-    let (a, b) = (
-        String::from_utf8_lossy(&a.stdout).into_owned(),
-        String::from_utf8_lossy(&b.stdout).into_owned(),
-    );
+    let (a, b) = (a.stdout, b.stdout);
     assert_eq!(a, "listening\nnobody came\n", "{a} / {b}");
     assert!(b.starts_with("refused"), "{b}");
 }

@@ -15,13 +15,13 @@ mod fixture;
 use std::time::Duration;
 
 use env_coding::sandbox::{ExecRequest, Limits};
-use fixture::{Fixture, limits, text};
+use fixture::{Fixture, limits};
 
 const SIGKILL: i32 = 9;
 const SIGXCPU: i32 = 24;
 const SIGSEGV: i32 = 11;
 
-fn ended_by_limit(o: &env_coding::sandbox::ExecOutcome) -> bool {
+fn ended_by_limit(o: &env_core::ExecutionResult) -> bool {
     o.timed_out && matches!(o.signal, Some(SIGKILL) | Some(SIGXCPU))
 }
 
@@ -69,7 +69,7 @@ async fn mmap_and_touch() {
     let f = Fixture::new();
     let o = f.run("import mmap\nm = mmap.mmap(-1, 1 << 30)\nfor i in range(0, 1 << 30, 4096): m[i] = 1\nprint('survived')").await;
     assert!(o.memory_exceeded, "{o:?}");
-    assert!(!text(&o.stdout).contains("survived"));
+    assert!(!o.stdout.as_str().contains("survived"));
 }
 
 #[tokio::test]
@@ -90,7 +90,7 @@ async fn thread_bomb_is_bounded() {
     let f = Fixture::new();
     let src = "import threading, time\nn = 0\ntry:\n    while True:\n        threading.Thread(target=time.sleep, args=(30,), daemon=True).start(); n += 1\nexcept Exception as e:\n    print(n, type(e).__name__)\n";
     let o = f.run(src).await;
-    let out = text(&o.stdout);
+    let out = o.stdout.as_str();
     let n: u32 = out
         .split_whitespace()
         .next()
@@ -127,7 +127,7 @@ async fn stdout_flood_without_newlines() {
         .run("import sys\nwhile True: sys.stdout.write('y' * 65536)")
         .await;
     assert!(o.stdout_truncated && o.stdout.len() == limits().stdout_cap);
-    assert!(o.stdout.iter().all(|&b| b == b'y'));
+    assert!(o.stdout.bytes().all(|b| b == b'y'));
     assert!(o.timed_out, "{o:?}");
 }
 
@@ -156,8 +156,8 @@ async fn huge_file_is_cut_at_the_file_size_limit() {
     let f = Fixture::new();
     let src = "import os\ntry:\n    with open('big', 'wb') as fh:\n        for _ in range(100): fh.write(b'0' * (1 << 20))\nexcept OSError as e:\n    print('refused', e.errno)\nprint(os.path.getsize('big'))";
     let o = f.run(src).await;
-    let out = text(&o.stdout);
-    assert!(out.starts_with("refused 27"), "{out} {}", text(&o.stderr)); // EFBIG
+    let out = o.stdout.as_str();
+    assert!(out.starts_with("refused 27"), "{out} {}", o.stderr.as_str()); // EFBIG
     let size: u64 = out
         .lines()
         .nth(1)
@@ -170,14 +170,14 @@ async fn huge_file_is_cut_at_the_file_size_limit() {
 async fn many_files_are_cleaned_up() {
     let f = Fixture::new();
     let o = f.run("import os\nos.makedirs('d/e/f')\nfor i in range(5000): open(f'd/e/f/{i}', 'w').write('x')\nprint(len(os.listdir('d/e/f')))").await;
-    assert_eq!(text(&o.stdout), "5000\n", "{}", text(&o.stderr));
+    assert_eq!(o.stdout.as_str(), "5000\n", "{}", o.stderr.as_str());
 }
 
 #[tokio::test]
 async fn open_files_until_emfile() {
     let f = Fixture::new();
     let o = f.run("fs = []\ntry:\n    while True: fs.append(open('/dev/null'))\nexcept OSError as e:\n    print(len(fs), e.errno)").await;
-    let out = text(&o.stdout);
+    let out = o.stdout.as_str();
     let mut it = out.split_whitespace();
     let n: u32 = it.next().and_then(|s| s.parse().ok()).unwrap_or(u32::MAX);
     assert!(n < limits().max_open_files, "{out}");
@@ -205,7 +205,7 @@ async fn double_forked_daemon_dies_with_the_run() {
         m = marker.display()
     );
     let o = f.run(&src).await;
-    assert_eq!(text(&o.stdout), "parent done\n");
+    assert_eq!(o.stdout.as_str(), "parent done\n");
     assert!(
         !o.timed_out,
         "the run must end with its main process: {o:?}"
@@ -221,16 +221,16 @@ async fn grandchild_holding_the_pipes_does_not_hang_the_run() {
     let o = f
         .run("import subprocess\nsubprocess.Popen(['sleep', '100'])\nprint('bye')")
         .await;
-    assert_eq!(o.exit_code, Some(0), "{}", text(&o.stderr));
+    assert_eq!(o.exit_code, Some(0), "{}", o.stderr.as_str());
     assert!(!o.timed_out);
-    assert_eq!(text(&o.stdout), "bye\n");
+    assert_eq!(o.stdout.as_str(), "bye\n");
 }
 
 #[tokio::test]
 async fn zombies_are_reaped() {
     let f = Fixture::new();
     let o = f.run("import os\nfor _ in range(20):\n    if os.fork() == 0: os._exit(0)\nprint('left zombies')").await;
-    assert_eq!(text(&o.stdout), "left zombies\n");
+    assert_eq!(o.stdout.as_str(), "left zombies\n");
 }
 
 #[tokio::test]
@@ -268,7 +268,7 @@ async fn sys_exit_variants() {
     ] {
         let o = f.run(src).await;
         assert_eq!(o.exit_code, Some(code), "{src}: {o:?}");
-        assert!(text(&o.stderr).contains(err), "{src}");
+        assert!(o.stderr.as_str().contains(err), "{src}");
     }
 }
 
@@ -287,7 +287,7 @@ async fn session_timeout_kills_the_whole_tree() {
         )
         .await
         .expect("exec");
-    assert_eq!(o.exit_code, Some(0), "{}", text(&o.stderr));
+    assert_eq!(o.exit_code, Some(0), "{}", o.stderr.as_str());
     let o = s.exec("while True: x += 1", None).await.expect("exec");
     assert!(o.timed_out, "{o:?}");
     assert!(!s.is_alive());

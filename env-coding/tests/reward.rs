@@ -2,7 +2,7 @@
 
 use std::sync::OnceLock;
 
-use env_coding::reward::run::{EvalOptions, Program, evaluate};
+use env_coding::reward::run::{EvalOptions, Program, score_program};
 use env_coding::reward::{RewardOutcome, RewardSpec};
 use env_coding::sandbox::{Limits, Sandbox, SandboxConfig};
 use serde_json::json;
@@ -35,7 +35,7 @@ fn opts() -> EvalOptions {
 }
 
 async fn score(spec: &RewardSpec, source: &str) -> RewardOutcome {
-    match evaluate(sandbox(), spec, &Program::new(source), None, opts()).await {
+    match score_program(sandbox(), spec, &Program::new(source), None, opts()).await {
         Ok(o) => o,
         Err(e) => panic!("infrastructure error: {e}"),
     }
@@ -212,7 +212,7 @@ async fn penalties_for_timeouts_and_syntax_errors() {
         }),
         per_test_timeout_ms: 0,
     };
-    let o = match evaluate(
+    let o = match score_program(
         sandbox(),
         &s,
         &Program::new("while True: pass"),
@@ -247,7 +247,7 @@ async fn a_slow_test_fails_alone() {
         per_test_timeout_ms: 300,
     };
     let src = "def slow(n):\n    while n:\n        pass\n    return n\n";
-    let o = match evaluate(sandbox(), &s, &Program::new(src), None, opts).await {
+    let o = match score_program(sandbox(), &s, &Program::new(src), None, opts).await {
         Ok(o) => o,
         Err(e) => panic!("{e}"),
     };

@@ -2,7 +2,8 @@
 
 use std::sync::OnceLock;
 
-use env_coding::sandbox::{ExecOutcome, ExecRequest, Limits, Sandbox, SandboxConfig};
+use env_coding::sandbox::{ExecRequest, Limits, Sandbox, SandboxConfig};
+use env_core::ExecutionResult;
 
 fn sandbox() -> &'static Sandbox {
     static SB: OnceLock<Sandbox> = OnceLock::new();
@@ -12,26 +13,22 @@ fn sandbox() -> &'static Sandbox {
     })
 }
 
-async fn run(src: &str) -> ExecOutcome {
+async fn run(src: &str) -> ExecutionResult {
     run_req(ExecRequest::new(src)).await
 }
 
-async fn run_req(req: ExecRequest) -> ExecOutcome {
+async fn run_req(req: ExecRequest) -> ExecutionResult {
     match sandbox().run(req).await {
         Ok(o) => o,
         Err(e) => panic!("infrastructure error: {e}"),
     }
 }
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
 #[tokio::test]
 async fn prints_and_exits_zero() {
     let o = run("print('hello')").await;
-    assert_eq!(o.exit_code, Some(0), "stderr: {}", text(&o.stderr));
-    assert_eq!(o.stdout, b"hello\n");
+    assert_eq!(o.exit_code, Some(0), "stderr: {}", o.stderr.as_str());
+    assert_eq!(o.stdout, "hello\n");
     assert!(o.success());
     assert!(!o.timed_out && !o.memory_exceeded);
 }
@@ -43,7 +40,7 @@ async fn exit_codes_and_exceptions() {
     assert!(!o.success());
     let o = run("raise ValueError('boom')").await;
     assert_eq!(o.exit_code, Some(1));
-    assert!(text(&o.stderr).contains("ValueError: boom"));
+    assert!(o.stderr.as_str().contains("ValueError: boom"));
     let o = run("import os; os._exit(7)").await;
     assert_eq!(o.exit_code, Some(7));
 }
@@ -54,10 +51,15 @@ async fn stdin_is_fed_and_closed() {
         ExecRequest::new("import sys\ndata = sys.stdin.read()\nprint(len(data), data.upper())");
     req.stdin = Some(b"abc".to_vec());
     let o = run_req(req).await;
-    assert_eq!(text(&o.stdout), "3 ABC\n", "stderr: {}", text(&o.stderr));
+    assert_eq!(
+        o.stdout.as_str(),
+        "3 ABC\n",
+        "stderr: {}",
+        o.stderr.as_str()
+    );
     // No stdin: reads see EOF immediately.
     let o = run("import sys; print(repr(sys.stdin.read()))").await;
-    assert_eq!(text(&o.stdout), "''\n");
+    assert_eq!(o.stdout.as_str(), "''\n");
 }
 
 #[tokio::test]
@@ -65,7 +67,7 @@ async fn large_stdin_larger_than_a_pipe_buffer() {
     let mut req = ExecRequest::new("import sys; print(len(sys.stdin.buffer.read()))");
     req.stdin = Some(vec![b'x'; 1 << 20]);
     let o = run_req(req).await;
-    assert_eq!(text(&o.stdout), format!("{}\n", 1 << 20));
+    assert_eq!(o.stdout.as_str(), format!("{}\n", 1 << 20));
 }
 
 #[tokio::test]
@@ -81,10 +83,10 @@ print(r.stdout.strip(), r.returncode)
 "#;
     let o = run(src).await;
     assert_eq!(
-        text(&o.stdout),
+        o.stdout.as_str(),
         "140\n42 0\n",
         "stderr: {}",
-        text(&o.stderr)
+        o.stderr.as_str()
     );
 }
 
@@ -102,10 +104,10 @@ async fn tempfile_and_work_dir_files() {
     ];
     let o = run_req(req).await;
     assert_eq!(
-        text(&o.stdout),
+        o.stdout.as_str(),
         "42 payload True\n10\n",
         "stderr: {}",
-        text(&o.stderr)
+        o.stderr.as_str()
     );
 }
 
@@ -131,19 +133,18 @@ async fn large_output_is_captured_up_to_the_cap() {
         ..Limits::default()
     });
     let o = run_req(req).await;
-    assert_eq!(o.stdout, vec![b'b'; 1000]);
+    assert_eq!(o.stdout, "b".repeat(1000));
     assert!(o.stdout_truncated);
     assert_eq!(o.exit_code, Some(0));
-    assert_eq!(text(&o.stderr), "done\n");
+    assert_eq!(o.stderr.as_str(), "done\n");
 }
 
+/// Output is decoded once, lossily: each invalid byte becomes U+FFFD.
 #[tokio::test]
-async fn invalid_utf8_is_preserved_in_bytes() {
+async fn invalid_utf8_becomes_replacement_characters() {
     let o = run("import sys; sys.stdout.buffer.write(b'\\xff\\xfeok\\n')").await;
-    assert_eq!(o.stdout, b"\xff\xfeok\n");
-    let r = o.to_execution_result();
-    assert_eq!(r.stdout, "\u{fffd}\u{fffd}ok\n");
-    assert_eq!(r.exit_code, Some(0));
+    assert_eq!(o.stdout, "\u{fffd}\u{fffd}ok\n");
+    assert_eq!(o.exit_code, Some(0));
 }
 
 #[tokio::test]
@@ -155,17 +156,17 @@ async fn imports_much_of_the_stdlib() {
                inspect, ast, dis, pprint, difflib, xml.etree.ElementTree, html, email, urllib.parse, socket, ssl, select\n\
                con = sqlite3.connect(':memory:'); con.execute('create table t(x)'); print('ok')";
     let o = run(src).await;
-    assert_eq!(text(&o.stdout), "ok\n", "stderr: {}", text(&o.stderr));
+    assert_eq!(o.stdout.as_str(), "ok\n", "stderr: {}", o.stderr.as_str());
 }
 
 #[tokio::test]
 async fn measures_cpu_wall_and_memory() {
     let o = run("x = bytearray(64 << 20)\ns = 0\nfor i in range(3_000_000): s += i\nprint(s > 0)")
         .await;
-    assert_eq!(text(&o.stdout), "True\n");
+    assert_eq!(o.stdout.as_str(), "True\n");
     assert!(o.cpu_ms > 0, "{o:?}");
     assert!(o.wall_ms > 0);
-    assert!(o.peak_rss >= 64 << 20, "peak {}", o.peak_rss);
+    assert!(o.peak_rss_bytes >= 64 << 20, "peak {}", o.peak_rss_bytes);
 }
 
 #[tokio::test]
@@ -184,7 +185,7 @@ async fn concurrent_runs_are_independent() {
     for t in tasks {
         let (i, o) = t.await.expect("task");
         let o = o.expect("run");
-        assert_eq!(text(&o.stdout), format!("{i}\n"));
+        assert_eq!(o.stdout.as_str(), format!("{i}\n"));
     }
 }
 
@@ -200,7 +201,7 @@ async fn session_keeps_state_and_is_isolated_from_other_sessions() {
         )
         .await
         .expect("exec");
-    assert_eq!(o.exit_code, Some(0), "stderr: {}", text(&o.stderr));
+    assert_eq!(o.exit_code, Some(0), "stderr: {}", o.stderr.as_str());
     let o = a
         .exec(
             "x += 1\nprint(x, math.pi > 3, open('notes.txt').read())",
@@ -209,10 +210,10 @@ async fn session_keeps_state_and_is_isolated_from_other_sessions() {
         .await
         .expect("exec");
     assert_eq!(
-        text(&o.stdout),
+        o.stdout.as_str(),
         "42 True kept\n",
         "stderr: {}",
-        text(&o.stderr)
+        o.stderr.as_str()
     );
     assert!(a.work_dir().join("notes.txt").exists());
     let o = b
@@ -222,11 +223,11 @@ async fn session_keeps_state_and_is_isolated_from_other_sessions() {
         )
         .await
         .expect("exec");
-    assert_eq!(text(&o.stdout), "False\nFalse\n");
+    assert_eq!(o.stdout.as_str(), "False\nFalse\n");
     // Errors and stdin per cell; the session survives an exception.
     let o = a.exec("raise KeyError('k')", None).await.expect("exec");
     assert_eq!(o.exit_code, Some(1));
-    assert!(text(&o.stderr).contains("KeyError"));
+    assert!(o.stderr.as_str().contains("KeyError"));
     let o = a
         .exec(
             "import sys; print(sys.stdin.read()[::-1], x)",
@@ -234,7 +235,7 @@ async fn session_keeps_state_and_is_isolated_from_other_sessions() {
         )
         .await
         .expect("exec");
-    assert_eq!(text(&o.stdout), "cba 42\n");
+    assert_eq!(o.stdout.as_str(), "cba 42\n");
     assert!(a.is_alive());
     let dir = a.work_dir().to_path_buf();
     a.close().await;
@@ -307,7 +308,7 @@ async fn dropping_the_sandbox_removes_its_work_root() {
         .run(ExecRequest::new("open('x', 'w').write('y'); print('ok')"))
         .await
         .expect("run");
-    assert_eq!(o.stdout, b"ok\n");
+    assert_eq!(o.stdout, "ok\n");
     assert_eq!(
         std::fs::read_dir(&root).expect("read").count(),
         1,
@@ -330,8 +331,8 @@ async fn site_packages_are_importable_without_running_site() {
     let probe = "import sys, pip\nprint(sys.flags.no_site, pip.__name__)\nexit(3)";
     let o = run(probe).await;
     // `exit` (installed by `site` normally) still works.
-    assert_eq!(o.exit_code, Some(3), "stderr: {}", text(&o.stderr));
-    assert_eq!(text(&o.stdout), "1 pip\n");
+    assert_eq!(o.exit_code, Some(3), "stderr: {}", o.stderr.as_str());
+    assert_eq!(o.stdout.as_str(), "1 pip\n");
 
     let bare = SandboxConfig {
         site_packages: SitePackages::None,
@@ -344,9 +345,9 @@ async fn site_packages_are_importable_without_running_site() {
         .expect("infrastructure");
     assert_eq!(o.exit_code, Some(1));
     assert!(
-        text(&o.stderr).contains("ModuleNotFoundError"),
+        o.stderr.as_str().contains("ModuleNotFoundError"),
         "{}",
-        text(&o.stderr)
+        o.stderr.as_str()
     );
 }
 
@@ -355,7 +356,7 @@ async fn site_packages_are_importable_without_running_site() {
 async fn tracebacks_point_at_main_py_only() {
     let o = run("x = 1\nraise ValueError('boom')").await;
     assert_eq!(o.exit_code, Some(1));
-    let err = text(&o.stderr);
+    let err = o.stderr.as_str();
     assert!(
         err.contains("File \"main.py\", line 2, in <module>"),
         "{err}"
@@ -364,5 +365,10 @@ async fn tracebacks_point_at_main_py_only() {
     assert!(err.trim_end().ends_with("ValueError: boom"), "{err}");
     // `if __name__ == "__main__"` and `__file__` behave as for a script.
     let o = run("import sys\nif __name__ == '__main__':\n    print(__file__, sys.argv[0])").await;
-    assert_eq!(text(&o.stdout), "main.py main.py\n", "{}", text(&o.stderr));
+    assert_eq!(
+        o.stdout.as_str(),
+        "main.py main.py\n",
+        "{}",
+        o.stderr.as_str()
+    );
 }

@@ -45,23 +45,45 @@ impl Tensor {
     }
 }
 
-/// What one program execution did, as an observation. The coding environments fill it from their
-/// sandbox's outcome; it lives here because it is part of the wire vocabulary.
+/// What one program execution did: THE execution result of the workspace. The sandbox assembles
+/// it, the coding env returns it as an observation, rewards score it, the proto's
+/// `codegym.v1.ExecutionResult` and the Python client's dict carry it unchanged.
+///
+/// Output is text, decided once: the sandbox captures stdout and stderr as bytes, cuts each at its
+/// cap (in bytes, `*_truncated` then set), and decodes the kept bytes exactly once, as lossy UTF-8,
+/// when it assembles this value. For comparing output this means:
+/// - Programs that print text (Python's `print` with the sandbox's `PYTHONIOENCODING=utf-8`) are
+///   unaffected: their bytes are valid UTF-8 and decode to exactly what they printed.
+/// - Invalid bytes (written with `sys.stdout.buffer` or `os.write`) become U+FFFD, so outputs that
+///   differ only in invalid bytes compare equal, and a cap that cuts a multi-byte character leaves
+///   one U+FFFD at the end. `stdout.len()` may therefore exceed the cap (at most 3 bytes per kept
+///   byte); it equals the cap when the kept bytes are ASCII.
+/// - Nothing downstream sees raw bytes: checks that need exact bytes must run inside the program.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExecutionResult {
     /// `None` when a signal ended the process.
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
+    /// The CPU or wall-clock limit ended the execution.
     pub timed_out: bool,
+    /// The memory limit was hit (cgroup OOM kill, or a `MemoryError`).
     pub memory_exceeded: bool,
-    /// Captured output as text (invalid UTF-8 replaced with U+FFFD).
+    /// Captured output, decoded once as lossy UTF-8 (see the type's doc).
     pub stdout: String,
     pub stderr: String,
     pub stdout_truncated: bool,
     pub stderr_truncated: bool,
     pub wall_ms: u64,
     pub cpu_ms: u64,
+    /// Peak memory in bytes (cgroup peak when available, else the max RSS of a process).
     pub peak_rss_bytes: u64,
+}
+
+impl ExecutionResult {
+    /// True when the program exited with status 0 within its limits.
+    pub fn success(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out && !self.memory_exceeded
+    }
 }
 
 /// An observation or an action.

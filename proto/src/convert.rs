@@ -162,6 +162,7 @@ fn shaped<T>(dims: &[usize], shape: &[u64], elems: Vec<T>) -> Result<ArrayD<T>, 
         .map_err(|_| ConvertError::TensorShape(shape.to_vec()))
 }
 
+/// The one conversion of an execution result to the wire (same fields, same names).
 pub fn execution_to_proto(e: &ExecutionResult) -> v1::ExecutionResult {
     v1::ExecutionResult {
         exit_code: e.exit_code,
@@ -178,6 +179,7 @@ pub fn execution_to_proto(e: &ExecutionResult) -> v1::ExecutionResult {
     }
 }
 
+/// The one conversion of an execution result from the wire.
 pub fn execution_from_proto(e: v1::ExecutionResult) -> ExecutionResult {
     ExecutionResult {
         exit_code: e.exit_code,

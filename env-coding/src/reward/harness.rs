@@ -125,6 +125,10 @@ struct Record {
 }
 
 /// Reads the verdict from the harness's stdout. Only a line starting with the nonce counts.
+///
+/// Text (the lossily decoded stdout) is as good as bytes here: the record line is ASCII (a hex
+/// nonce and `json.dumps`, which escapes non-ASCII), so decoding leaves it byte for byte, and
+/// invalid bytes elsewhere only change other lines.
 pub fn parse(input: &HarnessInput, stdout: &str, timed_out: bool) -> TestReport {
     let prefix = format!("{} ", input.nonce);
     let record = stdout

@@ -1,13 +1,16 @@
-//! Evaluating a [`RewardSpec`] by running the program through the sandbox.
+//! Scoring a program under a [`RewardSpec`] by running it through the sandbox: [`score_program`]
+//! (the caller may already have the plain run) and [`run_and_score`] (the plain run is the
+//! caller's observation too).
 //!
-//! Every execution a spec needs (the plain run, one run per stdin case, one harness run per unit-test
-//! component) is independent, so they all run concurrently, bounded by the sandbox's own limit.
+//! Three steps: plan the executions the spec needs (`plan`: the plain run, one run per stdin
+//! case, one harness run per unit-test component), run them (`run`: all independent, so all
+//! concurrent, bounded by the sandbox's own limit), and score what they produced (`score_runs`).
 
 use env_core::ExecutionResult;
 use futures::future::join_all;
 
-use super::harness::{self, CANDIDATE_FILE, TestSuite};
-use super::{Component, RewardOutcome, RewardSpec, score};
+use super::harness::{self, CANDIDATE_FILE, TestReport, TestSuite};
+use super::{Component, ComponentScore, RewardOutcome, RewardSpec, score};
 use crate::sandbox::{ExecRequest, Limits, Sandbox, SandboxError};
 
 /// A program to score: `main.py` plus files (session mode accumulates both).
@@ -34,7 +37,7 @@ impl Program {
     }
 }
 
-/// Knobs of an evaluation.
+/// Knobs of scoring a program.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct EvalOptions {
     /// Limits of every run (`None`: the sandbox's defaults).
@@ -44,6 +47,18 @@ pub struct EvalOptions {
     pub per_test_timeout_ms: u64,
 }
 
+/// Whether the program's plain run (no stdin, no tests) is among the executions.
+#[derive(Debug, Clone, Copy)]
+enum PlainRun<'a> {
+    /// The caller already has it (script mode: the step's own run).
+    Given(&'a ExecutionResult),
+    /// Run here only if a component reads it.
+    IfNeeded,
+    /// Run here in any case: it is also the caller's observation.
+    Always,
+}
+
+/// One planned execution and what its result is for.
 enum Job {
     Plain,
     Case {
@@ -60,38 +75,63 @@ enum Job {
 /// (script mode: the step's own run); otherwise it is run here when a component needs it.
 ///
 /// `Err` only for sandbox failures (infrastructure): never a reward.
-pub async fn evaluate(
+pub async fn score_program(
     sandbox: &Sandbox,
     spec: &RewardSpec,
     program: &Program,
     plain: Option<&ExecutionResult>,
     opts: EvalOptions,
 ) -> Result<RewardOutcome, SandboxError> {
-    evaluate_inner(sandbox, spec, program, plain, false, opts)
+    let plain = plain.map_or(PlainRun::IfNeeded, PlainRun::Given);
+    run_and_score_with(sandbox, spec, program, plain, opts)
         .await
         .map(|(_, outcome)| outcome)
 }
 
+/// Transitional name of [`score_program`] for callers not yet renamed (`crate::evaluate`).
+#[doc(hidden)]
+pub use self::score_program as evaluate;
+
 /// Runs the program (its observation) and scores it, with every execution in flight at once: a
 /// unit-test task's step then costs one run's latency, not two.
-pub async fn run_and_evaluate(
+pub async fn run_and_score(
     sandbox: &Sandbox,
     spec: &RewardSpec,
     program: &Program,
     opts: EvalOptions,
 ) -> Result<(ExecutionResult, RewardOutcome), SandboxError> {
-    let (plain, outcome) = evaluate_inner(sandbox, spec, program, None, true, opts).await?;
+    let (plain, outcome) =
+        run_and_score_with(sandbox, spec, program, PlainRun::Always, opts).await?;
     Ok((plain.unwrap_or_default(), outcome))
 }
 
-async fn evaluate_inner(
+/// Plans, runs and scores; returns the plain run when it was run here.
+async fn run_and_score_with(
     sandbox: &Sandbox,
     spec: &RewardSpec,
     program: &Program,
-    plain: Option<&ExecutionResult>,
-    always_run_plain: bool,
+    plain: PlainRun<'_>,
     opts: EvalOptions,
 ) -> Result<(Option<ExecutionResult>, RewardOutcome), SandboxError> {
+    let jobs = plan(sandbox, spec, program, plain, opts);
+    let mut runs = run(sandbox, spec, jobs).await?;
+    let own_plain = runs.plain.take();
+    let plain = match plain {
+        PlainRun::Given(p) => Some(p),
+        PlainRun::IfNeeded | PlainRun::Always => own_plain.as_ref(),
+    };
+    let outcome = score_runs(spec, plain, runs);
+    Ok((own_plain, outcome))
+}
+
+/// The executions `spec` needs for `program`, each with its request.
+fn plan(
+    sandbox: &Sandbox,
+    spec: &RewardSpec,
+    program: &Program,
+    plain: PlainRun<'_>,
+    opts: EvalOptions,
+) -> Vec<(Job, ExecRequest)> {
     let files: Vec<(String, Vec<u8>)> = program.extra_files().cloned().collect();
     let mut jobs: Vec<(Job, ExecRequest)> = Vec::new();
     let request =
@@ -101,7 +141,12 @@ async fn evaluate_inner(
             stdin,
             limits: opts.limits,
         };
-    if plain.is_none() && (always_run_plain || spec.needs_plain_run()) {
+    let run_plain = match plain {
+        PlainRun::Given(_) => false,
+        PlainRun::IfNeeded => spec.needs_plain_run(),
+        PlainRun::Always => true,
+    };
+    if run_plain {
         jobs.push((
             Job::Plain,
             request(program.source.clone(), None, files.clone()),
@@ -151,120 +196,150 @@ async fn evaluate_inner(
             req,
         ));
     }
+    jobs
+}
 
+/// What the executions produced, by component.
+struct Runs {
+    plain: Option<ExecutionResult>,
+    /// `cases[component][case]`: the run on each stdin case of an `io_cases` component.
+    cases: Vec<Vec<Option<ExecutionResult>>>,
+    /// The harness's report of each unit-test component.
+    reports: Vec<Option<TestReport>>,
+    /// A case or test run hit its time limit.
+    timed_out: bool,
+    /// A case or test run found the program does not compile.
+    syntax_error: bool,
+}
+
+/// Runs every job at once; the first infrastructure error fails them all.
+async fn run(
+    sandbox: &Sandbox,
+    spec: &RewardSpec,
+    jobs: Vec<(Job, ExecRequest)>,
+) -> Result<Runs, SandboxError> {
     let (kinds, requests): (Vec<Job>, Vec<ExecRequest>) = jobs.into_iter().unzip();
-    let outcomes = join_all(requests.into_iter().map(|r| sandbox.run(r))).await;
-    let mut own_plain = None;
-    let mut cases: Vec<Vec<Option<ExecutionResult>>> = spec
-        .components
-        .iter()
-        .map(|c| match c {
-            Component::IoCases { cases, .. } => vec![None; cases.len()],
-            _ => Vec::new(),
-        })
-        .collect();
-    let mut reports = vec![None; spec.components.len()];
-    let mut any_timeout = false;
-    let mut any_syntax_error = false;
-    for (job, outcome) in kinds.into_iter().zip(outcomes) {
-        let outcome = outcome?;
-        let result = outcome.to_execution_result();
+    let results = join_all(requests.into_iter().map(|r| sandbox.run(r))).await;
+    let mut runs = Runs {
+        plain: None,
+        cases: spec
+            .components
+            .iter()
+            .map(|c| match c {
+                Component::IoCases { cases, .. } => vec![None; cases.len()],
+                _ => Vec::new(),
+            })
+            .collect(),
+        reports: vec![None; spec.components.len()],
+        timed_out: false,
+        syntax_error: false,
+    };
+    for (job, result) in kinds.into_iter().zip(results) {
+        let result = result?;
         match job {
-            Job::Plain => own_plain = Some(result),
+            Job::Plain => runs.plain = Some(result),
             Job::Case { component, case } => {
-                any_timeout |= result.timed_out;
-                any_syntax_error |= score::is_syntax_error(&result);
-                cases[component][case] = Some(result);
+                runs.timed_out |= result.timed_out;
+                runs.syntax_error |= score::is_syntax_error(&result);
+                runs.cases[component][case] = Some(result);
             }
             Job::Tests { component, input } => {
                 let report = harness::parse(&input, &result.stdout, result.timed_out);
-                any_timeout |= result.timed_out;
-                any_syntax_error |= report.syntax_error;
-                reports[component] = Some(report);
+                runs.timed_out |= result.timed_out;
+                runs.syntax_error |= report.syntax_error;
+                runs.reports[component] = Some(report);
             }
         }
     }
-    let plain = plain.or(own_plain.as_ref());
+    Ok(runs)
+}
+
+/// The reward: every component scored on its runs (output checks on `plain`), minus the penalties
+/// that any run (`plain` included) earned.
+fn score_runs(spec: &RewardSpec, plain: Option<&ExecutionResult>, mut runs: Runs) -> RewardOutcome {
+    let (mut any_timeout, mut any_syntax_error) = (runs.timed_out, runs.syntax_error);
     if let Some(p) = plain {
         any_timeout |= p.timed_out;
         any_syntax_error |= score::is_syntax_error(p);
     }
     let empty = ExecutionResult::default();
     let p = plain.unwrap_or(&empty);
-    let mut scores = Vec::with_capacity(spec.components.len());
-    for (i, c) in spec.components.iter().enumerate() {
-        let s = match c {
-            Component::ExitCode { expected, weight } => score::exit_code(p, *expected, *weight),
-            Component::Stdout {
-                expected,
-                mode,
-                weight,
-            } => score::stdout(p, expected, *mode, *weight),
-            Component::Contains {
-                text,
-                case_insensitive,
-                weight,
-            } => score::contains(p, text, *case_insensitive, *weight),
-            Component::Regex { pattern, weight } => score::regex(p, pattern, *weight),
-            Component::Numeric {
-                expected,
-                rel_tol,
-                abs_tol,
-                pattern,
-                weight,
-            } => score::numeric(
-                p,
-                *expected,
-                *rel_tol,
-                *abs_tol,
-                pattern.as_deref(),
-                *weight,
-            ),
-            Component::IoCases {
-                cases: spec_cases,
-                mode,
-                weight,
-            } => {
-                let runs: Vec<ExecutionResult> = cases[i]
-                    .iter()
-                    .map(|r| r.clone().unwrap_or_default())
-                    .collect();
-                let expected: Vec<&str> = spec_cases.iter().map(|c| c.stdout.as_str()).collect();
-                score::io_cases(&runs, &expected, *mode, *weight)
-            }
-            Component::CheckFunction { weight, .. } | Component::Asserts { weight, .. } => {
-                let report = reports[i].take().unwrap_or_else(|| harness::TestReport {
-                    tests: Vec::new(),
-                    error: Some("tests were not run".into()),
-                    syntax_error: false,
-                });
-                super::ComponentScore {
-                    kind: c.kind(),
-                    weight: *weight,
-                    score: report.score(),
-                    detail: report.detail(),
-                }
-            }
-        };
-        scores.push(s);
-    }
+    let scores = spec
+        .components
+        .iter()
+        .enumerate()
+        .map(|(i, c)| score_component(c, p, &runs.cases[i], runs.reports[i].take()))
+        .collect();
+    let penalty = |applies: bool, amount: f64| if applies { amount } else { 0.0 };
     let penalties = vec![
-        (
-            "timeout",
-            if any_timeout {
-                spec.penalties.timeout
-            } else {
-                0.0
-            },
-        ),
+        ("timeout", penalty(any_timeout, spec.penalties.timeout)),
         (
             "syntax_error",
-            if any_syntax_error {
-                spec.penalties.syntax_error
-            } else {
-                0.0
-            },
+            penalty(any_syntax_error, spec.penalties.syntax_error),
         ),
     ];
-    Ok((own_plain, RewardOutcome::combine(scores, penalties)))
+    RewardOutcome::combine(scores, penalties)
+}
+
+/// One component's score: output checks read `plain`, `io_cases` its `cases`, unit tests their
+/// harness `report`.
+fn score_component(
+    c: &Component,
+    plain: &ExecutionResult,
+    cases: &[Option<ExecutionResult>],
+    report: Option<TestReport>,
+) -> ComponentScore {
+    match c {
+        Component::ExitCode { expected, weight } => score::exit_code(plain, *expected, *weight),
+        Component::Stdout {
+            expected,
+            mode,
+            weight,
+        } => score::stdout(plain, expected, *mode, *weight),
+        Component::Contains {
+            text,
+            case_insensitive,
+            weight,
+        } => score::contains(plain, text, *case_insensitive, *weight),
+        Component::Regex { pattern, weight } => score::regex(plain, pattern, *weight),
+        Component::Numeric {
+            expected,
+            rel_tol,
+            abs_tol,
+            pattern,
+            weight,
+        } => score::numeric(
+            plain,
+            *expected,
+            *rel_tol,
+            *abs_tol,
+            pattern.as_deref(),
+            *weight,
+        ),
+        Component::IoCases {
+            cases: spec_cases,
+            mode,
+            weight,
+        } => {
+            let runs: Vec<ExecutionResult> = cases
+                .iter()
+                .map(|r| r.clone().unwrap_or_default())
+                .collect();
+            let expected: Vec<&str> = spec_cases.iter().map(|c| c.stdout.as_str()).collect();
+            score::io_cases(&runs, &expected, *mode, *weight)
+        }
+        Component::CheckFunction { weight, .. } | Component::Asserts { weight, .. } => {
+            let report = report.unwrap_or_else(|| TestReport {
+                tests: Vec::new(),
+                error: Some("tests were not run".into()),
+                syntax_error: false,
+            });
+            ComponentScore {
+                kind: c.kind(),
+                weight: *weight,
+                score: report.score(),
+                detail: report.detail(),
+            }
+        }
+    }
 }

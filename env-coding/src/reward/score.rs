@@ -1,4 +1,8 @@
 //! Output checks: pure functions of an [`ExecutionResult`], so they are tested without processes.
+//!
+//! They compare text, the result's lossily decoded output: output that is valid UTF-8 (all that
+//! `print` produces) compares exactly as its bytes would; an invalid byte is U+FFFD, which only a
+//! U+FFFD in the expected text matches.
 
 use std::sync::OnceLock;
 

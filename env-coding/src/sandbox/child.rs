@@ -1,13 +1,67 @@
-//! The child side of a spawn: from `clone3` to `execve`, in the order that works (see
-//! `notes/sandbox.md`): wait for the parent, setsid, mounts, fds, chdir, rlimits, uid drop,
-//! no_new_privs, Landlock, close fds, seccomp last. Only raw, async-signal-safe syscalls: the
-//! parent is multi-threaded and glibc's view of threads is stale here.
+//! What the child of a spawn does between `clone3` and `execve`, and the [`ChildPlan`] it follows
+//! (prepared by the parent: the child allocates nothing).
+//!
+//! The order matters: wait for the parent (it attaches the cgroups first), `PR_SET_PDEATHSIG`,
+//! `setsid`, mounts (while still root), `oom_score_adj`, fds, chdir, rlimits, the uid drop (raw
+//! syscalls, see below), `no_new_privs` (Landlock requires it without `CAP_SYS_ADMIN`), Landlock,
+//! closing every other fd, and seccomp *last*: its filters would refuse the setup's own syscalls
+//! (mount, setns-like calls). Only raw, async-signal-safe syscalls: the parent is multi-threaded
+//! and glibc's view of threads is stale here.
 
-use std::os::fd::{AsRawFd, RawFd};
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use libc::{c_char, c_int, c_void};
 
-use super::spawn::{ChildPlan, MountOp};
+/// A mount step in the child's private mount namespace.
+#[derive(Clone)]
+pub(crate) enum MountOp {
+    /// Stop mount events from propagating back to the host.
+    MakePrivate,
+    /// A fresh `/proc` for the new PID namespace, readable under Landlock.
+    Proc,
+    /// Hide a host directory behind an empty tmpfs.
+    Tmpfs(CString),
+    Mkdir(CString),
+    /// Open an `O_PATH` fd on a dir before a tmpfs hides it (held in slot order).
+    Hold(CString),
+    /// Bind a held dir back (read-only) into a hidden tree, e.g. the Python install.
+    BindRo {
+        held: usize,
+        dst: CString,
+    },
+}
+
+/// Everything the child needs, prepared by the parent.
+pub(crate) struct ChildPlan {
+    pub program: CString,
+    pub argv: Vec<CString>,
+    pub envp: Vec<CString>,
+    pub workdir: CString,
+    pub rlimits: Vec<(libc::__rlimit_resource_t, u64, u64)>,
+    /// uid/gid to drop to (when the supervisor is root).
+    pub ids: Option<(u32, u32)>,
+    pub mounts: Vec<MountOp>,
+    pub clone_flags: u64,
+    /// A Landlock ruleset to enforce (fd of a created ruleset) and the access to grant on `/proc`.
+    pub landlock: Option<(OwnedFd, u64)>,
+    pub seccomp: Vec<Arc<Vec<libc::sock_filter>>>,
+    pub stdin: OwnedFd,
+    pub stdout: OwnedFd,
+    pub stderr: OwnedFd,
+    /// Extra fds kept open in the child at the given numbers (session control pipes).
+    pub extra_fds: Vec<(OwnedFd, RawFd)>,
+    /// cgroup `cgroup.procs` files the child joins before it is released.
+    pub cgroup_procs: Vec<PathBuf>,
+}
+
+/// A path as the child takes it (`None` if it contains a NUL). Parent side: allocates.
+pub(crate) fn cstr(p: &Path) -> Option<CString> {
+    CString::new(p.as_os_str().as_bytes()).ok()
+}
 
 /// What the child reads between clone and execve (all prepared by the parent).
 pub(crate) struct ChildCtx<'a> {

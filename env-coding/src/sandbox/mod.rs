@@ -1,43 +1,59 @@
 //! The process sandbox: the only module of the workspace that spawns processes.
 //!
-//! Every execution is a fresh interpreter `clone3`d into new PID, mount, network, IPC and UTS
-//! namespaces, with its own cgroup (memory, pids), rlimits, a cleared environment, a private work
-//! dir owned by a per-execution uid, Landlock and seccomp. The layers the kernel refuses are
-//! reported by [`IsolationReport`] (logged at [`Sandbox::new`], printed by `codegym doctor`).
-//! Sessions ([`PySession`]) keep one interpreter alive across `exec`s for notebook-like episodes.
+//! Every execution runs in its own PID, mount, network, IPC and UTS namespaces, with rlimits, a
+//! cleared environment, a private work dir owned by a per-execution uid, Landlock and seccomp. The
+//! layers the kernel refuses are reported by [`IsolationReport`] (logged at [`Sandbox::new`],
+//! printed by `codegym doctor`). Every execution ends as an [`ExecutionResult`].
 //!
-//! The seam for another backend (e.g. forking a warm interpreter) is `plan::Prepared::new`: everything
-//! up to the `spawn` call is backend-agnostic, and so is supervision.
+//! The layout, by concept:
+//! - the API (here) and what callers pass: `config.rs`, `request.rs` (requests and errors);
+//! - what the machine offers, probed once: `probe.rs`, `isolation.rs` (the report, Landlock),
+//!   `seccomp.rs`, `cgroup.rs`, `python.rs` (the real interpreter);
+//! - the execution toolbox both backends use: `prepare.rs` (shared state, work dir and cgroup
+//!   guard, uid, pipes, rlimits, argv, environment, Landlock ruleset), `workdir.rs`, and the
+//!   spawner `spawn.rs` + `child.rs` (`clone3` into namespaces, async-signal-safe child setup);
+//! - two backends that start scripts: `fresh.rs` (a new interpreter per execution) and `warm/`
+//!   (forks of a pre-started interpreter: `server.rs` + `server.py`, one run in `run.rs`); neither
+//!   imports the other;
+//! - `session.rs` + `session_driver.py`: a persistent interpreter per episode (fresh backend);
+//! - `supervise.rs`: driving a started execution to its end, and the one function that assembles
+//!   every [`ExecutionResult`].
 
 mod cgroup;
 mod child;
 mod config;
-mod forked;
-mod forkserver;
+mod fresh;
 mod isolation;
-mod outcome;
-mod plan;
+mod prepare;
 mod probe;
 mod python;
+mod request;
 mod seccomp;
 mod session;
 mod spawn;
 mod supervise;
+mod warm;
 mod workdir;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use env_core::ExecutionResult;
 
 pub use config::{Backend, IsolationLevel, Limits, SandboxConfig, SitePackages};
 pub use isolation::{IsolationReport, Layer};
-pub use outcome::{ExecOutcome, ExecRequest, SandboxError};
+pub use request::{ExecRequest, SandboxError};
 pub use session::PySession;
+
+use prepare::Inner;
+use warm::WarmBackend;
 
 /// Runs untrusted Python. `Send + Sync`; clone it or share it via `Arc`.
 #[derive(Clone)]
 pub struct Sandbox {
     inner: Arc<Inner>,
+    /// The warm backend; `None`: scripts start fresh interpreters.
+    warm: Option<Arc<WarmBackend>>,
 }
 
 impl std::fmt::Debug for Sandbox {
@@ -47,35 +63,6 @@ impl std::fmt::Debug for Sandbox {
             .field("work_root", &self.inner.work_root)
             .field("level", &self.inner.report.level)
             .finish()
-    }
-}
-
-pub(crate) struct Inner {
-    config: SandboxConfig,
-    python: python::PythonInfo,
-    report: IsolationReport,
-    layers: probe::Layers,
-    /// This sandbox's private dir under the configured work root.
-    work_root: PathBuf,
-    permits: tokio::sync::Semaphore,
-    max_concurrent: usize,
-    counter: AtomicU64,
-    /// The warm-fork backend's server; `None` with the fresh backend.
-    fork_server: Option<Mutex<Option<Arc<forkserver::ForkServer>>>>,
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        // First: the server's cgroup lives under the root removed below.
-        if let Some(server) = &self.fork_server
-            && let Ok(mut s) = server.lock()
-        {
-            drop(s.take());
-        }
-        workdir::remove(&self.work_root);
-        if let Some(cg) = &self.layers.cgroup {
-            cgroup::remove_root(cg);
-        }
     }
 }
 
@@ -114,17 +101,7 @@ impl Sandbox {
         } else {
             config.max_concurrent
         };
-        let mut inner = Inner {
-            config,
-            python,
-            report,
-            layers,
-            work_root,
-            permits: tokio::sync::Semaphore::new(max),
-            max_concurrent: max,
-            counter: AtomicU64::new(0),
-            fork_server: None,
-        };
+        let mut inner = Inner::new(config, python, report, layers, work_root, max);
         if inner.report.level < inner.config.min_isolation {
             return Err(SandboxError::InsufficientIsolation {
                 required: inner.config.min_isolation,
@@ -132,11 +109,14 @@ impl Sandbox {
                 report: inner.report.to_string(),
             });
         }
-        probe::self_test(&inner, false)?;
-        start_fork_server(&mut inner)?;
-        Ok(Sandbox {
-            inner: Arc::new(inner),
-        })
+        self_test(&inner, None)?;
+        let first_server = warm::start(&mut inner)?;
+        let inner = Arc::new(inner);
+        let warm = first_server.map(|s| Arc::new(WarmBackend::new(inner.clone(), s)));
+        if let Some(warm) = &warm {
+            self_test(&inner, Some(warm))?;
+        }
+        Ok(Sandbox { inner, warm })
     }
 
     /// Which layers are active.
@@ -154,8 +134,9 @@ impl Sandbox {
         &self.inner.config.limits
     }
 
-    /// Runs one program in a fresh sandboxed interpreter. A failing program is an `Ok` outcome.
-    pub async fn run(&self, req: ExecRequest) -> Result<ExecOutcome, SandboxError> {
+    /// Runs one program in its own sandboxed interpreter (a fresh one, or a fork of the warm
+    /// server). A failing program is an `Ok` result.
+    pub async fn run(&self, req: ExecRequest) -> Result<ExecutionResult, SandboxError> {
         let limits = req.limits.unwrap_or(self.inner.config.limits);
         let mut files: Vec<(PathBuf, &[u8])> = Vec::with_capacity(req.files.len() + 1);
         for (name, data) in &req.files {
@@ -174,67 +155,22 @@ impl Sandbox {
             .await
             .map_err(|_| SandboxError::Closed)?;
         let with_stdin = req.stdin.is_some();
-        // A fork server that died since the last run is noticed when asked to fork: the run is
-        // then retried once on a new server instead of failing.
-        let mut attempts = 0;
-        let run = loop {
-            let id = self.inner.counter.fetch_add(1, Ordering::Relaxed);
-            let Some(server) = self.fork_server().await? else {
-                break plan::Prepared::new(
-                    &self.inner,
-                    id,
-                    &files,
-                    &limits,
-                    plan::Mode::Script,
-                    with_stdin,
-                )
-                .await?;
-            };
-            attempts += 1;
-            match forked::prepare(&self.inner, server.clone(), id, &files, &limits, with_stdin)
-                .await
-            {
-                Err(_) if attempts == 1 && !server.is_alive() => continue,
-                prepared => break prepared?,
+        match &self.warm {
+            Some(warm) => {
+                let run = warm.start_run(&files, &limits, with_stdin).await?;
+                supervise::script(run, req.stdin, &limits).await
             }
-        };
-        run.execute(req.stdin, &limits).await
-    }
-
-    /// The live fork server (restarted if it died), or `None` with the fresh backend.
-    async fn fork_server(&self) -> Result<Option<Arc<forkserver::ForkServer>>, SandboxError> {
-        let Some(slot) = &self.inner.fork_server else {
-            return Ok(None);
-        };
-        if let Some(server) = slot.lock().map_err(|_| SandboxError::Closed)?.as_ref()
-            && server.is_alive()
-        {
-            return Ok(Some(server.clone()));
+            None => {
+                let id = self.inner.next_id();
+                let run = fresh::start_script(&self.inner, id, &files, &limits, with_stdin).await?;
+                supervise::script(run, req.stdin, &limits).await
+            }
         }
-        let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || {
-            let Some(slot) = &inner.fork_server else {
-                return Ok(None);
-            };
-            let mut slot = slot.lock().map_err(|_| SandboxError::Closed)?;
-            // Another run may have restarted it while this one waited for the lock.
-            if let Some(server) = slot.as_ref()
-                && server.is_alive()
-            {
-                return Ok(Some(server.clone()));
-            }
-            tracing::warn!("the fork server exited; starting a new one");
-            let server = Arc::new(forkserver::ForkServer::start(&inner)?);
-            *slot = Some(server.clone());
-            Ok(Some(server))
-        })
-        .await
-        .map_err(|_| SandboxError::Closed)?
     }
 
     /// Which backend runs scripts: `"warm fork"` or `"fresh"`.
     pub fn backend(&self) -> &'static str {
-        if self.inner.fork_server.is_some() {
+        if self.warm.is_some() {
             "warm fork"
         } else {
             "fresh"
@@ -244,47 +180,51 @@ impl Sandbox {
     /// Starts a persistent interpreter for the env's `session` mode.
     pub async fn open_session(&self, limits: Option<Limits>) -> Result<PySession, SandboxError> {
         let limits = limits.unwrap_or(self.inner.config.limits);
-        let id = self.inner.counter.fetch_add(1, Ordering::Relaxed);
+        let id = self.inner.next_id();
         PySession::open(self.inner.clone(), id, limits).await
     }
 }
 
-/// Starts the warm-fork server when the configuration asks for it and the machine allows it, and
-/// reports the choice as a layer (a missing one is logged like any other).
-fn start_fork_server(inner: &mut Inner) -> Result<(), SandboxError> {
-    let wanted = inner.config.backend;
-    if wanted == Backend::Fresh {
-        return Ok(());
-    }
-    let started = match forkserver::unavailable(inner) {
-        Some(why) => Err(why.to_string()),
-        None => forkserver::ForkServer::start(inner).map_err(|e| e.to_string()),
+/// Runs `print('ok')` under every layer once, through the warm backend when given, so that a
+/// broken layer fails `Sandbox::new`, not every step.
+fn self_test(inner: &Inner, warm: Option<&Arc<WarmBackend>>) -> Result<(), SandboxError> {
+    let limits = Limits {
+        wall_ms: 30_000,
+        ..inner.config.limits
     };
-    let layer = |active, detail: String| Layer {
-        name: "warm fork",
-        active,
-        detail,
-    };
-    match started {
-        Ok(server) => {
-            inner.fork_server = Some(Mutex::new(Some(Arc::new(server))));
-            inner.report.layers.push(layer(
-                true,
-                "scripts fork from a pre-started interpreter, each into its own namespaces".into(),
-            ));
-            probe::self_test(inner, true)
-        }
-        Err(why) if wanted == Backend::WarmFork => Err(SandboxError::Setup {
-            stage: "warm fork",
-            source: std::io::Error::other(why),
-        }),
-        Err(why) => {
-            tracing::warn!(reason = %why, "warm-fork backend not available; every script starts a fresh interpreter");
-            inner
-                .report
-                .layers
-                .push(layer(false, format!("fresh interpreter per script: {why}")));
-            Ok(())
-        }
+    // A private runtime: `new` is sync and may run inside or outside another runtime.
+    let result = std::thread::scope(|s| {
+        s.spawn(|| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(SandboxError::setup("self-test runtime"))?;
+            rt.block_on(async {
+                let files = [(PathBuf::from("main.py"), &b"import sys\nprint('ok')\n"[..])];
+                match warm {
+                    Some(warm) => {
+                        let run = warm.start_run_as(u64::MAX - 1, &files, &limits).await?;
+                        supervise::script(run, None, &limits).await
+                    }
+                    None => {
+                        let run =
+                            fresh::start_script(inner, u64::MAX, &files, &limits, false).await?;
+                        supervise::script(run, None, &limits).await
+                    }
+                }
+            })
+        })
+        .join()
+        .unwrap_or(Err(SandboxError::Closed))
+    })?;
+    if result.exit_code != Some(0) || result.stdout != "ok\n" {
+        return Err(SandboxError::Setup {
+            stage: "self-test",
+            source: std::io::Error::other(format!(
+                "`print('ok')` gave {:?}/{:?}: {}",
+                result.exit_code, result.signal, result.stderr
+            )),
+        });
     }
+    Ok(())
 }

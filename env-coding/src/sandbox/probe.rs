@@ -1,19 +1,15 @@
 //! Probing the isolation layers once ([`Layers`], [`IsolationReport`]): namespaces, uid drop,
-//! seccomp, Landlock, cgroups, and the mount plan that hides host dirs; plus the start-up
-//! self-test that runs a trivial program under every layer.
+//! seccomp, Landlock, cgroups, and the mount plan that hides host dirs. (The start-up self-test,
+//! which runs a program through the chosen backend, is `Sandbox::new`'s.)
 
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use super::cgroup::{self, CgroupRoot};
-use super::config::{Limits, SandboxConfig};
+use super::child::{MountOp, cstr};
+use super::config::SandboxConfig;
 use super::isolation::{self, IsolationReport, Layer};
-use super::outcome::SandboxError;
-use super::plan::{Mode, Prepared};
 use super::python::PythonInfo;
-use super::spawn::MountOp;
-use super::{Inner, seccomp};
+use super::seccomp;
 
 /// Host dirs hidden behind an empty tmpfs in the child's mount namespace.
 const HIDDEN: &[&str] = &[
@@ -30,10 +26,6 @@ pub(crate) struct Layers {
     pub seccomp: Vec<seccomp::Program>,
     pub landlock: bool,
     pub cgroup: Option<CgroupRoot>,
-}
-
-pub(crate) fn cstr(p: &Path) -> Option<CString> {
-    CString::new(p.as_os_str().as_bytes()).ok()
 }
 
 /// Mount steps: private propagation, a fresh /proc, hidden host dirs with the Python install bound
@@ -218,53 +210,4 @@ pub(crate) fn probe(
         cgroup,
     };
     (layers, IsolationReport::new(report))
-}
-
-/// Runs `print('ok')` under every layer once, through the warm-fork server when `warm`, so that a
-/// broken layer fails `Sandbox::new`, not every step.
-pub(crate) fn self_test(inner: &Inner, warm: bool) -> Result<(), SandboxError> {
-    let limits = Limits {
-        wall_ms: 30_000,
-        ..inner.config.limits
-    };
-    // A private runtime: `new` is sync and may run inside or outside another runtime.
-    let outcome = std::thread::scope(|s| {
-        s.spawn(|| {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(SandboxError::setup("self-test runtime"))?;
-            rt.block_on(async {
-                let files = [(PathBuf::from("main.py"), &b"import sys\nprint('ok')\n"[..])];
-                let server = inner
-                    .fork_server
-                    .as_ref()
-                    .and_then(|s| s.lock().ok().and_then(|s| s.clone()));
-                let run = match server.filter(|_| warm) {
-                    Some(server) => {
-                        let id = u64::MAX - 1;
-                        super::forked::prepare(inner, server, id, &files, &limits, false).await?
-                    }
-                    None => {
-                        Prepared::new(inner, u64::MAX, &files, &limits, Mode::Script, false).await?
-                    }
-                };
-                run.execute(None, &limits).await
-            })
-        })
-        .join()
-        .unwrap_or(Err(SandboxError::Closed))
-    })?;
-    if outcome.exit_code != Some(0) || outcome.stdout != b"ok\n" {
-        return Err(SandboxError::Setup {
-            stage: "self-test",
-            source: std::io::Error::other(format!(
-                "`print('ok')` gave {:?}/{:?}: {}",
-                outcome.exit_code,
-                outcome.signal,
-                String::from_utf8_lossy(&outcome.stderr)
-            )),
-        });
-    }
-    Ok(())
 }

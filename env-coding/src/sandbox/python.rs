@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::SandboxError;
+use super::request::SandboxError;
 
 /// The resolved interpreter and the install trees it must be able to read.
 #[derive(Debug, Clone)]

@@ -14,20 +14,24 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use env_core::ExecutionResult;
 use tokio::io::AsyncWriteExt;
 use tokio::net::unix::pipe;
 
-use super::Inner;
 use super::config::Limits;
-use super::outcome::{ExecOutcome, SandboxError};
-use super::plan::{Mode, Prepared};
-use super::supervise::{self, Capture};
+use super::fresh::{self, FreshProcess};
+use super::prepare::Inner;
+use super::request::SandboxError;
+use super::supervise::{self, Capture, Ending, Exit, Process, Started};
+
+/// The interpreter's main loop: reads cells on fd 3, replies on fd 4.
+const DRIVER: &str = include_str!("session_driver.py");
 
 /// A live sandboxed interpreter. Dropping it kills the whole tree and removes its work dir.
 pub struct PySession {
     _inner: Arc<Inner>,
     limits: Limits,
-    run: Option<Prepared>,
+    run: Option<Started<FreshProcess>>,
     requests: Option<pipe::Sender>,
     replies: Option<pipe::Receiver>,
     work_dir: PathBuf,
@@ -70,11 +74,7 @@ impl PySession {
         id: u64,
         limits: Limits,
     ) -> Result<PySession, SandboxError> {
-        let mut run = Prepared::new(&inner, id, &[], &limits, Mode::Session, false).await?;
-        let (req, rep) = run
-            .control
-            .take()
-            .ok_or_else(|| SandboxError::Session("no control pipes".into()))?;
+        let (run, (req, rep)) = fresh::start_session(&inner, id, &limits, DRIVER).await?;
         let requests =
             pipe::Sender::from_owned_fd(req).map_err(SandboxError::setup("session pipe"))?;
         let replies =
@@ -108,7 +108,7 @@ impl PySession {
         &mut self,
         source: &str,
         stdin: Option<Vec<u8>>,
-    ) -> Result<ExecOutcome, SandboxError> {
+    ) -> Result<ExecutionResult, SandboxError> {
         let limits = self.limits;
         let (Some(run), Some(requests), Some(replies)) = (
             self.run.as_mut(),
@@ -117,7 +117,7 @@ impl PySession {
         ) else {
             return Err(SandboxError::SessionDead);
         };
-        let pid = run.main.pid().ok_or(SandboxError::SessionDead)?;
+        let pid = run.process.pid().ok_or(SandboxError::SessionDead)?;
         let tps = ticks_per_s();
         let before = cpu_ticks(pid).unwrap_or(0);
         // RLIMIT_CPU counts the interpreter's lifetime: move it to "used so far + this cell".
@@ -166,7 +166,7 @@ impl PySession {
                     rep_open = more;
                     if reply.buf.len() == 5 || !more { break; }
                 }
-                () = run.main.exited() => { exited = true; break; }
+                () = run.process.exited() => { exited = true; break; }
                 () = &mut deadline => {
                     wall_killed = true;
                     break;
@@ -180,67 +180,47 @@ impl PySession {
             err.drain_now(&run.stderr, &mut scratch);
             let after = cpu_ticks(pid).unwrap_or(before);
             let code = i32::from_le_bytes([reply.buf[1], reply.buf[2], reply.buf[3], reply.buf[4]]);
-            let (peak, oom) = run
-                .guard
-                .cgroup
-                .as_ref()
-                .map(|c| c.memory_stats())
-                .unwrap_or((None, false));
+            let (cgroup_peak, oom) = run.guard.memory_stats();
+            // The cgroup's OOM record spans the session: only a new one is this cell's.
             let new_oom = oom && !self.oom_seen;
             self.oom_seen = oom;
-            return Ok(ExecOutcome {
-                exit_code: Some(code),
+            // The interpreter lives on: the cell's exit is the driver's report, its CPU time the
+            // interpreter's growth (no rusage before the reap).
+            let exit = Exit {
+                code: Some(code),
                 signal: None,
-                timed_out: false,
-                memory_exceeded: new_oom
-                    || (code != 0 && supervise::looks_like_memory_error(&err.buf)),
-                stdout: out.buf,
-                stderr: err.buf,
-                stdout_truncated: out.truncated,
-                stderr_truncated: err.truncated,
-                wall_ms,
                 cpu_ms: (after.saturating_sub(before)) * 1000 / tps,
-                peak_rss: peak.unwrap_or(0),
-            });
+                max_rss: 0,
+            };
+            let ending = Ending {
+                exit,
+                wall_ms,
+                wall_killed: false,
+                cgroup_peak,
+                oom: new_oom,
+            };
+            return Ok(supervise::assemble(ending, &limits, out, err));
         }
         // The interpreter died or overran: the session ends here.
         let _ = exited;
-        run.main.kill(&run.guard);
-        let exit = run.main.reap().await?;
+        run.process.kill();
+        let mut exit = run.process.reap().await?;
         run.guard.child = None;
         out.drain_now(&run.stdout, &mut scratch);
         err.drain_now(&run.stderr, &mut scratch);
-        let (peak, oom) = run
-            .guard
-            .cgroup
-            .as_ref()
-            .map(|c| c.memory_stats())
-            .unwrap_or((None, false));
-        let cpu_ms = exit.cpu_ms.saturating_sub(before * 1000 / tps);
-        let cpu_hit = exit.signal == Some(libc::SIGXCPU)
-            || (exit.signal == Some(libc::SIGKILL)
-                && !wall_killed
-                && cpu_ms + 50 >= limits.cpu_ms.div_ceil(1000) * 1000);
-        let outcome = ExecOutcome {
-            exit_code: exit.code,
-            signal: if wall_killed && exit.signal == Some(libc::SIGKILL) {
-                Some(libc::SIGKILL)
-            } else {
-                exit.signal
-            },
-            timed_out: wall_killed || cpu_hit,
-            memory_exceeded: (oom && !self.oom_seen)
-                || supervise::looks_like_memory_error(&err.buf),
-            stdout: out.buf,
-            stderr: err.buf,
-            stdout_truncated: out.truncated,
-            stderr_truncated: err.truncated,
+        let (cgroup_peak, oom) = run.guard.memory_stats();
+        // rusage covers the interpreter's lifetime: the cell's share is what came after `before`.
+        exit.cpu_ms = exit.cpu_ms.saturating_sub(before * 1000 / tps);
+        let ending = Ending {
+            exit,
             wall_ms,
-            cpu_ms,
-            peak_rss: peak.unwrap_or(exit.max_rss),
+            wall_killed,
+            cgroup_peak,
+            oom: oom && !self.oom_seen,
         };
+        let result = supervise::assemble(ending, &limits, out, err);
         self.shutdown().await;
-        Ok(outcome)
+        Ok(result)
     }
 
     async fn shutdown(&mut self) {

@@ -1,4 +1,6 @@
-//! The process spawner: `clone3` into fresh namespaces and the child-side setup before `execve`.
+//! The process spawner: `clone3` into fresh namespaces, then the child side of [`super::child`] up
+//! to `execve`. Shared by the fresh backend (every execution), the warm backend (its server) and
+//! probing (can the kernel clone into a namespace).
 //!
 //! Everything the child needs is allocated by the parent beforehand ([`ChildPlan`]): after a fork
 //! in a multi-threaded process only async-signal-safe calls are allowed, so the child runs nothing
@@ -7,56 +9,13 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock, mpsc};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::{Mutex, OnceLock, mpsc};
 
 use libc::{c_char, c_int, c_void};
 
-use super::SandboxError;
-use super::child;
-
-/// A mount step in the child's private mount namespace.
-#[derive(Clone)]
-pub(crate) enum MountOp {
-    /// Stop mount events from propagating back to the host.
-    MakePrivate,
-    /// A fresh `/proc` for the new PID namespace, readable under Landlock.
-    Proc,
-    /// Hide a host directory behind an empty tmpfs.
-    Tmpfs(CString),
-    Mkdir(CString),
-    /// Open an `O_PATH` fd on a dir before a tmpfs hides it (held in slot order).
-    Hold(CString),
-    /// Bind a held dir back (read-only) into a hidden tree, e.g. the Python install.
-    BindRo {
-        held: usize,
-        dst: CString,
-    },
-}
-
-/// Everything the child needs, prepared by the parent.
-pub(crate) struct ChildPlan {
-    pub program: CString,
-    pub argv: Vec<CString>,
-    pub envp: Vec<CString>,
-    pub workdir: CString,
-    pub rlimits: Vec<(libc::__rlimit_resource_t, u64, u64)>,
-    /// uid/gid to drop to (when the supervisor is root).
-    pub ids: Option<(u32, u32)>,
-    pub mounts: Vec<MountOp>,
-    pub clone_flags: u64,
-    /// A Landlock ruleset to enforce (fd of a created ruleset) and the access to grant on `/proc`.
-    pub landlock: Option<(OwnedFd, u64)>,
-    pub seccomp: Vec<Arc<Vec<libc::sock_filter>>>,
-    pub stdin: OwnedFd,
-    pub stdout: OwnedFd,
-    pub stderr: OwnedFd,
-    /// Extra fds kept open in the child at the given numbers (session control pipes).
-    pub extra_fds: Vec<(OwnedFd, RawFd)>,
-    /// cgroup `cgroup.procs` files the child joins before it is released.
-    pub cgroup_procs: Vec<PathBuf>,
-}
+use super::child::{self, ChildPlan};
+use super::request::SandboxError;
 
 /// A started child: its pid and a pidfd (readable when it exits).
 pub(crate) struct Spawned {

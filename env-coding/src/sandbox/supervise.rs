@@ -1,11 +1,206 @@
-//! Backend-agnostic supervision helpers: capped output capture, waiting for the main process on
-//! its pidfd, reaping with resource usage.
+//! Supervision, the same for both backends: a started execution ([`Started`]) is driven to its
+//! end ([`script`]: capped pipes, the wall clock, the kill, cleanup), and every execution, script
+//! or session cell, becomes its [`ExecutionResult`] in one function, [`assemble`].
+//!
+//! A backend only says how its main process is watched and killed ([`Process`]); it never builds
+//! a result itself.
 
 use std::io;
 use std::os::fd::OwnedFd;
+use std::time::{Duration, Instant};
 
-use tokio::io::unix::AsyncFd;
+use env_core::ExecutionResult;
 use tokio::net::unix::pipe;
+
+use super::config::Limits;
+use super::prepare::RunGuard;
+use super::request::SandboxError;
+
+/// The main process of a started execution, as the backend that started it knows it.
+pub(crate) trait Process {
+    /// The host pid, when the main process is our own child (fresh backend).
+    fn pid(&self) -> Option<i32>;
+
+    /// Resolves once the main process has ended. Cancel-safe: supervision polls it in a
+    /// `select!` loop.
+    async fn exited(&mut self);
+
+    /// SIGKILLs the execution.
+    fn kill(&self);
+
+    /// Waits for the end and reports it. Errors only when the backend itself failed (the fork
+    /// server died); a failing program is an `Ok` exit.
+    async fn reap(&mut self) -> Result<Exit, SandboxError>;
+}
+
+/// A started execution with its pipes, whichever backend started it.
+pub(crate) struct Started<P> {
+    pub guard: RunGuard,
+    pub process: P,
+    /// Our end of the child's stdin (`None`: the child reads `/dev/null`).
+    pub stdin: Option<OwnedFd>,
+    pub stdout: pipe::Receiver,
+    pub stderr: pipe::Receiver,
+    pub started: Instant,
+}
+
+/// How the main process ended.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Exit {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    pub cpu_ms: u64,
+    pub max_rss: u64,
+}
+
+impl Exit {
+    /// Decodes a raw wait status.
+    pub fn from_status(status: i32, cpu_ms: u64, max_rss: u64) -> Exit {
+        let (code, signal) = if libc::WIFEXITED(status) {
+            (Some(libc::WEXITSTATUS(status)), None)
+        } else if libc::WIFSIGNALED(status) {
+            (None, Some(libc::WTERMSIG(status)))
+        } else {
+            (None, None)
+        };
+        Exit {
+            code,
+            signal,
+            cpu_ms,
+            max_rss,
+        }
+    }
+}
+
+/// Supervises a one-shot script to its end, then cleans up. Errors only when the backend itself
+/// failed (the fork server died); a failing program is an `Ok` result.
+pub(crate) async fn script<P: Process>(
+    mut run: Started<P>,
+    stdin: Option<Vec<u8>>,
+    limits: &Limits,
+) -> Result<ExecutionResult, SandboxError> {
+    let writer = match (run.stdin.take(), stdin) {
+        (Some(fd), Some(data)) => Some(tokio::spawn(write_all(fd, data))),
+        _ => None,
+    };
+    let mut out = Capture::new(limits.stdout_cap);
+    let mut err = Capture::new(limits.stderr_cap);
+    let mut scratch = vec![0u8; 64 << 10];
+    let mut scratch2 = vec![0u8; 64 << 10];
+    let deadline = tokio::time::sleep(Duration::from_millis(limits.wall_ms.max(1)));
+    tokio::pin!(deadline);
+    let (mut out_open, mut err_open) = (true, true);
+    let mut wall_killed = false;
+    loop {
+        tokio::select! {
+            more = read_some(&mut run.stdout, &mut out, &mut scratch), if out_open => out_open = more,
+            more = read_some(&mut run.stderr, &mut err, &mut scratch2), if err_open => err_open = more,
+            () = run.process.exited() => break,
+            () = &mut deadline, if !wall_killed => {
+                wall_killed = true;
+                run.process.kill();
+            }
+        }
+    }
+    let exit = run.process.reap().await?;
+    if let Some(child) = run.guard.child.take() {
+        drop(child); // reaped above
+    }
+    let wall_ms = run.started.elapsed().as_millis() as u64;
+    if let Some(pid) = run.process.pid() {
+        // The main process is gone: without a PID namespace, descendants may linger; kill them.
+        // SAFETY: kill of the session's process group (the child called setsid, pgid == pid).
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
+    }
+    if let Some(cg) = &run.guard.cgroup {
+        cg.kill_all();
+    }
+    // What is still buffered in the pipes belongs to the output; don't wait for writers.
+    let grace = tokio::time::sleep(Duration::from_millis(200));
+    tokio::pin!(grace);
+    while out_open || err_open {
+        tokio::select! {
+            more = read_some(&mut run.stdout, &mut out, &mut scratch), if out_open => out_open = more,
+            more = read_some(&mut run.stderr, &mut err, &mut scratch2), if err_open => err_open = more,
+            () = &mut grace => break,
+        }
+    }
+    out.drain_now(&run.stdout, &mut scratch);
+    err.drain_now(&run.stderr, &mut scratch);
+    if let Some(w) = writer {
+        w.abort();
+    }
+    let (cgroup_peak, oom) = run.guard.memory_stats();
+    let ending = Ending {
+        exit,
+        wall_ms,
+        wall_killed,
+        cgroup_peak,
+        oom,
+    };
+    let result = assemble(ending, limits, out, err);
+    let guard = std::mem::take(&mut run.guard);
+    let _ = tokio::task::spawn_blocking(move || drop(guard)).await;
+    Ok(result)
+}
+
+/// How an execution ended, as its supervisor saw it: what [`assemble`] needs besides the output.
+pub(crate) struct Ending {
+    /// The main process's end; its `cpu_ms` is this execution's own (a session cell's share).
+    pub exit: Exit,
+    pub wall_ms: u64,
+    /// The supervisor killed it at the wall-clock deadline.
+    pub wall_killed: bool,
+    /// The cgroup's peak memory, when there is a memory cgroup.
+    pub cgroup_peak: Option<u64>,
+    /// The cgroup OOM-killed during this execution.
+    pub oom: bool,
+}
+
+/// The one place an execution's result is made, for script runs on both backends and session
+/// cells alike. Output is decoded here, once, as lossy UTF-8 (see [`ExecutionResult`]).
+pub(crate) fn assemble(
+    end: Ending,
+    limits: &Limits,
+    stdout: Capture,
+    stderr: Capture,
+) -> ExecutionResult {
+    let Exit {
+        code,
+        signal,
+        cpu_ms,
+        max_rss,
+    } = end.exit;
+    // SIGXCPU at the soft CPU limit, or SIGKILL at the hard one (a program may ignore SIGXCPU).
+    let cpu_limit_hit = signal == Some(libc::SIGXCPU)
+        || (signal == Some(libc::SIGKILL) && cpu_ms + 50 >= limits.cpu_ms.div_ceil(1000) * 1000);
+    ExecutionResult {
+        exit_code: code,
+        signal,
+        timed_out: end.wall_killed || cpu_limit_hit,
+        memory_exceeded: end.oom || (code != Some(0) && looks_like_memory_error(&stderr.buf)),
+        stdout_truncated: stdout.truncated,
+        stderr_truncated: stderr.truncated,
+        stdout: lossy_utf8(stdout.buf),
+        stderr: lossy_utf8(stderr.buf),
+        wall_ms: end.wall_ms,
+        cpu_ms,
+        peak_rss_bytes: end.cgroup_peak.unwrap_or(max_rss).max(max_rss),
+    }
+}
+
+/// Bytes as text, U+FFFD for invalid sequences; valid output (the usual case) is not copied.
+fn lossy_utf8(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// True when stderr ends with a Python `MemoryError` or an `ENOMEM` error (`mmap` and friends fail
+/// that way under `RLIMIT_AS`).
+fn looks_like_memory_error(stderr: &[u8]) -> bool {
+    let tail = &stderr[stderr.len().saturating_sub(4096)..];
+    let has = |needle: &[u8]| tail.windows(needle.len()).any(|w| w == needle);
+    has(b"MemoryError") || has(b"[Errno 12] Cannot allocate memory")
+}
 
 /// Output read from one pipe, capped: the rest is drained and dropped so the writer never blocks.
 pub(crate) struct Capture {
@@ -64,95 +259,10 @@ pub(crate) async fn read_some(
     }
 }
 
-/// Resolves once the process behind `pidfd` has exited.
-pub(crate) async fn exited(pidfd: &AsyncFd<OwnedFd>) {
-    loop {
-        match pidfd.readable().await {
-            Ok(mut guard) => {
-                // pidfds stay readable once the process is gone; nothing to clear.
-                guard.retain_ready();
-                return;
-            }
-            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(5)).await,
-        }
+/// Feeds stdin, then closes it (EOF). A program that never reads just gets EPIPE at its exit.
+async fn write_all(fd: OwnedFd, data: Vec<u8>) {
+    use tokio::io::AsyncWriteExt;
+    if let Ok(mut tx) = pipe::Sender::from_owned_fd(fd) {
+        let _ = tx.write_all(&data).await;
     }
-}
-
-/// How the main process ended.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Exit {
-    pub code: Option<i32>,
-    pub signal: Option<i32>,
-    pub cpu_ms: u64,
-    pub max_rss: u64,
-}
-
-impl Exit {
-    /// Decodes a raw wait status.
-    pub fn from_status(status: i32, cpu_ms: u64, max_rss: u64) -> Exit {
-        let (code, signal) = if libc::WIFEXITED(status) {
-            (Some(libc::WEXITSTATUS(status)), None)
-        } else if libc::WIFSIGNALED(status) {
-            (None, Some(libc::WTERMSIG(status)))
-        } else {
-            (None, None)
-        };
-        Exit {
-            code,
-            signal,
-            cpu_ms,
-            max_rss,
-        }
-    }
-}
-
-/// Reaps `pid` if it has exited (never blocks).
-pub(crate) fn try_reap(pid: i32) -> Option<Exit> {
-    let mut status = 0;
-    // SAFETY: rusage is plain data.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: wait4 on our own child with valid out-pointers.
-    let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG | libc::__WALL, &mut ru) };
-    if r != pid {
-        return None;
-    }
-    let tv = |t: libc::timeval| t.tv_sec as u64 * 1000 + t.tv_usec as u64 / 1000;
-    Some(Exit::from_status(
-        status,
-        tv(ru.ru_utime) + tv(ru.ru_stime),
-        ru.ru_maxrss.max(0) as u64 * 1024,
-    ))
-}
-
-/// Waits (asynchronously) until `pid` can be reaped.
-pub(crate) async fn reap(pid: i32, pidfd: &AsyncFd<OwnedFd>) -> Exit {
-    exited(pidfd).await;
-    let mut delay = 1;
-    loop {
-        if let Some(e) = try_reap(pid) {
-            return e;
-        }
-        if delay > 1000 {
-            // Already reaped elsewhere (should not happen): report an unknown end.
-            tracing::warn!(pid, "sandboxed process could not be reaped");
-            return Exit::default();
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
-        delay *= 2;
-    }
-}
-
-/// An `AsyncFd` on a duplicate of `pidfd`.
-pub(crate) fn async_pidfd(pidfd: &OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
-    // SAFETY: an OwnedFd stays open and unchanged for as long as the AsyncFd owns it.
-    unsafe { AsyncFd::register_with_interest(pidfd.try_clone()?, tokio::io::Interest::READABLE) }
-        .map_err(|e| e.into())
-}
-
-/// True when stderr ends with a Python `MemoryError` or an `ENOMEM` error (`mmap` and friends fail
-/// that way under `RLIMIT_AS`).
-pub(crate) fn looks_like_memory_error(stderr: &[u8]) -> bool {
-    let tail = &stderr[stderr.len().saturating_sub(4096)..];
-    let has = |needle: &[u8]| tail.windows(needle.len()).any(|w| w == needle);
-    has(b"MemoryError") || has(b"[Errno 12] Cannot allocate memory")
 }

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
-use super::SandboxError;
+use super::request::SandboxError;
 
 /// Checks that `rel` is a plain relative path (no `..`, no root, no empty name).
 pub(crate) fn validate_rel(rel: &str) -> Result<PathBuf, SandboxError> {

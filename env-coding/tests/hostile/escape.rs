@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use env_coding::sandbox::ExecRequest;
 
-use super::fixture::{Fixture, SECRET, text};
+use super::fixture::{Fixture, SECRET};
 
 #[tokio::test]
 async fn host_secrets_are_unreadable() {
@@ -21,7 +21,7 @@ for p in ['/etc/shadow', '/proc/1/environ', f'/proc/{os.getppid()}/environ', '/p
 print(sorted(os.environ))
 "#;
     let o = f.run(src).await;
-    let out = text(&o.stdout);
+    let out = o.stdout.as_str();
     assert!(out.contains("/etc/shadow denied"), "{out}");
     assert!(out.contains("/work/main/Cargo.toml denied"), "{out}");
     assert!(out.contains("/root/.bashrc denied"), "{out}");
@@ -38,7 +38,7 @@ async fn proc_shows_only_the_sandbox() {
     let f = Fixture::new();
     let src = "import os\npids = [p for p in os.listdir('/proc') if p.isdigit()]\nprint(len(pids), os.getpid())\nfor p in pids:\n    try: print(open(f'/proc/{p}/cmdline','rb').read())\n    except OSError: pass";
     let o = f.run(src).await;
-    let out = text(&o.stdout);
+    let out = o.stdout.as_str();
     let first = out.lines().next().unwrap_or_default();
     assert_eq!(first, "1 1", "{out}"); // a private PID namespace: the program is PID 1, alone
     assert!(!out.contains("cargo") && !out.contains(SECRET));
@@ -75,7 +75,7 @@ async fn writes_outside_the_work_dir_fail() {
         "for p in {targets:?}:\n    try:\n        open(p, 'w').write('pwned'); print(p, 'WROTE')\n    except OSError as e:\n        print(p, 'denied')"
     );
     let o = f.run(&src).await;
-    let out = text(&o.stdout);
+    let out = o.stdout.as_str();
     assert!(!out.contains("WROTE"), "{out}");
     for t in &targets {
         assert!(!std::path::Path::new(t).exists(), "{t} created on the host");
@@ -93,7 +93,7 @@ async fn planted_symlinks_are_never_followed_by_the_supervisor() {
         d = victim_dir.display()
     );
     let o = f.sandbox.run(ExecRequest::new(src)).await.expect("run");
-    assert_eq!(text(&o.stdout), "planted\n", "{}", text(&o.stderr));
+    assert_eq!(o.stdout.as_str(), "planted\n", "{}", o.stderr.as_str());
     assert_eq!(
         std::fs::read_to_string(victim_dir.join("precious"))
             .ok()
@@ -128,12 +128,12 @@ for n, fn in [('tcp', tcp), ('udp', udp), ('tcp6', tcp6), ('dns', dns), ('raw', 
     attempt(n, fn)
 "#;
     let o = f.run(src).await;
-    let out = text(&o.stdout);
+    let out = o.stdout.as_str();
     assert_eq!(
         out.matches("blocked").count(),
         5,
         "{out}{}",
-        text(&o.stderr)
+        o.stderr.as_str()
     );
 }
 
@@ -149,9 +149,9 @@ async fn host_loopback_port_is_unreachable() {
     );
     let o = f.run(&src).await;
     assert!(
-        text(&o.stdout).starts_with("blocked"),
+        o.stdout.as_str().starts_with("blocked"),
         "{}",
-        text(&o.stdout)
+        o.stdout.as_str()
     );
     let accepted = tokio::time::timeout(Duration::from_millis(300), listener.accept()).await;
     assert!(accepted.is_err(), "the sandbox reached a host port");
@@ -165,7 +165,7 @@ async fn killing_the_parent_and_everyone() {
         .await;
     // The test process is still here; the program only reached its own namespace.
     assert!(
-        text(&o.stdout).contains("alive") || o.signal.is_some(),
+        o.stdout.as_str().contains("alive") || o.signal.is_some(),
         "{o:?}"
     );
 }
@@ -188,7 +188,7 @@ except OSError as e:
     print('setuid', -1)
 "#;
     let o = f.run(src).await;
-    let out = text(&o.stdout);
+    let out = o.stdout.as_str();
     for name in [
         "ptrace",
         "attach",
@@ -201,7 +201,7 @@ except OSError as e:
         let line = out
             .lines()
             .find(|l| l.split_whitespace().next() == Some(name))
-            .unwrap_or_else(|| panic!("{out}{}", text(&o.stderr)));
+            .unwrap_or_else(|| panic!("{out}{}", o.stderr.as_str()));
         assert_eq!(line.split_whitespace().nth(1), Some("-1"), "{line}");
     }
 }
@@ -212,10 +212,10 @@ async fn raising_hard_rlimits_is_refused() {
     let src = "import resource\nfor r in (resource.RLIMIT_CPU, resource.RLIMIT_NPROC, resource.RLIMIT_NOFILE, resource.RLIMIT_FSIZE):\n    try:\n        resource.setrlimit(r, (resource.RLIM_INFINITY, resource.RLIM_INFINITY)); print('RAISED')\n    except (ValueError, OSError): print('refused')";
     let o = f.run(src).await;
     assert_eq!(
-        text(&o.stdout),
+        o.stdout.as_str(),
         "refused\n".repeat(4),
         "{}",
-        text(&o.stderr)
+        o.stderr.as_str()
     );
 }
 
@@ -224,14 +224,18 @@ async fn tiocsti_is_refused() {
     let f = Fixture::new();
     let src = "import fcntl, termios, os\nfd = os.open('/dev/tty', os.O_RDWR) if os.path.exists('/dev/tty') else 0\nfor d in (0, 1, fd):\n    try:\n        fcntl.ioctl(d, termios.TIOCSTI, b'x'); print('INJECTED')\n    except OSError as e:\n        print('refused')";
     let o = f.run(src).await;
-    assert!(!text(&o.stdout).contains("INJECTED"), "{}", text(&o.stdout));
+    assert!(
+        !o.stdout.as_str().contains("INJECTED"),
+        "{}",
+        o.stdout.as_str()
+    );
 }
 
 #[tokio::test]
 async fn inet_sockets_are_refused_even_before_connecting() {
     let f = Fixture::new();
     let o = f.run("import socket\ntry:\n    socket.socket(socket.AF_INET, socket.SOCK_STREAM); print('CREATED')\nexcept OSError as e: print('refused', e.errno)\ns = socket.socketpair(); print('unix ok')").await;
-    let out = text(&o.stdout);
+    let out = o.stdout.as_str();
     assert!(
         out.contains("refused 1") && out.contains("unix ok"),
         "{out}"

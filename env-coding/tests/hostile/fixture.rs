@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use env_coding::sandbox::{ExecOutcome, ExecRequest, Limits, Sandbox, SandboxConfig};
+use env_coding::sandbox::{ExecRequest, Limits, Sandbox, SandboxConfig};
+use env_core::ExecutionResult;
 
 pub const SECRET: &str = "codegym-test-secret-7f3a9c";
 
@@ -90,11 +91,11 @@ impl Fixture {
         }
     }
 
-    pub async fn run(&self, src: &str) -> ExecOutcome {
+    pub async fn run(&self, src: &str) -> ExecutionResult {
         self.run_req(ExecRequest::new(src)).await
     }
 
-    pub async fn run_req(&self, req: ExecRequest) -> ExecOutcome {
+    pub async fn run_req(&self, req: ExecRequest) -> ExecutionResult {
         let o = self
             .sandbox
             .run(req)
@@ -102,7 +103,7 @@ impl Fixture {
             .unwrap_or_else(|e| panic!("infrastructure error: {e}"));
         self.assert_clean();
         assert!(
-            !text(&o.stdout).contains(SECRET) && !text(&o.stderr).contains(SECRET),
+            !o.stdout.as_str().contains(SECRET) && !o.stderr.as_str().contains(SECRET),
             "secret leaked"
         );
         o
@@ -152,8 +153,4 @@ pub fn processes_of(base: u32, count: u32) -> Vec<(i32, String)> {
         }
     }
     out
-}
-
-pub fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }

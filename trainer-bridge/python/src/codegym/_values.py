@@ -55,6 +55,11 @@ def numpy_to_tensor(arr: Any, dtype: Any = None) -> pb.Tensor:
 
 
 def execution_to_dict(e: pb.ExecutionResult) -> dict:
+    """The package's one Python view of an execution result: a dict keyed by the proto's field names.
+
+    `stdout`/`stderr` are `str`: the server captured bytes and decoded them once as lossy UTF-8
+    (U+FFFD for invalid bytes), so compare them as text. `exit_code`/`signal` are None when unset.
+    """
     return {
         "exit_code": e.exit_code if e.HasField("exit_code") else None,
         "signal": e.signal if e.HasField("signal") else None,

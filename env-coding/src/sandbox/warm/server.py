@@ -1,4 +1,4 @@
-# The fork server of the warm-fork backend (see forkserver.rs): one pre-started interpreter that
+# The fork server of the warm-fork backend (see server.rs): one pre-started interpreter that
 # forks a fresh, fully isolated child per script execution, ~4x cheaper than starting Python.
 #
 # It runs as PID 1 of its own PID, mount, network, IPC and UTS namespaces, with host dirs hidden and

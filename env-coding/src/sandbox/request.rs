@@ -1,4 +1,5 @@
-//! Requests, outcomes and errors of the sandbox. A failing program is an [`ExecOutcome`]; only a
+//! What callers hand the sandbox ([`ExecRequest`]) and its one error type ([`SandboxError`]). A
+//! failing program is an [`ExecutionResult`](env_core::ExecutionResult), never an error; only a
 //! failure of the sandbox itself (infrastructure) is a [`SandboxError`].
 
 use std::path::PathBuf;
@@ -23,50 +24,6 @@ impl ExecRequest {
         ExecRequest {
             source: source.into(),
             ..ExecRequest::default()
-        }
-    }
-}
-
-/// What happened to one execution.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ExecOutcome {
-    /// `None` when a signal ended the main process.
-    pub exit_code: Option<i32>,
-    pub signal: Option<i32>,
-    /// The CPU or wall-clock limit ended the execution.
-    pub timed_out: bool,
-    /// The memory limit was hit (cgroup OOM kill, or a `MemoryError`).
-    pub memory_exceeded: bool,
-    pub stdout: Vec<u8>,
-    pub stderr: Vec<u8>,
-    pub stdout_truncated: bool,
-    pub stderr_truncated: bool,
-    pub wall_ms: u64,
-    pub cpu_ms: u64,
-    /// Peak memory in bytes (cgroup peak when available, else the max RSS of a process).
-    pub peak_rss: u64,
-}
-
-impl ExecOutcome {
-    /// True when the program exited with status 0 within its limits.
-    pub fn success(&self) -> bool {
-        self.exit_code == Some(0) && !self.timed_out && !self.memory_exceeded
-    }
-
-    /// The env-core view of this outcome (output decoded as lossy UTF-8).
-    pub fn to_execution_result(&self) -> env_core::ExecutionResult {
-        env_core::ExecutionResult {
-            exit_code: self.exit_code,
-            signal: self.signal,
-            timed_out: self.timed_out,
-            memory_exceeded: self.memory_exceeded,
-            stdout: String::from_utf8_lossy(&self.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&self.stderr).into_owned(),
-            stdout_truncated: self.stdout_truncated,
-            stderr_truncated: self.stderr_truncated,
-            wall_ms: self.wall_ms,
-            cpu_ms: self.cpu_ms,
-            peak_rss_bytes: self.peak_rss,
         }
     }
 }

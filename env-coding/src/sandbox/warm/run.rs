@@ -1,31 +1,32 @@
-//! One script run on the fork server ([`super::forkserver`]): preparing it (work dir, pipes,
-//! Landlock ruleset, the request) and the handle supervision waits on.
+//! One script run of the warm backend: preparing it (work dir, pipes, Landlock ruleset, the
+//! request to the server) and the handle supervision waits on ([`WarmRun`]).
 
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Instant;
 
 use tokio::net::unix::pipe;
 use tokio::sync::oneshot;
 
-use super::Inner;
-use super::forkserver::ForkServer;
-use super::outcome::SandboxError;
-use super::plan::{self, Main, Prepared, RunGuard};
-use super::supervise::Exit;
+use super::server::ForkServer;
+use crate::sandbox::config::Limits;
+use crate::sandbox::prepare::{self, Inner, RunGuard};
+use crate::sandbox::request::SandboxError;
+use crate::sandbox::supervise::{Exit, Process, Started};
 
-/// A run of the fork server, as [`plan::Main`] sees it.
-pub(crate) struct Forked {
+/// A run of the fork server. Its end means the run's whole tree is gone (its PID namespace's
+/// init was reaped).
+pub(crate) struct WarmRun {
     id: u64,
     server: Arc<ForkServer>,
     rx: Option<oneshot::Receiver<Result<Exit, String>>>,
     exit: Option<Result<Exit, String>>,
 }
 
-impl Forked {
-    /// Resolves once the run is over: its PID namespace's init reaped, so the namespace is empty.
-    /// Cancel-safe
-    /// (supervision polls it in a `select!` loop).
-    pub async fn wait(&mut self) {
+impl WarmRun {
+    /// Resolves once the run is over. Cancel-safe.
+    async fn wait(&mut self) {
         if self.exit.is_none() {
             let result = match self.rx.as_mut() {
                 Some(rx) => rx
@@ -37,12 +38,22 @@ impl Forked {
             self.exit = Some(result);
         }
     }
+}
 
-    pub fn kill(&self) {
+impl Process for WarmRun {
+    fn pid(&self) -> Option<i32> {
+        None
+    }
+
+    async fn exited(&mut self) {
+        self.wait().await;
+    }
+
+    fn kill(&self) {
         self.server.kill(self.id);
     }
 
-    pub async fn exit(&mut self) -> Result<Exit, SandboxError> {
+    async fn reap(&mut self) -> Result<Exit, SandboxError> {
         self.wait().await;
         match self.exit.clone().unwrap_or_else(|| Err("no run".into())) {
             Ok(exit) => Ok(exit),
@@ -54,7 +65,7 @@ impl Forked {
     }
 }
 
-impl Drop for Forked {
+impl Drop for WarmRun {
     fn drop(&mut self) {
         // Dropped before its end (the caller gave up): the tree must not outlive the run.
         if self.exit.is_none() {
@@ -65,24 +76,24 @@ impl Drop for Forked {
 
 /// Starts a script in a fork of `server`: the work dir with `files`, then the fork; returns once
 /// the child has finished its setup and runs the program, or with the setup's error.
-pub(crate) async fn prepare(
+pub(crate) async fn start(
     inner: &Inner,
     server: Arc<ForkServer>,
     id: u64,
-    files: &[(std::path::PathBuf, &[u8])],
-    limits: &super::config::Limits,
+    files: &[(PathBuf, &[u8])],
+    limits: &Limits,
     with_stdin: bool,
-) -> Result<Prepared, SandboxError> {
-    let ids = plan::run_ids(inner, id);
+) -> Result<Started<WarmRun>, SandboxError> {
+    let ids = prepare::run_ids(inner, id);
     let (guard, workdir) = RunGuard::with_workdir(inner, id, files)?;
     let workdir = workdir.as_path();
-    let (out_r, out_w) = plan::pipe_pair()?;
-    let (err_r, err_w) = plan::pipe_pair()?;
-    let (in_r, in_w) = plan::stdin_pair(with_stdin)?;
-    let (setup_r, setup_w) = plan::pipe_pair()?;
-    let ruleset = plan::landlock_ruleset(inner, workdir)?;
+    let (out_r, out_w) = prepare::pipe_pair()?;
+    let (err_r, err_w) = prepare::pipe_pair()?;
+    let (in_r, in_w) = prepare::stdin_pair(with_stdin)?;
+    let (setup_r, setup_w) = prepare::pipe_pair()?;
+    let ruleset = prepare::landlock_ruleset(inner, workdir)?;
     // JSON has no u64::MAX: "unlimited" is Python's RLIM_INFINITY (-1).
-    let rlimits: Vec<(u32, i64, i64)> = plan::rlimits(limits, false)
+    let rlimits: Vec<(u32, i64, i64)> = prepare::rlimits(limits, false)
         .into_iter()
         .map(|(r, soft, hard)| {
             let v = |x: u64| i64::try_from(x).unwrap_or(-1);
@@ -107,7 +118,7 @@ pub(crate) async fn prepare(
         fds.push(r.as_raw_fd());
     }
     let rx = server.fork(id, &request, &fds)?;
-    let mut forked = Forked {
+    let mut run = WarmRun {
         id,
         server,
         rx: Some(rx),
@@ -119,8 +130,8 @@ pub(crate) async fn prepare(
     // server (or the run's first fork) died before; the run's reply tells which.
     let setup = read_to_end(setup_r).await;
     if setup != b"+" {
-        forked.wait().await;
-        let why = match (&forked.exit, setup.is_empty()) {
+        run.wait().await;
+        let why = match (&run.exit, setup.is_empty()) {
             (Some(Err(e)), true) => e.clone(),
             (_, true) => "the run ended before its program started".into(),
             (_, false) => String::from_utf8_lossy(&setup).into_owned(),
@@ -130,14 +141,13 @@ pub(crate) async fn prepare(
             source: std::io::Error::other(why),
         });
     }
-    Ok(Prepared {
+    Ok(Started {
         guard,
-        main: Main::Forked(forked),
+        process: run,
         stdin: in_w,
         stdout: pipe::Receiver::from_owned_fd(out_r).map_err(SandboxError::setup("stdout pipe"))?,
         stderr: pipe::Receiver::from_owned_fd(err_r).map_err(SandboxError::setup("stderr pipe"))?,
-        control: None,
-        started: std::time::Instant::now(),
+        started: Instant::now(),
     })
 }
 

@@ -1,15 +1,15 @@
-//! The warm-fork backend: scripts fork from a pre-started interpreter (`fork_server.py`) instead of
-//! starting Python from scratch, which is most of the cost of a fresh execution.
+//! The warm backend's long-lived server: one pre-started interpreter (`server.py`) per sandbox
+//! that forks every script run instead of starting Python from scratch, which is most of the cost
+//! of a fresh execution. One run of it, on the Rust side, is `run.rs`'s `WarmRun`.
 //!
-//! Isolation per run stays the fresh backend's: the fork server is spawned like any sandboxed
-//! process (new PID, mount, network, IPC and UTS namespaces, host dirs hidden, `no_new_privs`), and
-//! each run then gets its own PID, mount and IPC namespaces (and network, see [`RUN_NAMESPACES`]), a
+//! Isolation per run stays the fresh backend's: the server is spawned like any sandboxed process
+//! (new PID, mount, network, IPC and UTS namespaces, host dirs hidden, `no_new_privs`), and each
+//! run then gets its own PID, mount and IPC namespaces (and network, see [`RUN_NAMESPACES`]), a
 //! fresh `/proc`, its own uid, rlimits, a Landlock domain and the same seccomp filters. The values
-//! (ids, limits, the compiled BPF, a Landlock ruleset fd) are all prepared here; the Python side only
-//! applies them. What differs: one cgroup for the server and its runs instead of one per run (memory
-//! is bounded per process by `RLIMIT_AS`, processes per run by `RLIMIT_NPROC`, exact since every run
-//! has its own uid), and runs share the server's string-hash seed. A run on the Rust side is
-//! [`super::forked::Forked`].
+//! (ids, limits, the compiled BPF, a Landlock ruleset fd) are all prepared in Rust; the Python side
+//! only applies them. What differs: one cgroup for the server and its runs instead of one per run
+//! (memory is bounded per process by `RLIMIT_AS`, processes per run by `RLIMIT_NPROC`, exact since
+//! every run has its own uid), and runs share the server's string-hash seed.
 //!
 //! One thread per server reads its replies and completes the runs' oneshots, so a run can be
 //! awaited from any tokio runtime (the sync `Env` bridge uses short-lived ones).
@@ -25,14 +25,16 @@ use nix::sys::socket::{self, AddressFamily, ControlMessage, MsgFlags, SockFlag, 
 use serde::Deserialize;
 use tokio::sync::oneshot;
 
-use super::Inner;
-use super::cgroup::RunCgroup;
-use super::outcome::SandboxError;
-use super::plan::{self, RunGuard};
-use super::spawn::{self, ChildPlan};
-use super::supervise::Exit;
+use crate::sandbox::cgroup::RunCgroup;
+use crate::sandbox::child::{ChildPlan, cstr};
+use crate::sandbox::isolation;
+use crate::sandbox::prepare::{self, Inner, RunGuard};
+use crate::sandbox::probe::Layers;
+use crate::sandbox::request::SandboxError;
+use crate::sandbox::spawn;
+use crate::sandbox::supervise::Exit;
 
-const FORK_SERVER: &str = include_str!("fork_server.py");
+const SERVER: &str = include_str!("server.py");
 
 /// Namespaces each run's main process unshares (those the machine offers), besides the PID
 /// namespace it is forked into. The network namespace is added only where Landlock cannot scope
@@ -51,21 +53,8 @@ pub(crate) struct ForkServer {
     _process: RunGuard,
 }
 
-/// Why the warm-fork backend cannot be used on this machine, if it cannot.
-pub(crate) fn unavailable(inner: &Inner) -> Option<&'static str> {
-    let l = &inner.layers;
-    let needed = (libc::CLONE_NEWPID | libc::CLONE_NEWNS) as u64;
-    if l.clone_flags & needed != needed {
-        Some("needs PID and mount namespaces")
-    } else if !l.drop_uid {
-        Some("needs a per-run uid (the server must run as root)")
-    } else {
-        None
-    }
-}
-
-fn run_namespaces(layers: &super::probe::Layers) -> u64 {
-    let scoped = layers.landlock && super::isolation::landlock_abi() >= 6;
+fn run_namespaces(layers: &Layers) -> u64 {
+    let scoped = layers.landlock && isolation::landlock_abi() >= 6;
     if scoped {
         RUN_NAMESPACES
     } else {
@@ -100,7 +89,7 @@ impl ForkServer {
             stage: "fork server socket",
             source: e.into(),
         })?;
-        let (err_r, err_w) = plan::pipe_pair()?;
+        let (err_r, err_w) = prepare::pipe_pair()?;
         let null = || {
             std::fs::File::open("/dev/null")
                 .map(OwnedFd::from)
@@ -128,14 +117,14 @@ impl ForkServer {
             );
         }
         let py = &inner.python.exe;
-        let mut argv = plan::interpreter_argv(inner)?;
+        let mut argv = prepare::interpreter_argv(inner)?;
         argv.push(c"-c".to_owned());
-        argv.push(CString::new(FORK_SERVER).unwrap_or_default());
+        argv.push(CString::new(SERVER).unwrap_or_default());
         let child_plan = ChildPlan {
             program: argv[0].clone(),
             argv,
-            envp: plan::environment(inner, &inner.work_root),
-            workdir: super::probe::cstr(&inner.work_root)
+            envp: prepare::environment(inner, &inner.work_root),
+            workdir: cstr(&inner.work_root)
                 .ok_or_else(|| SandboxError::InvalidPath(inner.work_root.display().to_string()))?,
             rlimits: vec![(libc::RLIMIT_CORE, 0, 0)],
             ids: None,
@@ -160,7 +149,7 @@ impl ForkServer {
             "seccomp": layers.seccomp.iter().map(|p| hex(p)).collect::<Vec<_>>(),
             "unshare": layers.clone_flags & run_namespaces(layers),
             "mount_proc": true,
-            "proc_access": super::isolation::proc_access(),
+            "proc_access": isolation::proc_access(),
             "sys_landlock_add_rule": libc::SYS_landlock_add_rule,
             "sys_landlock_restrict_self": libc::SYS_landlock_restrict_self,
         });

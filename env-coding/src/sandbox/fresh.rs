@@ -1,0 +1,233 @@
+//! The fresh backend: every execution is a new interpreter, `clone3`d into its own namespaces by
+//! [`super::spawn`] and `execve`d, with its own cgroup. Scripts ([`start_script`]) when the warm
+//! backend is off or unavailable, and always the interpreter of a session ([`start_session`]).
+//!
+//! The main process is our own child: it is watched on a pidfd and reaped with its resource usage
+//! ([`FreshProcess`]).
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use tokio::io::unix::AsyncFd;
+use tokio::net::unix::pipe;
+
+use super::cgroup::RunCgroup;
+use super::child::{ChildPlan, cstr};
+use super::config::{Limits, SitePackages};
+use super::isolation;
+use super::prepare::{self, Inner, RunGuard};
+use super::request::SandboxError;
+use super::spawn;
+use super::supervise::{Exit, Process, Started};
+
+/// Runs `main.py` as `__main__` when `site` is skipped (`-S`): first installs the builtins `site`
+/// would have (`exit`, `quit`, `help`, ...: LLM code calls `exit()`), which is cheap without `.pth`
+/// processing. The code executes in the real `__main__` module (so pickling and
+/// `if __name__ == "__main__"` behave as for a script) and leaves no names there besides
+/// `__file__`; the bootstrap's own frame is cut from tracebacks.
+const SCRIPT_BOOTSTRAP: &str = "\
+__import__('site').setquit(); __import__('site').sethelper(); __import__('site').setcopyright()
+__file__ = 'main.py'; __import__('sys').argv[0] = 'main.py'
+__import__('sys').excepthook = lambda t, v, tb, h=__import__('sys').__excepthook__: h(t, v.with_traceback(tb.tb_next), tb.tb_next) if isinstance(v, BaseException) and tb is not None and tb.tb_frame.f_code.co_filename == '<string>' else h(t, v, tb)
+exec(compile(open(__file__, 'rb').read(), __file__, 'exec'))
+";
+
+/// Starts `main.py` (among `files`) in a fresh interpreter; it runs once this returns.
+pub(crate) async fn start_script(
+    inner: &Inner,
+    id: u64,
+    files: &[(PathBuf, &[u8])],
+    limits: &Limits,
+    with_stdin: bool,
+) -> Result<Started<FreshProcess>, SandboxError> {
+    let mut tail = Vec::with_capacity(2);
+    if inner.config.site_packages == SitePackages::Full {
+        tail.push(c"main.py".to_owned());
+    } else {
+        tail.push(c"-c".to_owned());
+        tail.push(CString::new(SCRIPT_BOOTSTRAP).unwrap_or_default());
+    }
+    start(inner, id, files, limits, tail, Vec::new(), with_stdin).await
+}
+
+/// The session's control pipes: (requests to the driver, replies from it).
+pub(crate) type Control = (OwnedFd, OwnedFd);
+
+/// Starts a session's interpreter running `driver` (unbuffered), which reads cells on fd 3 and
+/// replies on fd 4; stdin is `/dev/null` (a cell's stdin travels with the cell).
+pub(crate) async fn start_session(
+    inner: &Inner,
+    id: u64,
+    limits: &Limits,
+    driver: &str,
+) -> Result<(Started<FreshProcess>, Control), SandboxError> {
+    let (req_r, req_w) = prepare::pipe_pair()?;
+    let (rep_r, rep_w) = prepare::pipe_pair()?;
+    let tail = vec![
+        c"-u".to_owned(),
+        c"-c".to_owned(),
+        CString::new(driver).unwrap_or_default(),
+    ];
+    let extra_fds = vec![(req_r, 3), (rep_w, 4)];
+    let run = start(inner, id, &[], limits, tail, extra_fds, false).await?;
+    Ok((run, (req_w, rep_r)))
+}
+
+/// Creates the work dir and cgroup and spawns the interpreter with `argv_tail` after its flags.
+async fn start(
+    inner: &Inner,
+    id: u64,
+    files: &[(PathBuf, &[u8])],
+    limits: &Limits,
+    argv_tail: Vec<CString>,
+    extra_fds: Vec<(OwnedFd, i32)>,
+    with_stdin: bool,
+) -> Result<Started<FreshProcess>, SandboxError> {
+    let layers = &inner.layers;
+    let ids = prepare::run_ids(inner, id);
+    let (mut guard, workdir) = RunGuard::with_workdir(inner, id, files)?;
+    if let Some(root) = &layers.cgroup {
+        let name = format!("run-{id}");
+        guard.cgroup = Some(
+            RunCgroup::create(root, &name, limits.memory_bytes, limits.max_processes)
+                .map_err(SandboxError::setup("cgroup"))?,
+        );
+    }
+    let memory_cgroup = layers.cgroup.as_ref().is_some_and(|c| c.has_memory());
+    let (out_r, out_w) = prepare::pipe_pair()?;
+    let (err_r, err_w) = prepare::pipe_pair()?;
+    let (in_r, in_w) = prepare::stdin_pair(with_stdin)?;
+    let mut argv = prepare::interpreter_argv(inner)?;
+    argv.extend(argv_tail);
+    let wd =
+        cstr(&workdir).ok_or_else(|| SandboxError::InvalidPath(workdir.display().to_string()))?;
+    let envp = prepare::environment(inner, &workdir);
+    let landlock =
+        prepare::landlock_ruleset(inner, &workdir)?.map(|fd| (fd, isolation::proc_access()));
+    let plan = ChildPlan {
+        program: argv[0].clone(),
+        argv,
+        envp,
+        workdir: wd,
+        rlimits: prepare::rlimits(limits, memory_cgroup),
+        ids,
+        mounts: layers.mounts.clone(),
+        clone_flags: layers.clone_flags,
+        landlock,
+        seccomp: layers.seccomp.clone(),
+        stdin: in_r,
+        stdout: out_w,
+        stderr: err_w,
+        extra_fds,
+        cgroup_procs: guard
+            .cgroup
+            .as_ref()
+            .map(|c| c.procs_files())
+            .unwrap_or_default(),
+    };
+    let spawned = tokio::task::spawn_blocking(move || spawn::spawn_blocking(plan))
+        .await
+        .map_err(|_| SandboxError::Closed)??;
+    let started = Instant::now();
+    let pid = spawned.pid;
+    let pidfd = async_pidfd(&spawned.pidfd).map_err(SandboxError::setup("pidfd"));
+    guard.child = Some(spawned);
+    let process = FreshProcess { pid, pidfd: pidfd? };
+    let stdout =
+        pipe::Receiver::from_owned_fd(out_r).map_err(SandboxError::setup("stdout pipe"))?;
+    let stderr =
+        pipe::Receiver::from_owned_fd(err_r).map_err(SandboxError::setup("stderr pipe"))?;
+    Ok(Started {
+        guard,
+        process,
+        stdin: in_w,
+        stdout,
+        stderr,
+        started,
+    })
+}
+
+/// A fresh interpreter: our own child, watched on (a duplicate of) its pidfd. The guard's
+/// [`spawn::Spawned`] kills and reaps it if supervision never gets to.
+pub(crate) struct FreshProcess {
+    pid: i32,
+    pidfd: AsyncFd<OwnedFd>,
+}
+
+impl Process for FreshProcess {
+    fn pid(&self) -> Option<i32> {
+        Some(self.pid)
+    }
+
+    async fn exited(&mut self) {
+        exited(&self.pidfd).await;
+    }
+
+    fn kill(&self) {
+        spawn::kill_pidfd(self.pidfd.get_ref());
+    }
+
+    async fn reap(&mut self) -> Result<Exit, SandboxError> {
+        Ok(reap(self.pid, &self.pidfd).await)
+    }
+}
+
+/// Resolves once the process behind `pidfd` has exited.
+async fn exited(pidfd: &AsyncFd<OwnedFd>) {
+    loop {
+        match pidfd.readable().await {
+            Ok(mut guard) => {
+                // pidfds stay readable once the process is gone; nothing to clear.
+                guard.retain_ready();
+                return;
+            }
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(5)).await,
+        }
+    }
+}
+
+/// Reaps `pid` if it has exited (never blocks).
+fn try_reap(pid: i32) -> Option<Exit> {
+    let mut status = 0;
+    // SAFETY: rusage is plain data.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: wait4 on our own child with valid out-pointers.
+    let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG | libc::__WALL, &mut ru) };
+    if r != pid {
+        return None;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as u64 * 1000 + t.tv_usec as u64 / 1000;
+    Some(Exit::from_status(
+        status,
+        tv(ru.ru_utime) + tv(ru.ru_stime),
+        ru.ru_maxrss.max(0) as u64 * 1024,
+    ))
+}
+
+/// Waits (asynchronously) until `pid` can be reaped.
+async fn reap(pid: i32, pidfd: &AsyncFd<OwnedFd>) -> Exit {
+    exited(pidfd).await;
+    let mut delay = 1;
+    loop {
+        if let Some(e) = try_reap(pid) {
+            return e;
+        }
+        if delay > 1000 {
+            // Already reaped elsewhere (should not happen): report an unknown end.
+            tracing::warn!(pid, "sandboxed process could not be reaped");
+            return Exit::default();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+        delay *= 2;
+    }
+}
+
+/// An `AsyncFd` on a duplicate of `pidfd`.
+fn async_pidfd(pidfd: &OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
+    // SAFETY: an OwnedFd stays open and unchanged for as long as the AsyncFd owns it.
+    unsafe { AsyncFd::register_with_interest(pidfd.try_clone()?, tokio::io::Interest::READABLE) }
+        .map_err(|e| e.into())
+}

@@ -1,0 +1,253 @@
+//! The execution toolbox both backends and sessions prepare from: the state a sandbox shares with
+//! its executions ([`Inner`]), the guard that cleans an execution up however it ends
+//! ([`RunGuard`]: work dir, cgroup, child), and what every execution is given: its uid, pipes,
+//! rlimits, the interpreter's argv and environment, its Landlock ruleset.
+//!
+//! Backends decide *how* a program starts (a fresh `clone3` + `execve`, or a fork of the warm
+//! server); everything here is *what* it starts with, so both isolate alike.
+
+use std::ffi::CString;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::cgroup::{self, RunCgroup};
+use super::child::cstr;
+use super::config::{Limits, SandboxConfig, SitePackages};
+use super::isolation::{self, IsolationReport};
+use super::probe::Layers;
+use super::python::PythonInfo;
+use super::request::SandboxError;
+use super::spawn::{self, Spawned};
+use super::workdir;
+
+/// What a sandbox knows, shared by all its executions (and kept alive by a live session).
+pub(crate) struct Inner {
+    pub config: SandboxConfig,
+    pub python: PythonInfo,
+    pub report: IsolationReport,
+    pub layers: Layers,
+    /// This sandbox's private dir under the configured work root.
+    pub work_root: PathBuf,
+    pub permits: tokio::sync::Semaphore,
+    pub max_concurrent: usize,
+    counter: AtomicU64,
+}
+
+impl Inner {
+    pub fn new(
+        config: SandboxConfig,
+        python: PythonInfo,
+        report: IsolationReport,
+        layers: Layers,
+        work_root: PathBuf,
+        max_concurrent: usize,
+    ) -> Inner {
+        Inner {
+            config,
+            python,
+            report,
+            layers,
+            work_root,
+            permits: tokio::sync::Semaphore::new(max_concurrent),
+            max_concurrent,
+            counter: AtomicU64::new(0),
+        }
+    }
+
+    /// A fresh execution id: it names the work dir and cgroup and picks the uid.
+    pub fn next_id(&self) -> u64 {
+        self.counter.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The warm backend's server (its cgroup lives under the root removed below) holds an
+        // `Arc` of this, so it is always gone by now.
+        workdir::remove(&self.work_root);
+        if let Some(cg) = &self.layers.cgroup {
+            cgroup::remove_root(cg);
+        }
+    }
+}
+
+/// Cleans up an execution however it ends (also when the future is dropped): kills and reaps the
+/// child, removes the cgroup and the work dir. Blocking; the normal path drops it on a blocking
+/// thread.
+#[derive(Default)]
+pub(crate) struct RunGuard {
+    pub workdir: Option<PathBuf>,
+    pub cgroup: Option<RunCgroup>,
+    pub child: Option<Spawned>,
+}
+
+impl RunGuard {
+    /// Creates execution `id`'s private work dir with `files`, owned by its uid; the guard removes
+    /// it. Returns the guard and the dir.
+    pub fn with_workdir(
+        inner: &Inner,
+        id: u64,
+        files: &[(PathBuf, &[u8])],
+    ) -> Result<(RunGuard, PathBuf), SandboxError> {
+        let workdir = inner.work_root.join(format!("run-{id}"));
+        let guard = RunGuard {
+            workdir: Some(workdir.clone()),
+            cgroup: None,
+            child: None,
+        };
+        workdir::create(&workdir, files, run_ids(inner, id))?;
+        Ok((guard, workdir))
+    }
+
+    /// The cgroup's memory view: its peak, and whether it OOM-killed (`(None, false)` without one).
+    pub fn memory_stats(&self) -> (Option<u64>, bool) {
+        self.cgroup
+            .as_ref()
+            .map(|c| c.memory_stats())
+            .unwrap_or((None, false))
+    }
+}
+
+impl Drop for RunGuard {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.take() {
+            spawn::kill_and_reap(&child);
+        }
+        if let Some(cg) = self.cgroup.take() {
+            cg.kill_all();
+            cg.remove_blocking();
+        }
+        if let Some(dir) = self.workdir.take() {
+            workdir::remove(&dir);
+        }
+    }
+}
+
+/// The uid/gid an execution runs as, when the supervisor can drop privileges.
+pub(crate) fn run_ids(inner: &Inner, id: u64) -> Option<(u32, u32)> {
+    inner.layers.drop_uid.then(|| {
+        let uid = inner
+            .config
+            .uid_base
+            .saturating_add((id % u64::from(inner.config.uid_count.max(1))) as u32);
+        (uid, uid)
+    })
+}
+
+pub(crate) fn pipe_pair() -> Result<(OwnedFd, OwnedFd), SandboxError> {
+    let (r, w) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| SandboxError::Setup {
+            stage: "pipe",
+            source: e.into(),
+        })?;
+    Ok((r, w))
+}
+
+/// The child's stdin and our end of it: a pipe when there is input, else `/dev/null`.
+pub(crate) fn stdin_pair(with_stdin: bool) -> Result<(OwnedFd, Option<OwnedFd>), SandboxError> {
+    if with_stdin {
+        let (r, w) = pipe_pair()?;
+        Ok((r, Some(w)))
+    } else {
+        let null = std::fs::File::open("/dev/null").map_err(SandboxError::setup("/dev/null"))?;
+        Ok((OwnedFd::from(null), None))
+    }
+}
+
+pub(crate) fn rlimits(
+    limits: &Limits,
+    memory_cgroup: bool,
+) -> Vec<(libc::__rlimit_resource_t, u64, u64)> {
+    let cpu_s = limits.cpu_ms.div_ceil(1000).max(1);
+    let nofile = u64::from(limits.max_open_files.max(16));
+    let mut v = vec![
+        (libc::RLIMIT_CPU, cpu_s, cpu_s + 1),
+        (
+            libc::RLIMIT_FSIZE,
+            limits.max_file_bytes,
+            limits.max_file_bytes,
+        ),
+        (libc::RLIMIT_NOFILE, nofile, nofile),
+        (libc::RLIMIT_CORE, 0, 0),
+        (
+            libc::RLIMIT_NPROC,
+            u64::from(limits.max_processes.max(1)),
+            u64::from(limits.max_processes.max(1)),
+        ),
+        (libc::RLIMIT_MEMLOCK, 0, 0),
+        (libc::RLIMIT_MSGQUEUE, 0, 0),
+    ];
+    if !memory_cgroup {
+        // Per-process address space: cruder than a cgroup (breaks some numpy code), but bounded.
+        v.push((libc::RLIMIT_AS, limits.memory_bytes, limits.memory_bytes));
+    }
+    v
+}
+
+/// `python -s -B [-S]`: no user site, no bytecode files; `-S` unless `site` is wanted. The work
+/// dir stays on `sys.path` (unlike `-I`, whose `-P` drops it) so extra files can be imported. `-E`
+/// is not needed: the environment is built from scratch, and `SitePackages::Paths` relies on
+/// `PYTHONPATH`.
+pub(crate) fn interpreter_argv(inner: &Inner) -> Result<Vec<CString>, SandboxError> {
+    let py = cstr(&inner.python.exe)
+        .ok_or_else(|| SandboxError::PythonNotFound("NUL in path".into()))?;
+    let mut argv = vec![py, c"-s".to_owned(), c"-B".to_owned()];
+    if inner.config.site_packages != SitePackages::Full {
+        argv.push(c"-S".to_owned());
+    }
+    Ok(argv)
+}
+
+/// The child's whole environment: nothing of the host's (its secrets) is passed on.
+pub(crate) fn environment(inner: &Inner, workdir: &Path) -> Vec<CString> {
+    let bin_dir = inner
+        .python
+        .exe
+        .parent()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    [
+        format!("PATH={bin_dir}:/usr/local/bin:/usr/bin:/bin"),
+        format!("HOME={}", workdir.display()),
+        format!("TMPDIR={}", workdir.display()),
+        "LANG=C.UTF-8".to_string(),
+        "PYTHONDONTWRITEBYTECODE=1".to_string(),
+        "PYTHONIOENCODING=utf-8".to_string(),
+        "OMP_NUM_THREADS=1".to_string(),
+    ]
+    .into_iter()
+    .chain(python_path(
+        &inner.config.site_packages,
+        &inner.python.site_dirs,
+    ))
+    .filter_map(|s| CString::new(s).ok())
+    .collect()
+}
+
+/// `PYTHONPATH=<site-packages dirs>` for [`SitePackages::Paths`].
+fn python_path(mode: &SitePackages, dirs: &[PathBuf]) -> Option<String> {
+    if *mode != SitePackages::Paths || dirs.is_empty() {
+        return None;
+    }
+    let joined: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    Some(format!("PYTHONPATH={}", joined.join(":")))
+}
+
+/// The per-execution Landlock ruleset (read the system and Python, write `workdir`), if enabled.
+pub(crate) fn landlock_ruleset(
+    inner: &Inner,
+    workdir: &Path,
+) -> Result<Option<OwnedFd>, SandboxError> {
+    if !inner.layers.landlock {
+        return Ok(None);
+    }
+    let mut trees = inner.python.prefixes.clone();
+    if let Some(bin) = inner.python.exe.parent() {
+        trees.push(bin.to_path_buf());
+    }
+    isolation::landlock_ruleset(workdir, &trees).map_err(|e| SandboxError::Setup {
+        stage: "landlock",
+        source: std::io::Error::other(e),
+    })
+}

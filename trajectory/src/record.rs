@@ -1,4 +1,5 @@
-//! The trajectory record: one JSON line per finished episode in a rollout dataset.
+//! The trajectory record: one JSON line per finished episode in a rollout dataset (written by the
+//! `rollout` crate, read by `trainer-bridge`).
 //!
 //! These types are a file format read by other tools (the trainer bridge exports training data from
 //! them), so field names are stable: a change that renames or retypes a field bumps
@@ -511,7 +512,8 @@ pub struct Timings {
 pub struct EngineInfo {
     /// [`ENGINE_NAME`].
     pub name: String,
-    /// The rollout crate's version.
+    /// The version of the crates that wrote it (the workspace's version, which the rollout engine
+    /// shares).
     pub version: String,
 }
 
@@ -521,5 +523,64 @@ impl Default for EngineInfo {
             name: ENGINE_NAME.to_string(),
             version: env!("CARGO_PKG_VERSION").to_string(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enums_use_their_snake_case_names() {
+        for reason in [
+            StopReason::NoCode,
+            StopReason::ContextLength,
+            StopReason::Cancelled,
+        ] {
+            let json = serde_json::to_value(reason).unwrap();
+            assert_eq!(json, serde_json::json!(reason.as_str()));
+        }
+        for kind in [
+            ErrorKind::RetryBudgetExhausted,
+            ErrorKind::Env,
+            ErrorKind::QuotaExceeded,
+        ] {
+            assert_eq!(
+                serde_json::to_value(kind).unwrap(),
+                serde_json::json!(kind.as_str())
+            );
+        }
+    }
+
+    #[test]
+    fn actions_are_tagged_by_kind() {
+        let action = ActionRecord::CodeBlock {
+            code: "print(1)".into(),
+        };
+        let json = serde_json::to_value(&action).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"kind": "code_block", "code": "print(1)"})
+        );
+        assert_eq!(
+            serde_json::from_value::<ActionRecord>(json).unwrap(),
+            action
+        );
+    }
+
+    #[test]
+    fn optional_fields_are_omitted_and_keys_name_episodes() {
+        let message = ChatMessage::tool_result("call_1", "ok");
+        let json = serde_json::to_value(&message).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"role": "tool", "content": "ok", "tool_call_id": "call_1"})
+        );
+        let key = EpisodeKey {
+            task_id: "add".into(),
+            sample_index: 3,
+        };
+        assert_eq!(key.episode_id(), "add#3");
+        assert_eq!(EngineInfo::default().name, ENGINE_NAME);
     }
 }

@@ -62,6 +62,9 @@ pub async fn run(
     }
 }
 
+/// The run itself: what the dataset already holds ([`Dataset::resume`]), the episodes still to run
+/// ([`plan_episodes`]), their records as they finish ([`collect`]), then the final manifest and
+/// the summary.
 async fn run_here(
     config: RolloutConfig,
     backend: EnvBackend,

@@ -1,8 +1,11 @@
-//! The `--config` file of `codegym serve`: one JSON document with a section per component.
+//! Configuration files: [`load_json`], the one loader of every JSON config file the CLI reads
+//! (`serve --config`, `rollout --config`, `export --config`), and [`Config`], the file of
+//! `codegym serve` with a section per component.
 
 use std::path::Path;
 
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 
 /// `{"server": {...}, "coding": {...}}`; every section and field is optional, unknown ones are errors.
 #[derive(Debug, Default, Deserialize)]
@@ -29,7 +32,15 @@ pub enum ConfigError {
     },
 }
 
+/// Loads the `codegym serve` config file.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    load_json(path)
+}
+
+/// Reads the JSON config file at `path` as a `T`. Errors name the file, and for syntax and schema
+/// errors (unknown fields included, since config structs deny them) the line and column, as
+/// `FILE:LINE:COLUMN: message`.
+pub fn load_json<T: DeserializeOwned>(path: &Path) -> Result<T, ConfigError> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
         path: shown.clone(),
@@ -77,5 +88,20 @@ mod tests {
                 .to_string()
                 .contains("missing.json")
         );
+    }
+
+    #[test]
+    fn any_config_type_gets_file_and_line() {
+        #[derive(Debug, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Other {
+            #[allow(dead_code)]
+            samples: u32,
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("other.json");
+        std::fs::write(&path, "{\n\n  \"samples\": \"four\"\n}\n").unwrap();
+        let err = load_json::<Other>(&path).unwrap_err().to_string();
+        assert!(err.starts_with(&format!("{}:3:", path.display())), "{err}");
     }
 }

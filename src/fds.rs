@@ -1,5 +1,5 @@
-//! File-descriptor setup for the whole process, done once by `main` while it is still the only
-//! thread.
+//! File-descriptor setup for the whole process, done once by `main` (of `codegym` and of
+//! `codegym-bench`) while it is still the only thread.
 //!
 //! Linux grows a process's descriptor table by doubling it, and when several threads share the
 //! table every growth first waits for an RCU grace period (`expand_files` -> `synchronize_rcu`):
@@ -55,6 +55,17 @@ pub fn prepare() -> std::io::Result<FdSetup> {
         soft_limit: (soft, raised),
         table,
     })
+}
+
+/// [`prepare`], reported as a tracing event: what it did (debug), or why it could not (a warning:
+/// the process still works, it only pays the grace periods).
+pub fn prepare_and_report() {
+    match prepare() {
+        Ok(setup) => tracing::debug!(?setup, "descriptor limit and table"),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot raise the descriptor limit or pre-size the table")
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,9 +1,10 @@
-//! The `codegym` package: the gRPC environment server (`server`), the configuration file (`config`),
-//! the default environment registry, and the benchmark drivers (`bench`) behind the `codegym` binary.
-//! The binary's `cli` module only parses arguments and calls into here and into the workspace crates.
+//! The `codegym` package: the gRPC environment server (`server`), configuration files (`config`),
+//! the process's descriptor setup (`fds`) and the default environment registry, behind the
+//! `codegym` binary (and used by the `codegym-bench` benchmarks). The binary's `cli` module only
+//! parses arguments and calls into here and into the workspace crates.
 
-pub mod bench;
 pub mod config;
+pub mod fds;
 pub mod server;
 
 /// Every built-in environment: `classic/CartPole-v1` and the coding environments.

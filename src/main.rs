@@ -2,7 +2,6 @@
 //! the library crates; see `ARCHITECTURE.md` for where the work happens.
 
 mod cli;
-mod fds;
 
 fn main() -> std::process::ExitCode {
     cli::main()

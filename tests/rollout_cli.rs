@@ -7,9 +7,9 @@ mod rollout_util;
 use std::process::Stdio;
 use std::time::Duration;
 
+use fake_llm::FakeLlm;
 use rollout::dataset::record::StopReason;
 use rollout::dataset::{read_latest, sidecar};
-use rollout::fake_llm::FakeLlm;
 use rollout_util::{per_episode, records, rollout_args, script, task_ids};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
@@ -202,7 +202,7 @@ async fn the_api_key_reaches_the_endpoint_but_never_the_sandbox_or_the_dataset()
     // A model that dumps the sandbox's whole environment.
     script.rules.clear();
     script.default_reply =
-        rollout::fake_llm::Reply::code("import os\nprint('ENV', sorted(os.environ.items()))\n");
+        fake_llm::Reply::code("import os\nprint('ENV', sorted(os.environ.items()))\n");
     let server = FakeLlm::start(script).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("secret.jsonl");
@@ -247,4 +247,26 @@ async fn the_api_key_reaches_the_endpoint_but_never_the_sandbox_or_the_dataset()
         assert!(!text.contains(SECRET), "{} leaks the key", path.display());
     }
     assert!(!stdout.contains(SECRET) && !stderr.contains(SECRET));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_file_errors_name_the_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("rollout.json");
+    std::fs::write(&config, "{\n  \"samples\": 2,\n  \"sampels\": 3\n}\n").unwrap();
+    let out = dir.path().join("never.jsonl");
+    let args: Vec<String> = ["rollout", "--config"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([config.display().to_string()])
+        .chain(["--out".into(), out.display().to_string()])
+        .collect();
+    let (code, _, stderr) = finish(spawn(&args)).await;
+    assert_ne!(code, 0);
+    assert!(
+        stderr.contains(&format!("{}:3:", config.display())),
+        "{stderr}"
+    );
+    assert!(stderr.contains("sampels"), "{stderr}");
+    assert!(!out.exists());
 }

@@ -1,8 +1,8 @@
 //! Configuration: [`CodingConfig`] (server-wide) and the per-env `make` kwargs.
 
+use code_extract::ExtractMode;
 use serde::{Deserialize, Serialize};
 
-use crate::extract::ExtractMode;
 use crate::sandbox::{Limits, SandboxConfig};
 
 /// How steps execute (the `mode` kwarg).

@@ -18,13 +18,13 @@ use env_core::{
 use serde_json::json;
 
 use crate::config::Mode;
-use crate::extract::{ExtractMode, extract};
 use crate::reward::RewardOutcome;
 use crate::reward::run::{self, Program};
 use crate::sandbox::PySession;
 use crate::shared::{Settings, Shared};
 use crate::tasks::Task;
 use crate::tools::{self, MAX_READ_BYTES, ToolCall};
+use code_extract::{ExtractMode, extract};
 
 /// Largest text of the observation and action spaces.
 pub const MAX_TEXT_LEN: usize = 1 << 20;

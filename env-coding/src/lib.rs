@@ -4,14 +4,13 @@
 //! - [`register`] creates one shared [`sandbox::Sandbox`] and registers the env and its batch
 //!   evaluator in an `env_core::Registry`.
 //! - [`tasks`] loads task sets (native JSONL, HumanEval, MBPP); [`reward`] scores programs;
-//!   [`extract`] finds the code in model text; [`evaluate`] scores completion files with pass@k and
-//!   checks reference solutions.
+//!   [`completions`] scores completion files with pass@k and checks reference solutions. Finding
+//!   the code in model text is the `code-extract` crate's (shared with the rollout engine).
 
 mod batch;
+pub mod completions;
 mod config;
 mod env;
-pub mod evaluate;
-pub mod extract;
 mod register;
 pub mod reward;
 pub mod sandbox;
@@ -19,7 +18,7 @@ mod shared;
 pub mod tasks;
 pub mod tools;
 
+pub use code_extract::ExtractMode;
 pub use config::{CodingConfig, Mode};
 pub use env::{CodingEnv, MAX_TEXT_LEN};
-pub use extract::ExtractMode;
 pub use register::{CodingError, PYTHON_ENV_ID, register};

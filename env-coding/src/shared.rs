@@ -8,10 +8,10 @@ use env_core::{ChaCha8Rng, EnvError, Kwargs, Options};
 use rand::Rng;
 
 use crate::config::{CodingConfig, EnvKwargs, Mode};
-use crate::extract::ExtractMode;
 use crate::reward::run::EvalOptions;
 use crate::sandbox::{Limits, Sandbox};
 use crate::tasks::{Task, TaskSet};
+use code_extract::ExtractMode;
 
 pub(crate) struct Shared {
     pub sandbox: Arc<Sandbox>,

@@ -2,17 +2,18 @@
 //! concurrently against OpenAI-compatible endpoints, written as a resumable JSONL dataset of
 //! [`dataset::record::TrajectoryRecord`]s.
 //!
-//! Layers, bottom up: [`dataset`] (the record format and the append-only file), [`client`] (the chat
-//! completions client with retries), [`backend`] (in-process or remote environments), [`episode`]
-//! (one episode's loop), [`runner`] (scheduling, seeds, cancellation) and [`summary`]. [`fake_llm`]
-//! is a real HTTP server that imitates an OpenAI endpoint for tests and benchmarks.
+//! Layers, bottom up: [`dataset`] (the append-only file of records whose schema is the `trajectory`
+//! crate's, and its manifest), [`client`] (the chat completions client with retries), [`backend`]
+//! (in-process or remote environments), [`episode`] (one episode's loop), [`runner`] (scheduling,
+//! seeds, cancellation) and [`summary`]. The engine knows no environment: code is found in model
+//! text by the `code-extract` crate, as the coding env does. Tests and benchmarks talk to the
+//! `fake-llm` crate's server instead of a paid endpoint.
 
 pub mod backend;
 pub mod client;
 pub mod config;
 pub mod dataset;
 pub mod episode;
-pub mod fake_llm;
 pub mod progress;
 pub mod runner;
 pub mod seed;

@@ -4,6 +4,7 @@
 //! ends in-flight episodes as `cancelled`; everything is flushed before returning.
 
 use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -14,6 +15,7 @@ use tokio_util::task::AbortOnDropHandle;
 use crate::backend::EnvBackend;
 use crate::client::{ChatClient, ClientError};
 use crate::config::{ConfigError, RolloutConfig};
+use crate::dataset::file::write_json_atomic;
 use crate::dataset::manifest::ManifestCounts;
 use crate::dataset::record::{EpisodeKey, TrajectoryRecord};
 use crate::dataset::{DatasetError, DatasetWriter, Manifest, scan, sidecar};
@@ -60,6 +62,9 @@ pub async fn run(
     }
 }
 
+/// The run itself: what the dataset already holds ([`Dataset::resume`]), the episodes still to run
+/// ([`plan_episodes`]), their records as they finish ([`collect`]), then the final manifest and
+/// the summary.
 async fn run_here(
     config: RolloutConfig,
     backend: EnvBackend,
@@ -67,6 +72,54 @@ async fn run_here(
 ) -> Result<Summary, RolloutError> {
     config.validate()?;
     let started = Instant::now();
+    let tasks = unique_tasks(&config)?;
+    let expected = tasks.len() as u64 * u64::from(config.samples);
+    let mut dataset = Dataset::resume(&config)?;
+    dataset.keep_only(&tasks, config.samples);
+
+    let client = Arc::new(ChatClient::new(&config.model)?);
+    let servers = match &backend {
+        EnvBackend::Remote(r) => r.server_count(),
+        EnvBackend::InProcess { .. } => 1,
+    };
+    let plans = plan_episodes(
+        &config,
+        &tasks,
+        &dataset.done,
+        client.endpoint_count(),
+        servers,
+    );
+    dataset.save_manifest(&tasks, config.samples, expected)?;
+    let run_id = dataset.manifest.run_id.clone();
+    tracing::info!(run_id = %run_id, to_run = plans.len(), already_done = dataset.done.len(), "starting rollout");
+
+    let config = Arc::new(config);
+    let ctx = EpisodeContext {
+        client,
+        backend,
+        config: config.clone(),
+        run_id: run_id.clone(),
+    };
+    let this_run = collect(ctx, plans, &mut dataset, &shutdown).await?;
+    let interrupted = shutdown.is_cancelled();
+
+    dataset.manifest.updated_at_ms = now_ms();
+    dataset.save_manifest(&tasks, config.samples, expected)?;
+    let summary = summarize(
+        &run_id,
+        &dataset.stats,
+        expected,
+        config.samples,
+        this_run,
+        started.elapsed().as_secs_f64(),
+        interrupted,
+    );
+    write_json_atomic(&sidecar(&config.output.out, ".summary.json"), &summary)?;
+    Ok(summary)
+}
+
+/// The run's tasks, each once, in the configured order.
+fn unique_tasks(config: &RolloutConfig) -> Result<Vec<String>, RolloutError> {
     let mut seen = HashSet::new();
     let tasks: Vec<String> = config
         .tasks
@@ -77,86 +130,128 @@ async fn run_here(
     if tasks.is_empty() {
         return Err(RolloutError::NoTasks);
     }
-    let out = config.output.out.clone();
-    let manifest_path = sidecar(&out, ".manifest.json");
-    let previous = if config.output.resume {
-        scan(&out, true)?
-    } else {
-        let s = scan(&out, false)?;
-        if s.lines > 0 || s.repaired_bytes > 0 {
+    Ok(tasks)
+}
+
+/// The dataset as the run finds it and keeps it up to date: its manifest, the newest stats of every
+/// episode, and which episodes need no (re-)run.
+struct Dataset {
+    out: PathBuf,
+    manifest_path: PathBuf,
+    manifest: Manifest,
+    /// Newest stats per episode (of this run's tasks and samples after [`Dataset::keep_only`]).
+    stats: BTreeMap<EpisodeKey, EpisodeStats>,
+    /// Lines in the file, superseded records included.
+    records: u64,
+    /// Episodes whose newest record is final (not `error` or `cancelled`).
+    done: HashSet<EpisodeKey>,
+}
+
+impl Dataset {
+    /// Reads what `config.output.out` already holds. Without `--resume` the file must be empty or
+    /// absent; with it, a torn last line is repaired and the run id is kept (from the manifest, else
+    /// from the first record).
+    fn resume(config: &RolloutConfig) -> Result<Dataset, RolloutError> {
+        let out = config.output.out.clone();
+        let manifest_path = sidecar(&out, ".manifest.json");
+        let resume = config.output.resume;
+        let previous = scan(&out, resume)?;
+        if !resume && (previous.lines > 0 || previous.repaired_bytes > 0) {
             return Err(RolloutError::Exists(out.display().to_string()));
         }
-        s
-    };
-    let old_manifest = if config.output.resume {
-        Manifest::load(&manifest_path)?
-    } else {
-        None
-    };
-    let now = now_ms();
-    let mut manifest = match old_manifest {
-        Some(mut m) => {
-            if m.config.seed != config.seed
-                || m.config.model.model != config.model.model
-                || m.config.env_id != config.env_id
-            {
-                tracing::warn!(
-                    "resuming with a different seed, model or env than the dataset was started with"
-                );
+        let old_manifest = if resume {
+            Manifest::load(&manifest_path)?
+        } else {
+            None
+        };
+        let now = now_ms();
+        let manifest = match old_manifest {
+            Some(mut m) => {
+                if m.config.seed != config.seed
+                    || m.config.model.model != config.model.model
+                    || m.config.env_id != config.env_id
+                {
+                    tracing::warn!(
+                        "resuming with a different seed, model or env than the dataset was started with"
+                    );
+                }
+                m.config = config.clone();
+                m.updated_at_ms = now;
+                m
             }
-            m.config = config.clone();
-            m.updated_at_ms = now;
-            m
-        }
-        None => {
-            let run_id = previous
+            None => {
+                let run_id = previous
+                    .latest
+                    .first()
+                    .map_or_else(|| uuid::Uuid::new_v4().to_string(), |r| r.run_id.clone());
+                Manifest::new(run_id, config, now)
+            }
+        };
+        Ok(Dataset {
+            out,
+            manifest_path,
+            manifest,
+            stats: previous
                 .latest
-                .first()
-                .map_or_else(|| uuid::Uuid::new_v4().to_string(), |r| r.run_id.clone());
-            Manifest::new(run_id, &config, now)
-        }
-    };
-    let run_id = manifest.run_id.clone();
-    let task_set: HashSet<&str> = tasks.iter().map(String::as_str).collect();
-    let mut stats: BTreeMap<EpisodeKey, EpisodeStats> = previous
-        .latest
-        .iter()
-        .filter(|r| task_set.contains(r.task_id.as_str()) && r.sample_index < config.samples)
-        .map(|r| (r.key(), EpisodeStats::of(r)))
-        .collect();
-    let mut records = previous.lines;
-    let done: HashSet<EpisodeKey> = previous
-        .latest
-        .iter()
-        .filter(|r| !r.needs_rerun())
-        .map(TrajectoryRecord::key)
-        .collect();
-    drop(previous);
+                .iter()
+                .map(|r| (r.key(), EpisodeStats::of(r)))
+                .collect(),
+            records: previous.lines,
+            done: previous
+                .latest
+                .iter()
+                .filter(|r| !r.needs_rerun())
+                .map(TrajectoryRecord::key)
+                .collect(),
+        })
+    }
 
-    let client = Arc::new(ChatClient::new(&config.model)?);
-    let endpoints = client.endpoint_count();
-    let servers = match &backend {
-        EnvBackend::Remote(r) => r.server_count(),
-        EnvBackend::InProcess { .. } => 1,
-    };
-    let plans = plan_episodes(&config, &tasks, &done, endpoints, servers);
-    let expected = tasks.len() as u64 * u64::from(config.samples);
-    manifest.counts = counts(&stats, &tasks, config.samples, records, expected);
-    manifest.save(&manifest_path)?;
-    tracing::info!(run_id = %run_id, to_run = plans.len(), already_done = done.len(), "starting rollout");
+    /// Forgets the stats of episodes outside this run (other tasks, sample indexes beyond
+    /// `samples`): the counts and the summary are about this run's episodes only.
+    fn keep_only(&mut self, tasks: &[String], samples: u32) {
+        let tasks: HashSet<&str> = tasks.iter().map(String::as_str).collect();
+        self.stats
+            .retain(|k, _| tasks.contains(k.task_id.as_str()) && k.sample_index < samples);
+    }
 
-    let config = Arc::new(config);
-    let ctx = EpisodeContext {
-        client,
-        backend,
-        config: config.clone(),
-        run_id: run_id.clone(),
-    };
-    let mut writer = DatasetWriter::open(&out).await?;
+    /// Writes the manifest with the current counts.
+    fn save_manifest(
+        &mut self,
+        tasks: &[String],
+        samples: u32,
+        expected: u64,
+    ) -> Result<(), DatasetError> {
+        let stats = &self.stats;
+        let rerun = stats.values().filter(|s| !s.is_sample()).count() as u64;
+        self.manifest.counts = ManifestCounts {
+            tasks: tasks.len() as u64,
+            samples,
+            expected_episodes: expected,
+            episodes: stats.len() as u64,
+            rerun_needed: rerun,
+            solved: stats.values().filter(|s| s.solved).count() as u64,
+            records: self.records,
+            complete: stats.len() as u64 == expected && rerun == 0,
+        };
+        self.manifest.save(&self.manifest_path)
+    }
+}
+
+/// Runs `plans` and appends every record as it arrives, batching those that finish together, until
+/// every admitted episode is written and the file is synced. Returns how many records this run
+/// wrote. A write error stops admission (in-flight episodes end as `cancelled`) and is returned.
+async fn collect(
+    ctx: EpisodeContext,
+    plans: Vec<EpisodePlan>,
+    dataset: &mut Dataset,
+    shutdown: &CancellationToken,
+) -> Result<u64, DatasetError> {
+    let mut writer = DatasetWriter::open(&dataset.out).await?;
+    let output = &ctx.config.output;
     let mut progress = Progress::new(
-        config.output.progress,
+        output.progress,
         plans.len() as u64,
-        config.output.log_interval_secs,
+        output.log_interval_secs,
     );
     let (tx, mut rx) = mpsc::channel::<TrajectoryRecord>(1024);
     let admission = tokio::spawn(admit(ctx, plans, tx, shutdown.clone()));
@@ -185,10 +280,10 @@ async fn run_here(
             batch.clear();
             continue;
         }
-        records += batch.len() as u64;
+        dataset.records += batch.len() as u64;
         this_run += batch.len() as u64;
         for (record, s) in batch.drain(..).zip(batch_stats) {
-            stats.insert(record.key(), s);
+            dataset.stats.insert(record.key(), s);
         }
     }
     progress.finish();
@@ -196,25 +291,10 @@ async fn run_here(
         tracing::error!(error = %e, "episode admission task failed");
     }
     writer.sync().await?;
-    if let Some(e) = write_error {
-        return Err(e.into());
+    match write_error {
+        Some(e) => Err(e),
+        None => Ok(this_run),
     }
-    let interrupted = shutdown.is_cancelled();
-    manifest.counts = counts(&stats, &tasks, config.samples, records, expected);
-    manifest.updated_at_ms = now_ms();
-    manifest.save(&manifest_path)?;
-    let elapsed = started.elapsed().as_secs_f64();
-    let summary = summarize(
-        &run_id,
-        &stats,
-        expected,
-        config.samples,
-        this_run,
-        elapsed,
-        interrupted,
-    );
-    crate::dataset::file::write_json_atomic(&sidecar(&out, ".summary.json"), &summary)?;
-    Ok(summary)
 }
 
 /// Episodes to run, in task-major order so a group's samples run close together. A group sticks to
@@ -286,26 +366,6 @@ async fn admit(
             let _ = tx.send(record).await;
             drop(permit);
         });
-    }
-}
-
-fn counts(
-    stats: &BTreeMap<EpisodeKey, EpisodeStats>,
-    tasks: &[String],
-    samples: u32,
-    records: u64,
-    expected: u64,
-) -> ManifestCounts {
-    let rerun = stats.values().filter(|s| !s.is_sample()).count() as u64;
-    ManifestCounts {
-        tasks: tasks.len() as u64,
-        samples,
-        expected_episodes: expected,
-        episodes: stats.len() as u64,
-        rerun_needed: rerun,
-        solved: stats.values().filter(|s| s.solved).count() as u64,
-        records,
-        complete: stats.len() as u64 == expected && rerun == 0,
     }
 }
 

@@ -1,5 +1,5 @@
-//! The run summary: episodes, solve rate, pass@k (the unbiased estimator of the HumanEval paper),
-//! rewards, tokens, throughput and failures by kind. Printed at the end of a run and written as
+//! The run summary: episodes, solve rate, pass@k ([`trajectory::mean_pass_at_k`]: HumanEval's
+//! estimator and rule), rewards, tokens, throughput and failures by kind. Printed at the end of a run and written as
 //! `FILE.summary.json`.
 
 use std::collections::BTreeMap;
@@ -59,7 +59,9 @@ pub struct Summary {
     pub solved: u64,
     /// `solved / sampled_episodes`.
     pub solved_rate: f64,
-    /// `"pass@k"` -> mean over tasks with at least k samples of `1 - C(n-c, k) / C(n, k)`.
+    /// `"pass@k"` -> mean over the tasks of `1 - C(n-c, k) / C(n, k)`, for k = 1, 2, 4, ...,
+    /// samples. A k is absent unless every task in the dataset has at least k sampled episodes
+    /// (errored and cancelled ones are not samples), as in HumanEval's harness.
     pub pass_at_k: BTreeMap<String, f64>,
     /// Mean `total_reward` over sampled episodes.
     pub mean_reward: f64,
@@ -76,22 +78,6 @@ pub struct Summary {
     pub retries_by_kind: BTreeMap<String, u64>,
     /// Whether the run was interrupted.
     pub interrupted: bool,
-}
-
-/// Unbiased pass@k for `n` samples with `c` correct: `1 - C(n-c, k) / C(n, k)`, computed as a
-/// product to stay exact for large n.
-pub fn pass_at_k(n: u64, c: u64, k: u64) -> f64 {
-    if k == 0 || n < k {
-        return f64::NAN;
-    }
-    if n - c < k {
-        return 1.0;
-    }
-    let mut miss = 1.0;
-    for i in (n - c + 1)..=n {
-        miss *= 1.0 - k as f64 / i as f64;
-    }
-    1.0 - miss
 }
 
 /// Builds the summary from the newest stats of every episode.
@@ -140,11 +126,13 @@ pub fn summarize(
         for kind in &e.retry_kinds {
             *s.retries_by_kind.entry((*kind).to_string()).or_default() += 1;
         }
+        // Every task with a record counts, so a task whose episodes all errored has 0 samples
+        // and withholds pass@k rather than silently leaving the set.
+        let t = per_task.entry(&key.task_id).or_default();
         if e.is_sample() {
             s.sampled_episodes += 1;
             s.solved += u64::from(e.solved);
             reward_sum += e.total_reward;
-            let t = per_task.entry(&key.task_id).or_default();
             t.0 += 1;
             t.1 += u64::from(e.solved);
         }
@@ -163,16 +151,8 @@ pub fn summarize(
         ks.push(u64::from(samples));
     }
     for k in ks {
-        let values: Vec<f64> = per_task
-            .values()
-            .filter(|(n, _)| *n >= k)
-            .map(|&(n, c)| pass_at_k(n, c, k))
-            .collect();
-        if !values.is_empty() {
-            s.pass_at_k.insert(
-                format!("pass@{k}"),
-                values.iter().sum::<f64>() / values.len() as f64,
-            );
+        if let Some(mean) = trajectory::mean_pass_at_k(per_task.values().copied(), k) {
+            s.pass_at_k.insert(format!("pass@{k}"), mean);
         }
     }
     s
@@ -234,18 +214,54 @@ impl std::fmt::Display for Summary {
 mod tests {
     use super::*;
 
-    fn choose(n: u64, k: u64) -> f64 {
-        (0..k).fold(1.0, |acc, i| acc * (n - i) as f64 / (i + 1) as f64)
+    fn stats(solved: bool, stop_reason: StopReason) -> EpisodeStats {
+        EpisodeStats {
+            solved,
+            stop_reason,
+            total_reward: f64::from(u8::from(solved)),
+            usage: Usage::default(),
+            error_kind: None,
+            retry_kinds: Vec::new(),
+        }
+    }
+
+    fn key(task: &str, sample_index: u32) -> EpisodeKey {
+        EpisodeKey {
+            task_id: task.into(),
+            sample_index,
+        }
     }
 
     #[test]
-    fn pass_at_k_matches_the_binomial_formula() {
-        for (n, c, k) in [(10, 3, 1), (10, 3, 5), (8, 0, 2), (20, 1, 10), (6, 2, 4)] {
-            let exact = 1.0 - choose(n - c, k) / choose(n, k);
-            assert!((pass_at_k(n, c, k) - exact).abs() < 1e-12, "{n} {c} {k}");
+    fn pass_at_k_is_over_every_task_with_k_samples() {
+        let mut episodes = BTreeMap::new();
+        for i in 0..4 {
+            episodes.insert(key("a", i), stats(i < 2, StopReason::MaxTurns));
+            episodes.insert(key("b", i), stats(false, StopReason::MaxTurns));
         }
-        assert_eq!(pass_at_k(4, 2, 1), 0.5);
-        assert_eq!(pass_at_k(3, 2, 2), 1.0);
-        assert!(pass_at_k(1, 1, 2).is_nan());
+        let s = summarize("run", &episodes, 8, 4, 8, 1.0, false);
+        assert_eq!(
+            s.pass_at_k.keys().collect::<Vec<_>>(),
+            ["pass@1", "pass@2", "pass@4"]
+        );
+        assert!((s.pass_at_k["pass@1"] - 0.25).abs() < 1e-12);
+        assert!((s.pass_at_k["pass@4"] - 0.5).abs() < 1e-12);
+
+        // Task b's last sample errored: 3 samples, so pass@4 is withheld for the whole set.
+        episodes.insert(key("b", 3), stats(false, StopReason::Error));
+        let s = summarize("run", &episodes, 8, 4, 8, 1.0, false);
+        assert!(s.pass_at_k.contains_key("pass@2"));
+        assert!(!s.pass_at_k.contains_key("pass@4"));
+    }
+
+    #[test]
+    fn a_task_without_samples_withholds_pass_at_k() {
+        let mut episodes = BTreeMap::new();
+        episodes.insert(key("a", 0), stats(true, StopReason::Solved));
+        episodes.insert(key("b", 0), stats(false, StopReason::Error));
+        let s = summarize("run", &episodes, 2, 1, 2, 1.0, false);
+        assert!(s.pass_at_k.is_empty(), "{:?}", s.pass_at_k);
+        assert_eq!(s.solved_rate, 1.0);
+        assert!(!s.to_string().contains("pass@"));
     }
 }

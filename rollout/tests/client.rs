@@ -1,10 +1,10 @@
 //! The chat client against the fake server: every fault kind, which ones are retried, server
 //! retry delays, the episode retry budget, and what is passed through and kept.
 
+use fake_llm::{FakeLlm, FakeScript, Fault, FaultRule, Reply};
 use rollout::client::{CallOutcome, ChatClient, ChatRequest};
 use rollout::config::ModelConfig;
 use rollout::dataset::record::{ChatMessage, ErrorKind, Role, TokenSource};
-use rollout::fake_llm::{FakeLlm, FakeScript, Fault, FaultRule, Reply};
 
 fn model_config(base_url: &str) -> ModelConfig {
     ModelConfig {

@@ -5,9 +5,9 @@ mod support;
 
 use std::collections::HashSet;
 
+use fake_llm::{FakeLlm, FakeScript, Fault, FaultRule, Reply, Rule};
 use rollout::dataset::record::{ActionRecord, EpisodeMode, Role, StopReason};
 use rollout::dataset::{read_latest, sidecar};
-use rollout::fake_llm::{FakeLlm, FakeScript, Fault, FaultRule, Reply, Rule};
 use rollout::{EnvBackend, run};
 use tokio_util::sync::CancellationToken;
 

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use env_coding::evaluate::{
-    default_results_path, evaluate_samples, pass_at_ks, read_samples, write_atomic, write_results,
+use env_coding::completions::{
+    default_results_path, evaluate_samples, pass_at_ks, read_samples, write_results,
 };
 use env_coding::reward::run::EvalOptions;
 use env_coding::sandbox::{Sandbox, SandboxConfig};
@@ -64,7 +64,8 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         s.push("_pass_at_k.json");
         PathBuf::from(s)
     });
-    write_atomic(&metrics_path, format!("{json}\n").as_bytes())?;
+    trajectory::atomic::write_atomic(&metrics_path, format!("{json}\n").as_bytes())
+        .with_context(|| format!("cannot write {}", metrics_path.display()))?;
     let passed = results.iter().filter(|r| r.passed).count();
     eprintln!(
         "{passed} of {n} samples passed; results in {}, metrics in {}",

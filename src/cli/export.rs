@@ -79,12 +79,7 @@ fn mask(m: Mask) -> MaskPolicy {
 
 fn config(args: &Args) -> anyhow::Result<ExportConfig> {
     let mut c: ExportConfig = match &args.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            serde_json::from_str(&text)
-                .with_context(|| format!("{}: invalid export config", path.display()))?
-        }
+        Some(path) => codegym::config::load_json(path)?,
         None => ExportConfig::default(),
     };
     c.format = match args.format {

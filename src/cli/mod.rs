@@ -5,13 +5,13 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-mod bench;
 mod doctor;
 mod envs;
 mod evaluate;
 mod export;
 mod rollout;
 mod serve;
+mod signal;
 mod tasks;
 
 #[derive(Debug, Parser)]
@@ -51,9 +51,6 @@ enum Command {
     Rollout(rollout::Args),
     /// Turn a rollout dataset into training data (RL / SFT / DPO; JSONL or Parquet).
     Export(export::Args),
-    /// Benchmarks whose numbers go into BENCHMARKS.md.
-    #[command(subcommand)]
-    Bench(bench::Command),
 }
 
 /// Parses arguments, installs the tracing subscriber, runs the command on a tokio runtime.
@@ -61,12 +58,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.log_format);
     // Before the runtime: growing the descriptor table is free only while this is the only thread.
-    match crate::fds::prepare() {
-        Ok(setup) => tracing::debug!(?setup, "descriptor limit and table"),
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot raise the descriptor limit or pre-size the table")
-        }
-    }
+    codegym::fds::prepare_and_report();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -86,7 +78,6 @@ pub fn main() -> ExitCode {
             Command::Evaluate(args) => evaluate::run(args).await,
             Command::Rollout(args) => rollout::run(args).await,
             Command::Export(args) => export::run(args).await,
-            Command::Bench(cmd) => bench::run(cmd).await,
         }
     });
     match result {

@@ -128,13 +128,8 @@ enum ProgressArg {
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let args = *args.flags;
-    let mut config = match &args.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read {}", path.display()))?;
-            serde_json::from_str(&text)
-                .with_context(|| format!("{}: not a rollout config", path.display()))?
-        }
+    let mut config: RolloutConfig = match &args.config {
+        Some(path) => codegym::config::load_json(path)?,
         None => RolloutConfig::default(),
     };
     apply_flags(&args, &mut config)?;
@@ -273,23 +268,16 @@ fn apply_flags(a: &Flags, c: &mut RolloutConfig) -> anyhow::Result<()> {
 /// First SIGINT/SIGTERM: graceful stop. Second: exit immediately (the dataset stays consistent:
 /// resume repairs a torn last line).
 async fn watch_signals(cancel: CancellationToken) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        tracing::error!("cannot install signal handlers");
-        return;
+    let mut signals = match super::signal::ShutdownSignals::install() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot install signal handlers");
+            return;
+        }
     };
-    for round in 0..2 {
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-        if round == 0 {
-            eprintln!("interrupted: finishing up (signal again to exit at once)");
-            cancel.cancel();
-        }
-    }
+    signals.next().await;
+    eprintln!("interrupted: finishing up (signal again to exit at once)");
+    cancel.cancel();
+    signals.next().await;
     std::process::exit(130);
 }

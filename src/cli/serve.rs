@@ -68,7 +68,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         Arc::new(registry),
         config.server,
         listener,
-        shutdown_signal(),
+        super::signal::shutdown_signal(),
     )
     .await?;
     Ok(ExitCode::SUCCESS)
@@ -83,21 +83,5 @@ fn apply_flags(args: &Args, server: &mut ServerConfig) {
     }
     if let Some(b) = args.max_request_bytes {
         server.max_request_bytes = b;
-    }
-}
-
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        tracing::error!("cannot install signal handlers; stop the server with SIGKILL");
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM received"),
-        _ = int.recv() => tracing::info!("SIGINT received"),
     }
 }

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use env_coding::evaluate::check_tasks;
+use env_coding::completions::check_tasks;
 use env_coding::reward::run::EvalOptions;
 use env_coding::sandbox::{Sandbox, SandboxConfig};
 use env_coding::tasks::TaskSet;

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use env_coding::tasks::TaskSet;
+use fake_llm::{FakeScript, Reply, Rule};
 use rollout::dataset::record::TrajectoryRecord;
-use rollout::fake_llm::{FakeScript, Reply, Rule};
 
 /// The first `n` bundled task ids; even positions get their reference solution from the script.
 pub fn task_ids(n: usize) -> Vec<String> {

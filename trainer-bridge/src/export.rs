@@ -9,8 +9,8 @@
 //! - `dpo`: pairs within a group, `prompt` / `chosen` (solved) / `rejected` (failed).
 //!
 //! Messages are `{role, content, tool_calls_json, tool_call_id}`, TRL's conversational format.
-//! Output is written to a temporary file beside the target and renamed into place, so a reader
-//! never sees a half-written dataset.
+//! Output is written to a temporary file beside the target and renamed into place
+//! (`trajectory::atomic`), so a reader never sees a half-written dataset.
 
 mod input;
 mod parquet_file;
@@ -138,7 +138,7 @@ pub enum ExportError {
 
 /// Builds the table of `config.format` from already-read records.
 pub fn build_table(
-    records: &[rollout::dataset::record::TrajectoryRecord],
+    records: &[trajectory::record::TrajectoryRecord],
     config: &ExportConfig,
 ) -> Result<Table, AdvantageError> {
     let mut table = match config.format {
@@ -170,11 +170,11 @@ pub fn export(
         source,
     })?;
     write_atomically(output, |w| match file_format {
-        FileFormat::Jsonl => write_jsonl(&table, w).map_err(|e| e.to_string()),
+        FileFormat::Jsonl => write_jsonl(&table, w).map_err(Failure::Io),
         FileFormat::Parquet => {
             let meta = serde_json::json!({"format": config.format.as_str(), "schema_version": EXPORT_SCHEMA_VERSION});
             parquet_file::write(&table, w, vec![("codegym.export".into(), meta.to_string())])
-                .map_err(|e| e.to_string())
+                .map_err(|e| Failure::Parquet(e.to_string()))
         }
     })?;
     let summary = ExportSummary {
@@ -193,47 +193,34 @@ fn write_jsonl(table: &Table, w: &mut BufWriter<std::fs::File>) -> std::io::Resu
     Ok(())
 }
 
-/// Runs `fill` on a temporary file in `path`'s directory, syncs it, then renames it over `path`.
+/// Why filling the output failed, before it is named after the file.
+enum Failure {
+    Io(std::io::Error),
+    Parquet(String),
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Self {
+        Failure::Io(e)
+    }
+}
+
+/// Runs `fill` on a temporary file beside `path` and renames it into place
+/// ([`trajectory::atomic::write_atomic_with`]).
 fn write_atomically(
     path: &Path,
-    fill: impl FnOnce(&mut BufWriter<std::fs::File>) -> Result<(), String>,
+    fill: impl FnOnce(&mut BufWriter<std::fs::File>) -> Result<(), Failure>,
 ) -> Result<(), ExportError> {
-    let io = |source| ExportError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let tmp = tempfile::Builder::new()
-        .prefix(".codegym-export-")
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(io)?;
-    let (file, tmp_path) = tmp.into_parts();
-    // Temporary files are created 0600; a dataset keeps the target's mode, or gets 0644 when new.
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(path).map_or(0o644, |m| m.permissions().mode() & 0o7777);
-        file.set_permissions(std::fs::Permissions::from_mode(mode))
-            .map_err(io)?;
-    }
-    let mut w = BufWriter::new(file);
-    let parquet_err = |message| ExportError::Parquet {
-        path: path.to_path_buf(),
-        message,
-    };
-    fill(&mut w).map_err(|m| match FileFormat::from_path(path) {
-        Ok(FileFormat::Parquet) => parquet_err(m),
-        _ => io(std::io::Error::other(m)),
-    })?;
-    let file = w.into_inner().map_err(|e| io(e.into_error()))?;
-    file.sync_all().map_err(io)?;
-    // Dropping `tmp_path` on any error above deletes the temporary file.
-    tmp_path.persist(path).map_err(|e| io(e.error))?;
-    Ok(())
+    trajectory::atomic::write_atomic_with(path, fill).map_err(|failure| match failure {
+        Failure::Io(source) => ExportError::Io {
+            path: path.to_path_buf(),
+            source,
+        },
+        Failure::Parquet(message) => ExportError::Parquet {
+            path: path.to_path_buf(),
+            message,
+        },
+    })
 }
 
 #[cfg(test)]

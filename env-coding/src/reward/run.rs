@@ -88,10 +88,6 @@ pub async fn score_program(
         .map(|(_, outcome)| outcome)
 }
 
-/// Transitional name of [`score_program`] for callers not yet renamed (`crate::evaluate`).
-#[doc(hidden)]
-pub use self::score_program as evaluate;
-
 /// Runs the program (its observation) and scores it, with every execution in flight at once: a
 /// unit-test task's step then costs one run's latency, not two.
 pub async fn run_and_score(

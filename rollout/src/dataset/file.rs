@@ -229,13 +229,11 @@ fn finished(joined: Result<std::io::Result<()>, tokio::task::JoinError>) -> std:
     joined.map_err(std::io::Error::other)?
 }
 
-/// Writes `value` as pretty JSON to `path` atomically (temp file + rename).
+/// Writes `value` as pretty JSON to `path` atomically ([`trajectory::atomic::write_atomic`]).
 pub fn write_json_atomic(path: &Path, value: &impl serde::Serialize) -> Result<(), DatasetError> {
-    let tmp = sidecar(path, ".tmp");
     let text = serde_json::to_vec_pretty(value).map_err(|source| DatasetError::Encode {
         path: path.to_path_buf(),
         source,
     })?;
-    std::fs::write(&tmp, text).map_err(DatasetError::io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(DatasetError::io(path))
+    trajectory::atomic::write_atomic(path, &text).map_err(DatasetError::io(path))
 }

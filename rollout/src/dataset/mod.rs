@@ -1,9 +1,11 @@
-//! The rollout dataset: the trajectory record format, the append-only JSONL file holding it, and its
-//! manifest.
+//! The rollout dataset: the append-only JSONL file of trajectory records, and its manifest. The
+//! record format itself is the `trajectory` crate's (readers such as the trainer bridge depend on it
+//! alone); it is re-exported here as [`record`].
 
 pub mod file;
 pub mod manifest;
-pub mod record;
+
+pub use trajectory::record;
 
 pub use file::{DatasetError, DatasetWriter, read_latest, scan, sidecar};
 pub use manifest::Manifest;

@@ -1,5 +1,5 @@
-//! The turn loops of both modes: code-block (answer, run the first python block, show the
-//! feedback) and tools (follow function calls until the model answers without one).
+//! The turn loops of both modes: code-block (answer, run the first python block as a `run_python`
+//! action, show the feedback) and tools (follow function calls until the model answers without one).
 
 use std::time::Instant;
 
@@ -79,13 +79,12 @@ async fn code_block_loop(
             Err(ending) => return ending,
         };
         let content = completion.message.content.unwrap_or_default();
-        let Some(code) = env_coding::extract::first_python_block(&content).map(str::to_string)
-        else {
+        let Some(code) = code_extract::first_python_block(&content).map(str::to_string) else {
             return Ending::new(StopReason::NoCode);
         };
         let obs = match env_step(
             st,
-            Value::Text(content),
+            run_python(&code),
             ActionRecord::CodeBlock { code },
             None,
         )
@@ -147,6 +146,13 @@ async fn tools_loop(ctx: &EpisodeContext, plan: &EpisodePlan, st: &mut EpisodeSt
         }
     }
     Ending::new(StopReason::MaxTurns)
+}
+
+/// The env action running exactly `code`: the tool call the coding env accepts in every mode.
+/// Sending the model's whole text instead would let the env extract again, by its own `extract`
+/// kwarg (`raw` runs the prose too), and run something else than the record says.
+fn run_python(code: &str) -> Value {
+    Value::Json(json!({"tool": "run_python", "code": code}))
 }
 
 /// Turns a tool call into the env's action (`{"tool": name, ...arguments}`).
@@ -219,16 +225,19 @@ fn env_ending(e: EnvError) -> Ending {
 mod tests {
     use super::*;
 
-    #[test]
-    fn tool_calls_become_env_actions() {
-        let call = |name: &str, args: &str| ToolCall {
+    fn call(name: &str, args: &str) -> ToolCall {
+        ToolCall {
             id: "c".into(),
             kind: "function".into(),
             function: crate::dataset::record::FunctionCall {
                 name: name.into(),
                 arguments: args.into(),
             },
-        };
+        }
+    }
+
+    #[test]
+    fn tool_calls_become_env_actions() {
         let (action, record) =
             decode_tool_call(&call("write_file", r#"{"path":"a.py","content":"x=1"}"#)).unwrap();
         assert_eq!(
@@ -239,5 +248,13 @@ mod tests {
         assert!(decode_tool_call(&call("run_python", "{not json")).is_err());
         assert!(decode_tool_call(&call("run_python", r#"{"source":"x"}"#)).is_err());
         assert!(decode_tool_call(&call("rm_rf", r#"{}"#)).is_err());
+    }
+
+    #[test]
+    fn a_code_block_is_sent_as_run_python() {
+        // The same action a `run_python` tool call becomes, so the env runs exactly this code.
+        let (from_tools, _) =
+            decode_tool_call(&call("run_python", r#"{"code":"print(1)\n"}"#)).unwrap();
+        assert_eq!(run_python("print(1)\n"), from_tools);
     }
 }

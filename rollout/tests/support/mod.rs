@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use env_coding::tasks::TaskSet;
+use fake_llm::{FakeLlm, FakeScript, Fault, FaultRule, Reply, Rule};
 use rollout::config::RolloutConfig;
-use rollout::fake_llm::{FakeLlm, FakeScript, Fault, FaultRule, Reply, Rule};
 
 /// A registry with the real coding env (real sandboxed Python).
 pub fn registry() -> Arc<env_core::Registry> {

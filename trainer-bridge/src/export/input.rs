@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
-use rollout::dataset::record::{EpisodeKey, SCHEMA_VERSION, TrajectoryRecord};
+use trajectory::record::{EpisodeKey, SCHEMA_VERSION, TrajectoryRecord};
 
 use super::ExportError;
 

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use rollout::dataset::record::{ChatMessage, Role, StopReason, TrajectoryRecord};
+use trajectory::record::{ChatMessage, Role, StopReason, TrajectoryRecord};
 
 use super::table::{ColumnData as C, Message, Table, TurnLists};
 use super::{DpoConfig, SftConfig};
@@ -57,7 +57,7 @@ fn split(r: &TrajectoryRecord) -> (Vec<Message>, Vec<Message>) {
 /// Per assistant turn token data; `None` when no turn had any.
 fn turn_lists<T: Copy>(
     r: &TrajectoryRecord,
-    pick: impl Fn(&rollout::dataset::record::TokenData) -> Option<&Vec<T>>,
+    pick: impl Fn(&trajectory::record::TokenData) -> Option<&Vec<T>>,
 ) -> TurnLists<T> {
     let turns: Vec<Option<Vec<T>>> = r
         .turns

@@ -1,6 +1,6 @@
-//! `codegym bench grpc --env python`: sandboxed executions through the server, via `Step` (one
+//! `codegym-bench grpc --env python`: sandboxed executions through the server, via `Step` (one
 //! session per client, one request in flight each) and via batch `Evaluate`. The in-process numbers
-//! and the naive baseline are in `bench::exec`; the difference is what gRPC and the server add.
+//! and the naive baseline are in `crate::exec`; the difference is what gRPC and the server add.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -10,7 +10,7 @@ use proto::convert::value_to_proto;
 use proto::v1::{self, env_service_client::EnvServiceClient};
 use tonic::transport::Channel;
 
-use super::Latency;
+use crate::latency::Latency;
 
 const TASK: &str = r#"{"task_id": "hello-world"}"#;
 const CODE: &str = "print(\"Hello, world!\")\n";
@@ -53,7 +53,7 @@ async fn step_load(
     clients: usize,
     duration: Duration,
 ) -> anyhow::Result<(f64, Latency)> {
-    let mut samples = super::closed_loop(addr, clients, duration, |_, c, start, end| {
+    let mut samples = crate::latency::closed_loop(addr, clients, duration, |_, c, start, end| {
         step_client(c, start, end)
     })
     .await?;
@@ -108,7 +108,7 @@ async fn evaluate_load(
     duration: Duration,
     batch: usize,
 ) -> anyhow::Result<(f64, Latency)> {
-    let mut calls = super::closed_loop(addr, clients, duration, |_, c, start, end| {
+    let mut calls = crate::latency::closed_loop(addr, clients, duration, |_, c, start, end| {
         evaluate_client(c, batch, start, end)
     })
     .await?;

@@ -1,7 +1,9 @@
 //! Extracting the program from model text: the first fenced Python block.
 //!
-//! The rollout crate uses [`first_python_block`] too, to detect "the model answered without code", so
-//! the rules live in one place.
+//! The coding env applies [`extract`] to text actions (its `extract` make kwarg is an
+//! [`ExtractMode`]); the rollout engine uses [`first_python_block`] to find the code of an answer
+//! in code-block mode and sends exactly that code to the env. Both sides depend on this crate, so
+//! the rules live in one place and cannot drift apart.
 
 use serde::{Deserialize, Serialize};
 
@@ -139,5 +141,16 @@ mod tests {
         assert_eq!(extract("print(1)", ExtractMode::Auto), Some("print(1)"));
         assert_eq!(extract("print(1)", ExtractMode::Fenced), None);
         assert_eq!(extract(t, ExtractMode::Raw), Some(t));
+    }
+
+    #[test]
+    fn modes_use_the_kwarg_names() {
+        for (mode, name) in [
+            (ExtractMode::Auto, "auto"),
+            (ExtractMode::Fenced, "fenced"),
+            (ExtractMode::Raw, "raw"),
+        ] {
+            assert_eq!(serde_json::to_value(mode).unwrap(), serde_json::json!(name));
+        }
     }
 }

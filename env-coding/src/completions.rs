@@ -2,18 +2,18 @@
 //! (`codegym tasks check`), as library functions the CLI wraps.
 //!
 //! Samples follow the HumanEval convention: JSONL lines `{"task_id": ..., "completion": ...}` where the
-//! completion continues the task's prompt (a task's `completion_prefix`). pass@k is the unbiased
-//! estimator `1 - C(n-c, k) / C(n, k)` of Chen et al. (2021), computed as a product so it neither
-//! overflows nor loses precision.
+//! completion continues the task's prompt (a task's `completion_prefix`). pass@k is
+//! [`trajectory::mean_pass_at_k`] (HumanEval's estimator and rule: a k is reported only when every
+//! task has at least k samples). Results and metrics files are written with
+//! [`trajectory::atomic`].
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use futures::StreamExt;
 use serde::Serialize;
 
-use crate::reward::run::{EvalOptions, Program, evaluate};
+use crate::reward::run::{EvalOptions, Program, score_program};
 use crate::sandbox::{Sandbox, SandboxError};
 use crate::tasks::TaskSet;
 
@@ -125,7 +125,7 @@ pub async fn evaluate_samples(
                 });
             };
             let program = Program::new(task.program_from_completion(&s.completion));
-            let outcome = evaluate(sandbox, &task.reward, &program, None, opts).await?;
+            let outcome = score_program(sandbox, &task.reward, &program, None, opts).await?;
             Ok(SampleResult {
                 task_id: s.task_id,
                 completion: s.completion,
@@ -140,42 +140,22 @@ pub async fn evaluate_samples(
     results.into_iter().collect()
 }
 
-/// Unbiased pass@k for one task with `n` samples of which `c` passed.
-pub fn pass_at_k(n: usize, c: usize, k: usize) -> f64 {
-    if k == 0 || n == 0 {
-        return 0.0;
-    }
-    if n.saturating_sub(c) < k {
-        return 1.0;
-    }
-    // 1 - prod_{i = n-c+1}^{n} (1 - k / i)
-    let prod: f64 = (n - c + 1..=n).map(|i| 1.0 - k as f64 / i as f64).product();
-    1.0 - prod
-}
-
-/// pass@k over tasks, for every `k` not larger than the smallest per-task sample count (as the
-/// HumanEval harness does); keyed `"pass@k"`.
+/// pass@k over the tasks of `results`, keyed `"pass@k"`, for every `k` of `ks` that
+/// [`trajectory::mean_pass_at_k`] reports: a `k` above some task's sample count is omitted (no key),
+/// as in HumanEval's `evaluate_functional_correctness`.
 pub fn pass_at_ks(results: &[SampleResult], ks: &[usize]) -> BTreeMap<String, f64> {
-    let mut per_task: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    let mut per_task: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
     for r in results {
         let e = per_task.entry(&r.task_id).or_default();
         e.0 += 1;
-        e.1 += usize::from(r.passed);
+        e.1 += u64::from(r.passed);
     }
-    let min_n = per_task.values().map(|(n, _)| *n).min().unwrap_or(0);
-    let mut out = BTreeMap::new();
-    for &k in ks {
-        if k == 0 || k > min_n {
-            continue;
-        }
-        let mean = per_task
-            .values()
-            .map(|&(n, c)| pass_at_k(n, c, k))
-            .sum::<f64>()
-            / per_task.len() as f64;
-        out.insert(format!("pass@{k}"), mean);
-    }
-    out
+    ks.iter()
+        .filter_map(|&k| {
+            let mean = trajectory::mean_pass_at_k(per_task.values().copied(), k as u64)?;
+            Some((format!("pass@{k}"), mean))
+        })
+        .collect()
 }
 
 /// HumanEval's default results path: `<samples>_results.jsonl`.
@@ -185,7 +165,7 @@ pub fn default_results_path(samples: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// Writes `results` as JSONL to `path` atomically (a temp file in the same dir, then a rename).
+/// Writes `results` as JSONL to `path` atomically ([`trajectory::atomic::write_atomic`]).
 pub fn write_results(path: &Path, results: &[SampleResult]) -> Result<(), EvalError> {
     let mut body = Vec::new();
     for r in results {
@@ -195,38 +175,10 @@ pub fn write_results(path: &Path, results: &[SampleResult]) -> Result<(), EvalEr
             body.push(b'\n');
         }
     }
-    write_atomic(path, &body)
-}
-
-/// Replaces `path` with `data` so that readers see the old or the new file, never a partial one.
-pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), EvalError> {
-    let io = |source| EvalError::Io {
+    trajectory::atomic::write_atomic(path, &body).map_err(|source| EvalError::Io {
         path: path.to_path_buf(),
         source,
-    };
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(
-        ".{name}.tmp-{}-{:08x}",
-        std::process::id(),
-        rand::random::<u32>()
-    ));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(data)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.map_err(io)
+    })
 }
 
 /// The verdict on one task's reference solution.
@@ -255,7 +207,7 @@ pub async fn check_tasks(
                     error: Some("no reference solution".into()),
                 });
             };
-            let outcome = evaluate(
+            let outcome = score_program(
                 sandbox,
                 &task.reward,
                 &Program::new(reference.clone()),
@@ -286,44 +238,6 @@ pub async fn check_tasks(
 mod tests {
     use super::*;
 
-    /// pass@k by the definition, with exact binomials (small n only).
-    fn reference(n: u64, c: u64, k: u64) -> f64 {
-        fn binom(n: u64, k: u64) -> f64 {
-            if k > n {
-                return 0.0;
-            }
-            (0..k).fold(1.0, |acc, i| acc * (n - i) as f64 / (i + 1) as f64)
-        }
-        1.0 - binom(n - c, k) / binom(n, k)
-    }
-
-    #[test]
-    fn pass_at_k_matches_the_definition() {
-        for n in 1..=12u64 {
-            for c in 0..=n {
-                for k in 1..=n {
-                    let got = pass_at_k(n as usize, c as usize, k as usize);
-                    assert!(
-                        (got - reference(n, c, k)).abs() < 1e-12,
-                        "n={n} c={c} k={k}"
-                    );
-                }
-            }
-        }
-        assert_eq!(pass_at_k(10, 0, 1), 0.0);
-        assert_eq!(pass_at_k(10, 10, 5), 1.0);
-        assert!((pass_at_k(10, 3, 1) - 0.3).abs() < 1e-12);
-    }
-
-    #[test]
-    fn pass_at_k_is_stable_for_large_n() {
-        // C(1000, 500) overflows f64; the product form does not.
-        let v = pass_at_k(1000, 1, 100);
-        assert!((v - 0.1).abs() < 1e-12, "{v}");
-        let v = pass_at_k(100_000, 50_000, 1);
-        assert!((v - 0.5).abs() < 1e-9, "{v}");
-    }
-
     #[test]
     fn pass_at_ks_skips_k_above_the_sample_count() {
         let r = |id: &str, passed| SampleResult {
@@ -341,17 +255,26 @@ mod tests {
     }
 
     #[test]
-    fn atomic_write_and_default_path() {
+    fn results_file_and_default_path() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("out.jsonl");
-        write_atomic(&p, b"one").unwrap();
-        write_atomic(&p, b"two").unwrap();
-        assert_eq!(std::fs::read(&p).unwrap(), b"two");
+        let result = SampleResult {
+            task_id: "a".into(),
+            completion: "x".into(),
+            passed: true,
+            reward: 1.0,
+            reward_breakdown: serde_json::Value::Null,
+        };
+        write_results(&p, std::slice::from_ref(&result)).unwrap();
+        let line = std::fs::read_to_string(&p).unwrap();
+        assert_eq!(line.lines().count(), 1);
+        assert!(line.contains(r#""task_id":"a""#), "{line}");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
         assert_eq!(
             default_results_path(Path::new("x/s.jsonl")),
             PathBuf::from("x/s.jsonl_results.jsonl")
         );
-        assert!(write_atomic(&dir.path().join("missing/out"), b"x").is_err());
+        let err = write_results(&dir.path().join("missing/out"), &[result]).unwrap_err();
+        assert!(err.to_string().contains("missing/out"), "{err}");
     }
 }

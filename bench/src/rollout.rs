@@ -1,4 +1,4 @@
-//! `codegym bench rollout`: the rollout engine's overhead against the ideal schedule, and its memory
+//! `codegym-bench rollout`: the rollout engine's overhead against the ideal schedule, and its memory
 //! per in-flight episode.
 //!
 //! The model is the fake OpenAI server with a fixed latency and the environment answers instantly
@@ -16,8 +16,8 @@ use env_core::{
 use rollout::config::{ProgressMode, RolloutConfig};
 use tokio_util::sync::CancellationToken;
 
-use super::rollout_harness::{FakeServer, cpu_secs, machine_ticks, rss_bytes};
-pub use super::rollout_harness::{FakeServerPlace, serve_fake_llm};
+use crate::rollout_harness::{FakeServer, cpu_secs, machine_ticks, rss_bytes};
+pub use crate::rollout_harness::{FakeServerPlace, serve_fake_llm};
 
 /// Parameters of the benchmark.
 #[derive(Debug, Clone)]
@@ -75,9 +75,31 @@ const ENV_ID: &str = "bench/Instant-v0";
 /// An env that answers at once: the prompt on reset, a failed execution on every step.
 struct InstantEnv;
 
+/// The program of an action: the engine sends code blocks as `run_python` tool calls, as the coding
+/// env accepts them.
+struct Program(String);
+
+impl TryFrom<Value> for Program {
+    type Error = EnvError;
+
+    fn try_from(action: Value) -> Result<Program, EnvError> {
+        match action {
+            Value::Json(call) => match call.get("code").and_then(|c| c.as_str()) {
+                Some(code) => Ok(Program(code.to_owned())),
+                None => Err(EnvError::InvalidAction("expected a run_python call".into())),
+            },
+            Value::Text(code) => Ok(Program(code)),
+            other => Err(EnvError::InvalidAction(format!(
+                "expected a run_python call, got {}",
+                other.kind()
+            ))),
+        }
+    }
+}
+
 impl Env for InstantEnv {
     type Obs = Value;
-    type Action = String;
+    type Action = Program;
 
     fn reset(&mut self, _seed: Option<u64>, options: &Options) -> env_core::Result<(Value, Info)> {
         let task = options
@@ -87,10 +109,10 @@ impl Env for InstantEnv {
         Ok((Value::Text(format!("Solve {task}.")), Info::new()))
     }
 
-    fn step(&mut self, action: String) -> env_core::Result<Step<Value>> {
+    fn step(&mut self, action: Program) -> env_core::Result<Step<Value>> {
         let obs = Value::Execution(ExecutionResult {
             exit_code: Some(1),
-            stderr: format!("{} bytes received; not solved", action.len()),
+            stderr: format!("{} bytes received; not solved", action.0.len()),
             ..ExecutionResult::default()
         });
         Ok(Step {

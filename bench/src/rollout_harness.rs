@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use rollout::fake_llm::{FakeLlm, FakeScript, Reply};
+use fake_llm::{FakeLlm, FakeScript, Reply};
 
 /// Serves the benchmark's fake model until stdin closes (the benchmark ended or died): prints
 /// `listening on <base URL>` first. The server runs on a single-threaded runtime of its own: the
@@ -55,14 +55,14 @@ fn fake_script(latency: Duration) -> anyhow::Result<FakeScript> {
 /// Where the benchmark's fake model server runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum FakeServerPlace {
-    /// Its own process (`codegym bench fake-llm`): this process's time and memory are the engine's.
+    /// Its own process (`codegym-bench fake-llm`): this process's time and memory are the engine's.
     Process,
     /// This process, on the engine's runtime (harness and engine measured together).
     InProcess,
 }
 
 /// A fake server in either place; stops when dropped.
-pub(super) enum FakeServer {
+pub enum FakeServer {
     InProcess(FakeLlm),
     Process {
         base_url: String,
@@ -71,10 +71,7 @@ pub(super) enum FakeServer {
 }
 
 impl FakeServer {
-    pub(super) async fn start(
-        place: FakeServerPlace,
-        latency: Duration,
-    ) -> anyhow::Result<FakeServer> {
+    pub async fn start(place: FakeServerPlace, latency: Duration) -> anyhow::Result<FakeServer> {
         if place == FakeServerPlace::InProcess {
             return Ok(FakeServer::InProcess(
                 FakeLlm::start(fake_script(latency)?).await?,
@@ -82,7 +79,8 @@ impl FakeServer {
         }
         use tokio::io::AsyncBufReadExt;
         let mut cmd = tokio::process::Command::new(std::env::current_exe()?);
-        cmd.args(["bench", "fake-llm", "--latency-ms"])
+        // This benchmark's own binary (`codegym-bench fake-llm`), whatever it was started as.
+        cmd.args(["fake-llm", "--latency-ms"])
             .arg(latency.as_millis().to_string())
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
@@ -108,7 +106,7 @@ impl FakeServer {
     }
 
     /// CPU seconds used so far by the server's own process (`None` when it shares ours).
-    pub(super) fn cpu_secs(&self) -> Option<f64> {
+    pub fn cpu_secs(&self) -> Option<f64> {
         match self {
             FakeServer::InProcess(_) => None,
             FakeServer::Process { child, .. } => {
@@ -117,7 +115,7 @@ impl FakeServer {
         }
     }
 
-    pub(super) fn base_url(&self) -> String {
+    pub fn base_url(&self) -> String {
         match self {
             FakeServer::InProcess(s) => s.base_url(),
             FakeServer::Process { base_url, .. } => base_url.clone(),
@@ -126,7 +124,7 @@ impl FakeServer {
 }
 
 /// All CPU ticks of the machine and the stolen ones, from the first line of `/proc/stat`.
-pub(super) fn machine_ticks() -> Option<(u64, u64)> {
+pub fn machine_ticks() -> Option<(u64, u64)> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
     let ticks: Vec<u64> = stat
         .lines()
@@ -140,7 +138,7 @@ pub(super) fn machine_ticks() -> Option<(u64, u64)> {
 }
 
 /// User + system CPU seconds of process `pid` (`self` for this one), from `/proc/PID/stat`.
-pub(super) fn cpu_secs(pid: &str) -> Option<f64> {
+pub fn cpu_secs(pid: &str) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the parenthesised command name (which may contain spaces); utime and stime are
     // the 14th and 15th fields overall, in USER_HZ ticks (100 per second in Linux's ABI).
@@ -152,7 +150,7 @@ pub(super) fn cpu_secs(pid: &str) -> Option<f64> {
 }
 
 /// Resident set size of this process.
-pub(super) fn rss_bytes() -> u64 {
+pub fn rss_bytes() -> u64 {
     let pages = std::fs::read_to_string("/proc/self/statm")
         .ok()
         .and_then(|s| {

@@ -1,11 +1,21 @@
-//! `codegym bench ...`: the benchmarks whose numbers are recorded in `BENCHMARKS.md`.
+//! The command line of `codegym-bench`: one subcommand per benchmark (plus the rollout benchmark's
+//! fake model), each printing the Markdown table recorded in `BENCHMARKS.md`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use codegym::bench;
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "codegym-bench",
+    version,
+    about = "Benchmarks of codegym whose numbers go into BENCHMARKS.md"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
@@ -21,8 +31,8 @@ pub enum Command {
         #[arg(long)]
         addr: Option<SocketAddr>,
         /// The environment under load.
-        #[arg(long, value_enum, default_value_t = bench::grpc::BenchEnv::Cartpole)]
-        env: bench::grpc::BenchEnv,
+        #[arg(long, value_enum, default_value_t = crate::grpc::BenchEnv::Cartpole)]
+        env: crate::grpc::BenchEnv,
         /// Items per `Evaluate` call (`--env python`).
         #[arg(long, default_value_t = 64)]
         batch: usize,
@@ -60,12 +70,12 @@ pub enum Command {
         #[arg(long, default_value_t = 4_000)]
         memory_episodes: usize,
         /// Where the fake model server runs.
-        #[arg(long, value_enum, default_value_t = bench::rollout::FakeServerPlace::Process)]
-        fake_server: bench::rollout::FakeServerPlace,
+        #[arg(long, value_enum, default_value_t = crate::rollout::FakeServerPlace::Process)]
+        fake_server: crate::rollout::FakeServerPlace,
         /// What the instant env's spec declares: `cheap` (calls run in place, as CartPole's) or
         /// `blocking` (calls on blocking threads, as the coding env's).
-        #[arg(long, value_enum, default_value_t = bench::rollout::EnvCalls::Cheap)]
-        env_calls: bench::rollout::EnvCalls,
+        #[arg(long, value_enum, default_value_t = crate::rollout::EnvCalls::Cheap)]
+        env_calls: crate::rollout::EnvCalls,
     },
     /// Serve the rollout benchmark's fake model (prints `listening on URL`; stops at stdin EOF).
     FakeLlm {
@@ -89,7 +99,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             batch,
         } => {
             let duration = seconds(s)?;
-            bench::grpc::run(bench::grpc::GrpcBenchArgs {
+            crate::grpc::run(crate::grpc::GrpcBenchArgs {
                 clients,
                 duration,
                 addr,
@@ -105,7 +115,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             backend,
         } => {
             let duration = seconds(s)?;
-            bench::exec::run(bench::exec::ExecBenchArgs {
+            crate::exec::run(crate::exec::ExecBenchArgs {
                 callers,
                 duration,
                 python,
@@ -122,7 +132,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             fake_server,
             env_calls,
         } => {
-            let args = bench::rollout::RolloutBenchArgs {
+            let args = crate::rollout::RolloutBenchArgs {
                 episodes,
                 turns,
                 latency: Duration::from_millis(latency_ms),
@@ -131,10 +141,10 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
                 fake_server,
                 env_calls,
             };
-            bench::rollout::run(args).await?
+            crate::rollout::run(args).await?
         }
         Command::FakeLlm { latency_ms } => {
-            bench::rollout::serve_fake_llm(Duration::from_millis(latency_ms)).await?;
+            crate::rollout::serve_fake_llm(Duration::from_millis(latency_ms)).await?;
             return Ok(ExitCode::SUCCESS);
         }
     };

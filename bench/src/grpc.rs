@@ -1,4 +1,4 @@
-//! `codegym bench grpc`: CartPole step round trips over gRPC, unary and stream, at several client
+//! `codegym-bench grpc`: CartPole step round trips over gRPC, unary and stream, at several client
 //! counts. Each client owns one session and one connection and keeps exactly one request in flight, so
 //! latency is a true round trip and throughput is what closed-loop clients achieve.
 
@@ -12,7 +12,7 @@ use proto::v1::{self, env_service_client::EnvServiceClient, session_request::Kin
 use tokio::sync::mpsc;
 use tonic::transport::Channel;
 
-use super::Latency;
+use crate::latency::Latency;
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -51,9 +51,9 @@ pub async fn run(args: GrpcBenchArgs) -> anyhow::Result<String> {
         None => {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
             let addr = listener.local_addr()?;
-            let registry = crate::registry(Default::default())?;
+            let registry = codegym::registry(Default::default())?;
             let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-            let handle = tokio::spawn(crate::server::serve(
+            let handle = tokio::spawn(codegym::server::serve(
                 Arc::new(registry),
                 Default::default(),
                 listener,
@@ -65,7 +65,7 @@ pub async fn run(args: GrpcBenchArgs) -> anyhow::Result<String> {
         }
     };
     if args.env == BenchEnv::Python {
-        return super::grpc_coding::run(addr, &args.clients, args.duration, args.batch).await;
+        return crate::grpc_coding::run(addr, &args.clients, args.duration, args.batch).await;
     }
     let mut table = String::from(
         "| transport | clients | steps/s | p50 (us) | p99 (us) |\n|---|---:|---:|---:|---:|\n",
@@ -101,13 +101,14 @@ async fn measure(
     clients: usize,
     duration: Duration,
 ) -> anyhow::Result<(f64, Latency)> {
-    let mut samples = super::closed_loop(addr, clients, duration, |i, c, start, end| async move {
-        match mode {
-            Mode::Unary => unary_client(c, i as u64, start, end).await,
-            Mode::Stream => stream_client(c, i as u64, start, end).await,
-        }
-    })
-    .await?;
+    let mut samples =
+        crate::latency::closed_loop(addr, clients, duration, |i, c, start, end| async move {
+            match mode {
+                Mode::Unary => unary_client(c, i as u64, start, end).await,
+                Mode::Stream => stream_client(c, i as u64, start, end).await,
+            }
+        })
+        .await?;
     let rate = samples.len() as f64 / duration.as_secs_f64();
     Ok((rate, Latency::from_micros(&mut samples)))
 }

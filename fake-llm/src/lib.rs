@@ -1,7 +1,11 @@
-//! A fake OpenAI-compatible LLM server for tests and benchmarks: a real HTTP server (axum) on
-//! 127.0.0.1:0 serving `/v1/chat/completions` and `/v1/models`, scripted by [`FakeScript`]:
-//! rule-based replies, latency, and injected faults (429 with retry headers, 5xx, hangs, malformed
-//! bodies, empty choices, context-length errors), with logprobs and token ids on request.
+//! Test support, which no production crate depends on: a fake OpenAI-compatible LLM server for the
+//! rollout engine's tests, the CLI's end-to-end tests and the rollout benchmark (`codegym-bench`).
+//!
+//! A real HTTP server (axum) on 127.0.0.1:0 serving `/v1/chat/completions` and `/v1/models`,
+//! scripted by [`FakeScript`]: rule-based replies, latency, and injected faults (429 with retry
+//! headers, 5xx, hangs, malformed bodies, empty choices, context-length errors), with logprobs and
+//! token ids on request. Its latency is exact: an absolute `timerfd` deadline from the request's
+//! arrival, the answer prepared meanwhile.
 //!
 //! It is the only fake in the project: it stands in for a remote paid service, everything else in
 //! rollout tests is real.

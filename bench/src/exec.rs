@@ -1,4 +1,4 @@
-//! `codegym bench exec`: sandboxed executions through the coding env's `step` and its
+//! `codegym-bench exec`: sandboxed executions through the coding env's `step` and its
 //! `BatchEvaluator`, beside a naive baseline (`python3 -I -S -c` per request, no isolation), for a trivial
 //! program and a HumanEval-sized program with its tests, at several concurrent callers.
 //!
@@ -16,7 +16,7 @@ use env_coding::{CodingConfig, PYTHON_ENV_ID};
 use env_core::{AsyncEnv, EvalItem, Kwargs, Options, Registry, Value};
 use serde_json::json;
 
-use super::Latency;
+use crate::latency::Latency;
 
 /// What to measure.
 #[derive(Debug, Clone)]

@@ -1,12 +1,4 @@
-//! Benchmark drivers behind `codegym bench`; each returns a Markdown table for `BENCHMARKS.md`.
-//!
-//! Benchmarks, not tests, own every speed claim: tests never assert wall-clock times.
-
-pub mod exec;
-pub mod grpc;
-mod grpc_coding;
-pub mod rollout;
-mod rollout_harness;
+//! Latency samples shared by the drivers: closed-loop gRPC clients and their percentiles.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -19,7 +11,7 @@ use tonic::transport::Channel;
 /// returns every latency sample (us) they took inside the measured window. The window opens after a
 /// warm-up of a tenth of `duration` and lasts `duration`; `client(i, conn, start, end)` keeps one
 /// request in flight and records only requests started inside `start..end`.
-pub(crate) async fn closed_loop<F, Fut>(
+pub async fn closed_loop<F, Fut>(
     addr: SocketAddr,
     clients: usize,
     duration: Duration,

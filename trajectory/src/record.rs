@@ -1,4 +1,5 @@
-//! The trajectory record: one JSON line per finished episode in a rollout dataset.
+//! The trajectory record: one JSON line per finished episode in a rollout dataset (written by the
+//! `rollout` crate, read by `trainer-bridge`).
 //!
 //! These types are a file format read by other tools (the trainer bridge exports training data from
 //! them), so field names are stable: a change that renames or retypes a field bumps
@@ -511,7 +512,8 @@ pub struct Timings {
 pub struct EngineInfo {
     /// [`ENGINE_NAME`].
     pub name: String,
-    /// The rollout crate's version.
+    /// The version of the crates that wrote it (the workspace's version, which the rollout engine
+    /// shares).
     pub version: String,
 }
 
@@ -523,3 +525,6 @@ impl Default for EngineInfo {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

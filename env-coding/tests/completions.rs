@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use env_coding::evaluate::{
+use env_coding::completions::{
     EvalError, check_tasks, default_results_path, evaluate_samples, pass_at_ks, read_samples,
     write_results,
 };

@@ -1,4 +1,4 @@
-"""A small rollout dataset in the documented trajectory record schema (rollout/src/dataset/record.rs).
+"""A small rollout dataset in the documented trajectory record schema (trajectory/src/record.rs).
 
 Used when no LLM is at hand: the export tests need episodes with known rewards, not real ones.
 """

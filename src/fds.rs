@@ -59,13 +59,22 @@ pub fn prepare() -> std::io::Result<FdSetup> {
 
 /// [`prepare`], reported as a tracing event: what it did (debug), or why it could not (a warning:
 /// the process still works, it only pays the grace periods).
-pub fn prepare_and_report() {
+fn prepare_and_report() {
     match prepare() {
         Ok(setup) => tracing::debug!(?setup, "descriptor limit and table"),
         Err(e) => {
             tracing::warn!(error = %e, "cannot raise the descriptor limit or pre-size the table")
         }
     }
+}
+
+/// The multi-thread tokio runtime of a `codegym` process, started after [`prepare_and_report`]:
+/// the descriptor table is grown while `main` is still the only thread.
+pub fn start_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    prepare_and_report();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
 }
 
 #[cfg(test)]

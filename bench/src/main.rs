@@ -19,13 +19,9 @@ use clap::Parser;
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     init_tracing();
-    // As in `codegym`: the descriptor table is grown while this is the only thread (the rollout
-    // benchmark's first round stalled on RCU grace periods without it; `codegym::fds` says why).
-    codegym::fds::prepare_and_report();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // The descriptor table is grown first, while this is the only thread (`codegym::fds` says why:
+    // the rollout benchmark's first round stalled on RCU grace periods without it).
+    let runtime = match codegym::fds::start_runtime() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

@@ -57,12 +57,9 @@ enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.log_format);
-    // Before the runtime: growing the descriptor table is free only while this is the only thread.
-    codegym::fds::prepare_and_report();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // The descriptor table is grown first, while this is the only thread (`codegym::fds` says why:
+    // the rollout benchmark's first round stalled on RCU grace periods without it).
+    let runtime = match codegym::fds::start_runtime() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

@@ -476,3 +476,43 @@ async fn observations_fit_the_published_schema() {
     .unwrap();
     assert_eq!(coding["data"]["observation"]["exit_code"], 0);
 }
+
+/// The binary: `--http` prints a second line, one SIGTERM drains both listeners (an open WebSocket
+/// session is ended with `SESSION_ERROR`) and the process exits 0.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_with_http_reports_both_listeners_and_shuts_both_down_on_sigterm() {
+    use tokio::io::AsyncBufReadExt;
+    // The binary under test is a process by nature; this is not sandboxed user code.
+    #[allow(clippy::disallowed_methods)]
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_codegym"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start codegym serve");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next_line().await.unwrap().unwrap();
+    assert!(first.starts_with("listening on "), "{first:?}");
+    let second = lines.next_line().await.unwrap().unwrap();
+    let http = second
+        .strip_prefix("http listening on ")
+        .unwrap_or_else(|| panic!("second line: {second:?}"))
+        .to_string();
+    let url = format!("ws://{http}/openenv/classic/CartPole-v1/ws");
+    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    let obs = ask(&mut ws, json!({"type": "reset"})).await.unwrap();
+    assert_eq!(obs["type"], "observation", "{obs}");
+
+    let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let ended = next_json(&mut ws).await;
+    if let Some(frame) = ended {
+        assert_eq!(frame["data"]["code"], "SESSION_ERROR", "{frame}");
+    }
+    let status = tokio::time::timeout(std::time::Duration::from_secs(60), child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "exit status after SIGTERM: {status:?}");
+}

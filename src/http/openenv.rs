@@ -88,8 +88,7 @@ impl Adapter {
 
     /// The payload of a reset.
     pub fn reset_payload(&self, obs: Value, info: Info) -> Payload {
-        let metadata = Json::Object(info);
-        self.payload(obs, metadata, Json::Null, false)
+        self.payload(obs, info, Json::Null, false)
     }
 
     /// The payload of a step: `done` when the episode ended either way.
@@ -98,13 +97,10 @@ impl Adapter {
         let mut metadata = step.info;
         metadata.insert("terminated".into(), json!(step.terminated));
         metadata.insert("truncated".into(), json!(step.truncated));
-        self.payload(step.obs, Json::Object(metadata), json!(step.reward), done)
+        self.payload(step.obs, metadata, json!(step.reward), done)
     }
 
-    fn payload(&self, obs: Value, metadata: Json, reward: Json, done: bool) -> Payload {
-        let Json::Object(mut metadata) = metadata else {
-            unreachable!("metadata is built from a map")
-        };
+    fn payload(&self, obs: Value, mut metadata: Info, reward: Json, done: bool) -> Payload {
         let mut observation = Map::new();
         if self.coding {
             let (stdout, stderr, exit_code) = match obs {
@@ -321,21 +317,23 @@ fn error_response(e: ServerError) -> Response {
     detail(http_status(&e), e.to_string())
 }
 
-fn parse_body(body: Result<Bytes, BytesRejection>) -> Result<Map<String, Json>, Response> {
-    let body = body.map_err(|r| detail(r.status(), r.body_text()))?;
+/// The JSON object of a request body (an empty body is `{}`), or the error response (boxed: a
+/// response is large).
+fn parse_body(body: Result<Bytes, BytesRejection>) -> Result<Map<String, Json>, Box<Response>> {
+    let body = body.map_err(|r| Box::new(detail(r.status(), r.body_text())))?;
     if body.is_empty() {
         return Ok(Map::new());
     }
     match serde_json::from_slice::<Json>(&body) {
         Ok(Json::Object(map)) => Ok(map),
-        Ok(_) => Err(detail(
+        Ok(_) => Err(Box::new(detail(
             StatusCode::UNPROCESSABLE_ENTITY,
             "the body must be a JSON object",
-        )),
-        Err(e) => Err(detail(
+        ))),
+        Err(e) => Err(Box::new(detail(
             StatusCode::UNPROCESSABLE_ENTITY,
             json!([{"type": "json_invalid", "loc": ["body"], "msg": e.to_string(), "input": null}]),
-        )),
+        ))),
     }
 }
 
@@ -385,7 +383,7 @@ pub(crate) async fn reset(
 ) -> Response {
     let data = match parse_body(body) {
         Ok(d) => d,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let result = one_shot(&state, &ns, &name, |adapter, env| {
         Box::pin(async move {
@@ -409,7 +407,7 @@ pub(crate) async fn step(
 ) -> Response {
     let data = match parse_body(body) {
         Ok(d) => d,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let Some(action) = data.get("action").cloned() else {
         return detail(

@@ -105,8 +105,8 @@ impl Adapter {
         if self.coding {
             let (stdout, stderr, exit_code) = match obs {
                 Value::Execution(r) => {
+                    // Killed by a signal: `-N`, as Python's subprocess reports it.
                     let code = r.exit_code.or(r.signal.map(|s| -s)).unwrap_or(-1);
-                    let (stdout, stderr) = (r.stdout.clone(), r.stderr.clone());
                     metadata.insert(
                         "execution".into(),
                         json!({
@@ -120,7 +120,7 @@ impl Adapter {
                             "peak_rss_bytes": r.peak_rss_bytes,
                         }),
                     );
-                    (stdout, stderr, code)
+                    (r.stdout, r.stderr, code)
                 }
                 // The reset prompt, and the text answers of the file tools.
                 Value::Text(text) if reward.is_null() => {
@@ -128,10 +128,10 @@ impl Adapter {
                     (String::new(), String::new(), 0)
                 }
                 Value::Text(text) => (text, String::new(), 0),
-                other => (String::new(), String::new(), {
+                other => {
                     metadata.insert("value".into(), to_json(&other));
-                    0
-                }),
+                    (String::new(), String::new(), 0)
+                }
             };
             observation.insert("stdout".into(), json!(stdout));
             observation.insert("stderr".into(), json!(stderr));

@@ -114,6 +114,28 @@ def test_sandbox_fusion_files_in_and_fetched_out(sandbox_fusion):
     assert r.files == {"out.txt": base64.b64encode(b"HELLO").decode()}
 
 
+def test_sandbox_fusion_async_client_and_concurrent_helper(sandbox_fusion):
+    import asyncio
+
+    async def one(i):
+        req = sandbox_fusion.RunCodeRequest(language="python", code=f"print({i} * {i})")
+        return await sandbox_fusion.run_code_async(req, max_attempts=1, client_timeout=60)
+
+    async def many():
+        return await asyncio.gather(*(one(i) for i in range(16)))
+
+    for i, r in enumerate(asyncio.run(many())):
+        assert r.status == sandbox_fusion.RunStatus.Success
+        assert r.run_result.stdout == f"{i * i}\n"
+
+    # The SDK's own thread-pool helper and its result summary, as its README uses them.
+    reqs = [[sandbox_fusion.RunCodeRequest(language="python", code=code)] for code in ("print(1)", "exit(2)")]
+    results = sandbox_fusion.run_concurrent(sandbox_fusion.run_code, args=reqs, concurrency=2)
+    mapping = sandbox_fusion.SummaryMapping(Success="ok", Failed="failed", RunFailed="run-failed")
+    summaries = [sandbox_fusion.summary_run_code_result(r, mapping) for r in results]
+    assert summaries == ["ok", "run-failed"]
+
+
 # --- OpenEnv --------------------------------------------------------------------------------------
 
 

@@ -516,3 +516,47 @@ async fn serve_with_http_reports_both_listeners_and_shuts_both_down_on_sigterm()
         .unwrap();
     assert!(status.success(), "exit status after SIGTERM: {status:?}");
 }
+
+/// A long step does not starve the socket: pings are answered while the program runs (OpenEnv's
+/// client drops a connection whose pings go unanswered), and frames sent meanwhile are answered in
+/// order afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pings_are_answered_during_a_step_and_pipelined_frames_keep_their_order() {
+    let server = start(4, None).await;
+    let mut ws = server.ws("codegym/Python-v0").await;
+    let reset = ask(
+        &mut ws,
+        json!({"type": "reset", "data": {"task_id": "hello-world"}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(reset["type"], "observation", "{reset}");
+    let step = json!({"type": "step", "data": {"code": "import time\ntime.sleep(3)\nprint('Hello, world!')"}});
+    ws.send(Message::Text(step.to_string().into()))
+        .await
+        .unwrap();
+    ws.send(Message::Ping(b"alive?".to_vec().into()))
+        .await
+        .unwrap();
+    ws.send(Message::Text(json!({"type": "state"}).to_string().into()))
+        .await
+        .unwrap();
+    let mut order = Vec::new();
+    while order.len() < 3 {
+        match ws.next().await.unwrap().unwrap() {
+            Message::Pong(payload) => {
+                assert_eq!(&payload[..], b"alive?");
+                order.push("pong".to_string());
+            }
+            Message::Text(t) => {
+                let frame: Value = serde_json::from_str(&t).unwrap();
+                order.push(frame["type"].as_str().unwrap().to_string());
+                if frame["type"] == "observation" {
+                    assert_eq!(frame["data"]["reward"], 1.0, "{frame}");
+                }
+            }
+            other => panic!("unexpected frame {other:?}"),
+        }
+    }
+    assert_eq!(order, ["pong", "observation", "state"]);
+}

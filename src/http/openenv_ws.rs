@@ -8,10 +8,12 @@
 //! frames `{"type": "reset"|"step"|"state"|"close", "data": ...}`, answered one by one with
 //! `observation`, `state` or `error` frames (`INVALID_JSON`, `UNKNOWN_TYPE`, `VALIDATION_ERROR` and
 //! `EXECUTION_ERROR` keep the session; `CAPACITY_REACHED`, `FACTORY_ERROR` and `SESSION_ERROR` end
-//! it). Pings are answered by the WebSocket layer; the session ends with the socket, at a `close`
-//! message, or when the server shuts down. The env's future is polled by this socket's own task:
-//! a client that vanishes mid-step ends the step with it.
+//! it). Pings are answered by the WebSocket layer, during a step too (the socket is read while the
+//! env works); the session ends with the socket, at a `close` message, or when the server shuts
+//! down. The env's future is polled by this socket's own task: a client that vanishes mid-step
+//! ends the step with it.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
@@ -98,13 +100,18 @@ async fn session(state: Arc<HttpState>, adapter: Adapter, socket: WebSocket) {
     let mut episode = Episode::default();
     let shutdown = state.server.shutdown.clone();
     let mut socket = socket;
+    // Frames that arrived while a step ran, answered in order afterwards.
+    let mut inbox: VecDeque<Message> = VecDeque::new();
     loop {
-        let message = tokio::select! {
-            m = socket.recv() => m,
-            _ = shutdown.cancelled() => {
-                refuse(socket, error("SESSION_ERROR", ServerError::ShuttingDown, Map::new())).await;
-                break;
-            }
+        let message = match inbox.pop_front() {
+            Some(m) => Some(Ok(m)),
+            None => tokio::select! {
+                m = socket.recv() => m,
+                _ = shutdown.cancelled() => {
+                    refuse(socket, error("SESSION_ERROR", ServerError::ShuttingDown, Map::new())).await;
+                    break;
+                }
+            },
         };
         let text = match message {
             Some(Ok(Message::Text(text))) => text,
@@ -119,7 +126,29 @@ async fn session(state: Arc<HttpState>, adapter: Adapter, socket: WebSocket) {
             Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
             Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break,
         };
-        let reply = match handle(&adapter, &mut env, &mut episode, text.as_str()).await {
+        // The socket is read while the env works: that is what answers the client's keep-alive
+        // pings during a long step (OpenEnv's client gives up after 20 s without a pong), and what
+        // notices a client that left (its step is then dropped, killing its program).
+        let handling = handle(&adapter, &mut env, &mut episode, text.as_str());
+        tokio::pin!(handling);
+        let mut gone = false;
+        let reply = loop {
+            tokio::select! {
+                reply = &mut handling => break reply,
+                m = socket.recv(), if !gone => match m {
+                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                    Some(Ok(m @ (Message::Text(_) | Message::Binary(_)))) => inbox.push_back(m),
+                    Some(Ok(Message::Close(_))) | Some(Err(_)) | None => gone = true,
+                },
+            }
+            if gone {
+                break Reply::Close;
+            }
+        };
+        if gone {
+            break;
+        }
+        let reply = match reply {
             Reply::Frame(frame) => frame,
             Reply::Close => {
                 let _ = socket.send(Message::Close(None)).await;

@@ -7,11 +7,13 @@ use std::path::Path;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-/// `{"server": {...}, "coding": {...}}`; every section and field is optional, unknown ones are errors.
+/// `{"server": {...}, "http": {...}, "coding": {...}}`; every section and field is optional, unknown ones are errors.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub server: crate::server::ServerConfig,
+    /// The optional HTTP listener (SandboxFusion and OpenEnv facades).
+    pub http: crate::http::HttpConfig,
     pub coding: env_coding::CodingConfig,
 }
 

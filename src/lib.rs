@@ -1,18 +1,34 @@
-//! The `codegym` package: the gRPC environment server (`server`), configuration files (`config`),
+//! The `codegym` package: the gRPC environment server (`server`), its HTTP facades for
+//! SandboxFusion and OpenEnv clients (`http`), configuration files (`config`),
 //! the process's descriptor setup (`fds`) and the default environment registry, behind the
 //! `codegym` binary (and used by the `codegym-bench` benchmarks). The binary's `cli` module only
 //! parses arguments and calls into here and into the workspace crates.
 
 pub mod config;
 pub mod fds;
+pub mod http;
 pub mod server;
 
 /// Every built-in environment: `classic/CartPole-v1` and the coding environments.
 pub fn registry(coding: env_coding::CodingConfig) -> Result<env_core::Registry, RegistryError> {
+    Ok(registry_and_sandbox(coding)?.0)
+}
+
+/// [`registry`], plus the coding environments' sandbox, so that the HTTP judge API (`/run_code`)
+/// runs programs in the same sandbox (one per server: same limits, same concurrency bound).
+pub fn registry_and_sandbox(
+    coding: env_coding::CodingConfig,
+) -> Result<
+    (
+        env_core::Registry,
+        std::sync::Arc<env_coding::sandbox::Sandbox>,
+    ),
+    RegistryError,
+> {
     let mut registry = empty_registry();
     env_core::envs::register_classic(&mut registry)?;
-    env_coding::register(&mut registry, coding)?;
-    Ok(registry)
+    let sandbox = env_coding::register(&mut registry, coding)?;
+    Ok((registry, sandbox))
 }
 
 /// A registry with no environments whose blocking env calls (synchronous envs that are not

@@ -77,6 +77,15 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = crate::rollout::EnvCalls::Cheap)]
         env_calls: crate::rollout::EnvCalls,
     },
+    /// SandboxFusion `POST /run_code` against gRPC `Evaluate`, same server, same run.
+    Http {
+        /// Comma-separated concurrent client counts.
+        #[arg(long, value_delimiter = ',', default_value = "64")]
+        clients: Vec<usize>,
+        /// Seconds measured per row.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+    },
     /// Serve the rollout benchmark's fake model (prints `listening on URL`; stops at stdin EOF).
     FakeLlm {
         /// Latency per request, in milliseconds.
@@ -143,6 +152,10 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             };
             crate::rollout::run(args).await?
         }
+        Command::Http {
+            clients,
+            seconds: s,
+        } => crate::http::run(&clients, seconds(s)?).await?,
         Command::FakeLlm { latency_ms } => {
             crate::rollout::serve_fake_llm(Duration::from_millis(latency_ms)).await?;
             return Ok(ExitCode::SUCCESS);

@@ -13,7 +13,7 @@ use tonic::transport::Channel;
 use crate::latency::Latency;
 
 const TASK: &str = r#"{"task_id": "hello-world"}"#;
-const CODE: &str = "print(\"Hello, world!\")\n";
+pub(crate) const CODE: &str = "print(\"Hello, world!\")\n";
 
 /// Rows for `Step` at each client count and for `Evaluate` batches of `batch` items.
 pub async fn run(
@@ -117,7 +117,7 @@ async fn evaluate_load(
 }
 
 /// One client sending `batch`-item `Evaluate` calls; latency is per call.
-async fn evaluate_client(
+pub(crate) async fn evaluate_client(
     mut c: EnvServiceClient<Channel>,
     batch: usize,
     start: Instant,

@@ -1,4 +1,5 @@
-//! `codegym serve`: the gRPC environment server.
+//! `codegym serve`: the gRPC environment server, and with `--http` its HTTP facades
+//! (SandboxFusion's `/run_code`, OpenEnv's API) on a second listener.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -30,6 +31,14 @@ pub struct Args {
     /// by default only the built-in and the configured default task sets).
     #[arg(long = "tasks-dir", value_name = "DIR")]
     tasks_dirs: Vec<PathBuf>,
+    /// Also serve the HTTP facades (SandboxFusion `/run_code`, OpenEnv `/openenv/NS/NAME/...`) on
+    /// this address; port 0 picks a free port (printed as a second line, `http listening on ADDR`).
+    #[arg(long, value_name = "ADDR")]
+    http: Option<SocketAddr>,
+    /// An environment variable holding a bearer token the HTTP listener then requires
+    /// (`Authorization: Bearer TOKEN`); by default the HTTP listener has no auth.
+    #[arg(long, value_name = "VAR")]
+    http_auth_token_env: Option<String>,
     /// JSON config file: `{"server": {...}, "coding": {...}}` (see README); flags override it.
     #[arg(long)]
     config: Option<PathBuf>,
@@ -54,20 +63,53 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     // Probing the sandbox blocks for tens of milliseconds: not on the runtime.
     let coding = config.coding;
-    let registry = tokio::task::spawn_blocking(move || codegym::registry(coding))
-        .await?
-        .context("cannot set up the environments")?;
+    let (registry, sandbox) =
+        tokio::task::spawn_blocking(move || codegym::registry_and_sandbox(coding))
+            .await?
+            .context("cannot set up the environments")?;
+    let http_addr = args.http.or(config.http.addr);
+    let auth_var = args
+        .http_auth_token_env
+        .clone()
+        .or(config.http.auth_token_env.clone());
+    let auth_token = match auth_var.filter(|_| http_addr.is_some()) {
+        Some(var) => {
+            let token = std::env::var(&var)
+                .with_context(|| format!("the HTTP auth token variable {var} is not set"))?;
+            anyhow::ensure!(
+                !token.is_empty(),
+                "the HTTP auth token variable {var} is empty"
+            );
+            Some(token)
+        }
+        None => None,
+    };
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
         .with_context(|| format!("cannot listen on {}", args.addr))?;
     let local = listener.local_addr()?;
     // Scripts and tests read the chosen port from this first line.
     println!("listening on {local}");
+    let http = match http_addr {
+        Some(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr} (HTTP)"))?;
+            println!("http listening on {}", listener.local_addr()?);
+            Some(codegym::http::HttpListener {
+                listener,
+                sandbox,
+                auth_token,
+            })
+        }
+        None => None,
+    };
     std::io::stdout().flush()?;
-    server::serve(
+    server::serve_with_http(
         Arc::new(registry),
         config.server,
         listener,
+        http,
         super::signal::shutdown_signal(),
     )
     .await?;

@@ -11,7 +11,7 @@
 
 mod deadline;
 mod service;
-mod sessions;
+pub(crate) mod sessions;
 pub mod status;
 mod stream;
 
@@ -96,6 +96,18 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
+    serve_with_http(registry, config, listener, None, shutdown).await
+}
+
+/// [`serve`], plus the HTTP facades on a second listener when `http` is given: one session table
+/// (one cap), one registry and sandbox, one shutdown covering both listeners.
+pub async fn serve_with_http(
+    registry: Arc<Registry>,
+    config: ServerConfig,
+    listener: TcpListener,
+    http: Option<crate::http::HttpListener>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
     let addr: SocketAddr = listener.local_addr().map_err(ServeError::Listener)?;
     let token = CancellationToken::new();
     let state = Arc::new(State {
@@ -105,6 +117,7 @@ pub async fn serve(
         shutdown: token.clone(),
     });
     let reaper = tokio::spawn(sessions::reap_idle(state.clone()));
+    let http = http.map(|http| tokio::spawn(crate::http::serve(state.clone(), http)));
 
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<EnvServiceServer<EnvServer>>().await;
@@ -138,9 +151,21 @@ pub async fn serve(
         .add_service(reflection)
         .add_service(env_service)
         .serve_with_incoming_shutdown(incoming, signal);
+    // Both listeners stop taking work on the same token; the HTTP one drains its own connections.
+    let server = async move {
+        let grpc = server.await.map_err(ServeError::from);
+        if let Some(http) = http {
+            match http.await {
+                Ok(Err(e)) => tracing::error!(error = %e, "the HTTP listener failed"),
+                Err(e) => tracing::error!(error = %e, "the HTTP listener task failed"),
+                Ok(Ok(())) => {}
+            }
+        }
+        grpc
+    };
     tokio::pin!(server);
     let result = tokio::select! {
-        r = &mut server => r.map_err(ServeError::from),
+        r = &mut server => r,
         _ = async { token.cancelled().await; tokio::time::sleep(state.config.shutdown_grace()).await } => {
             tracing::warn!(grace = ?state.config.shutdown_grace(), "shutdown grace period over; stopping with requests still in flight");
             Ok(())

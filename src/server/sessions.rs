@@ -100,7 +100,17 @@ impl SessionTable {
         }
     }
 
-    /// Reserves room for one more session (unary or stream).
+    /// The session cap.
+    pub fn limit(&self) -> usize {
+        self.max
+    }
+
+    /// Sessions open now, of every kind (unary, stream, HTTP WebSocket).
+    pub fn open(&self) -> usize {
+        self.max.saturating_sub(self.capacity.available_permits())
+    }
+
+    /// Reserves room for one more session (unary, stream or HTTP WebSocket).
     pub fn reserve(&self) -> Result<Permit, ServerError> {
         self.capacity
             .clone()

@@ -1,0 +1,179 @@
+//! The HTTP listener of `codegym serve --http ADDR`: facades that let existing clients use codegym
+//! unchanged, on the same engine as the gRPC service.
+//!
+//! - [`sandbox_fusion`]: SandboxFusion's judge API (`POST /run_code`, `GET /v1/ping`), the API verl's
+//!   code rewards and the `sandbox-fusion` PyPI client call. Programs run in the coding envs' own
+//!   sandbox (`Sandbox::run`), so limits and isolation are the server's.
+//! - [`openenv`] and [`openenv_ws`]: OpenEnv's environment API for every registered env, mounted at
+//!   `/openenv/{namespace}/{name}` (`GET /health`, `/metadata`, `/schema`, stateless `POST /reset` and
+//!   `/step`, and the WebSocket session protocol at `/ws`). Envs come from `Registry::make_async` and
+//!   are called only through `AsyncEnv`; a WebSocket session holds a slot of the gRPC server's
+//!   session table, so one cap (`max_sessions`) covers both protocols.
+//!
+//! What this module adds on top of the handlers: the request body cap (`max_request_bytes`, as on
+//! gRPC), optional bearer-token auth, and the drain on shutdown (the gRPC server's token).
+
+mod openenv;
+mod openenv_ws;
+mod sandbox_fusion;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get, post};
+use env_coding::sandbox::Sandbox;
+use serde::Deserialize;
+use serde_json::json;
+use tokio::net::TcpListener;
+
+use crate::server::status::ServerError;
+
+/// The `http` section of the `serve` config file. Every field is optional; unknown fields are
+/// rejected.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// Address of the HTTP listener (port 0 picks one); `None`: no HTTP listener (the default).
+    pub addr: Option<SocketAddr>,
+    /// Name of an environment variable holding a bearer token: when set, every HTTP request must
+    /// carry `Authorization: Bearer <token>`. The token itself never sits in the config file.
+    pub auth_token_env: Option<String>,
+}
+
+/// A bound HTTP listener with what its handlers need beyond the gRPC server's state.
+pub struct HttpListener {
+    pub listener: TcpListener,
+    /// The coding envs' sandbox (`codegym::registry_and_sandbox`): `/run_code` runs there.
+    pub sandbox: Arc<Sandbox>,
+    /// `Some`: requests must carry this bearer token.
+    pub auth_token: Option<String>,
+}
+
+/// Why the HTTP listener stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error("HTTP listener: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// What every handler sees.
+pub(crate) struct HttpState {
+    pub server: Arc<crate::server::State>,
+    pub sandbox: Arc<Sandbox>,
+    auth_token: Option<String>,
+}
+
+/// Serves the facades until the server's shutdown token is cancelled, then lets in-flight requests
+/// finish (WebSocket sessions end on the same token).
+pub(crate) async fn serve(
+    server: Arc<crate::server::State>,
+    http: HttpListener,
+) -> Result<(), HttpError> {
+    let addr = http.listener.local_addr()?;
+    let shutdown = server.shutdown.clone();
+    let state = Arc::new(HttpState {
+        server,
+        sandbox: http.sandbox,
+        auth_token: http.auth_token,
+    });
+    tracing::info!(%addr, auth = state.auth_token.is_some(), "serving the HTTP facades (SandboxFusion, OpenEnv)");
+    axum::serve(http.listener, router(state))
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await?;
+    Ok(())
+}
+
+/// Every route of the HTTP listener.
+pub(crate) fn router(state: Arc<HttpState>) -> Router {
+    let max_body = state.server.config.max_request_bytes;
+    Router::new()
+        .route("/run_code", post(sandbox_fusion::run_code))
+        .route("/v1/ping", get(sandbox_fusion::ping))
+        .route("/openenv/{ns}/{name}/health", get(openenv::health))
+        .route("/openenv/{ns}/{name}/metadata", get(openenv::metadata))
+        .route("/openenv/{ns}/{name}/schema", get(openenv::schema))
+        .route("/openenv/{ns}/{name}/reset", post(openenv::reset))
+        .route("/openenv/{ns}/{name}/step", post(openenv::step))
+        .route("/openenv/{ns}/{name}/ws", any(openenv_ws::upgrade))
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(state.clone(), auth))
+        .layer(DefaultBodyLimit::max(max_body))
+        .with_state(state)
+}
+
+/// FastAPI's error shape, which both SandboxFusion and OpenEnv servers answer with.
+pub(crate) fn detail(status: StatusCode, detail: impl Into<serde_json::Value>) -> Response {
+    (status, axum::Json(json!({ "detail": detail.into() }))).into_response()
+}
+
+async fn not_found() -> Response {
+    detail(StatusCode::NOT_FOUND, "Not Found")
+}
+
+/// Bearer-token check, when a token is configured. Compared in constant time over the token's
+/// length so that timing does not reveal a prefix.
+async fn auth(State(state): State<Arc<HttpState>>, request: Request, next: Next) -> Response {
+    let Some(expected) = &state.auth_token else {
+        return next.run(request).await;
+    };
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    let same = given.len() == expected.len()
+        && given
+            .bytes()
+            .zip(expected.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0;
+    if same {
+        return next.run(request).await;
+    }
+    let mut response = detail(StatusCode::UNAUTHORIZED, "Not authenticated");
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    response
+}
+
+/// The HTTP status of a failure: derived from the gRPC table in `server/status.rs`, so both
+/// protocols classify every failure the same way.
+pub(crate) fn http_status(e: &ServerError) -> StatusCode {
+    use tonic::Code;
+    match e.code() {
+        // FastAPI answers request validation failures with 422; OpenEnv clients expect it.
+        Code::InvalidArgument => StatusCode::UNPROCESSABLE_ENTITY,
+        Code::NotFound => StatusCode::NOT_FOUND,
+        Code::AlreadyExists | Code::FailedPrecondition => StatusCode::CONFLICT,
+        Code::ResourceExhausted | Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        Code::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
+        Code::Unimplemented => StatusCode::NOT_IMPLEMENTED,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_http_section_rejects_unknown_fields() {
+        let config: HttpConfig =
+            serde_json::from_str(r#"{"addr": "127.0.0.1:0", "auth_token_env": "TOKEN"}"#).unwrap();
+        assert_eq!(config.addr, Some("127.0.0.1:0".parse().unwrap()));
+        assert!(serde_json::from_str::<HttpConfig>(r#"{"adr": "127.0.0.1:0"}"#).is_err());
+        assert!(
+            serde_json::from_str::<HttpConfig>("{}")
+                .unwrap()
+                .addr
+                .is_none()
+        );
+    }
+}

@@ -1,0 +1,355 @@
+//! SandboxFusion's judge API (`POST /run_code`, `GET /v1/ping`), as its FastAPI server answers it,
+//! so that verl's code rewards and the `sandbox-fusion` PyPI client work unchanged.
+//!
+//! Faithful where clients look: the request model (unknown fields ignored, `language` defaulting to
+//! `python` as lenient clients expect), the exact `RunCodeResponse` (`message` always a string,
+//! `stdout`/`stderr` never null, `return_code` null only on a timeout) and SandboxFusion's status
+//! rules: a timeout or a non-zero exit is `Failed`, a failure of the machinery is `SandboxError`
+//! (HTTP 200 either way). A language outside SandboxFusion's list is a 422 as there; a language on
+//! its list that codegym does not run yet is answered like SandboxFusion's own runner-less `sql`:
+//! `SandboxError` with a message.
+//!
+//! Execution is the coding env's: one `ExecRequest` to the shared [`Sandbox`]. The request's limits
+//! can only lower the sandbox's configured ones. `fetch_files` is served by running the program
+//! under a small driver that, at interpreter exit, writes the requested files to stderr after a
+//! per-request nonce; the host cuts that trailer off again (a program that never exits normally,
+//! killed by a limit, has no files fetched).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use env_coding::sandbox::{ExecRequest, Limits};
+use env_core::ExecutionResult;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::{HttpState, detail};
+
+/// SandboxFusion's output cut per stream: its runners keep the first MiB.
+const OUTPUT_CAP: usize = 1 << 20;
+
+/// Every language SandboxFusion's request model accepts (`sandbox/runners/types.py`).
+const LANGUAGES: [&str; 29] = [
+    "python",
+    "cpp",
+    "nodejs",
+    "go",
+    "go_test",
+    "java",
+    "php",
+    "csharp",
+    "bash",
+    "typescript",
+    "sql",
+    "rust",
+    "cuda",
+    "lua",
+    "R",
+    "perl",
+    "D_ut",
+    "ruby",
+    "scala",
+    "julia",
+    "pytest",
+    "junit",
+    "kotlin_script",
+    "jest",
+    "verilog",
+    "python_gpu",
+    "lean",
+    "swift",
+    "racket",
+];
+
+/// `RunCodeRequest`; fields the server does not know are ignored, as pydantic does.
+#[derive(Debug, Deserialize)]
+struct RunCodeRequest {
+    code: String,
+    #[serde(default = "python")]
+    language: String,
+    #[serde(default = "ten")]
+    #[allow(dead_code)] // Python is not compiled; kept so that a wrong type is still a 422.
+    compile_timeout: f64,
+    #[serde(default = "ten")]
+    run_timeout: f64,
+    #[serde(default = "unlimited", rename = "memory_limit_MB")]
+    memory_limit_mb: i64,
+    #[serde(default)]
+    stdin: Option<String>,
+    /// Path -> base64 content; null contents are skipped, as SandboxFusion skips them.
+    #[serde(default)]
+    files: BTreeMap<String, Option<String>>,
+    #[serde(default)]
+    fetch_files: Vec<String>,
+}
+
+fn python() -> String {
+    "python".into()
+}
+fn ten() -> f64 {
+    10.0
+}
+fn unlimited() -> i64 {
+    -1
+}
+
+/// `RunCodeResponse`.
+#[derive(Debug, Serialize)]
+struct RunCodeResponse {
+    status: &'static str,
+    message: String,
+    compile_result: Option<CommandRunResult>,
+    run_result: Option<CommandRunResult>,
+    executor_pod_name: Option<String>,
+    files: BTreeMap<String, String>,
+}
+
+/// `CommandRunResult`.
+#[derive(Debug, Serialize)]
+struct CommandRunResult {
+    status: &'static str,
+    execution_time: f64,
+    return_code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl RunCodeResponse {
+    fn sandbox_error(message: String) -> Self {
+        RunCodeResponse {
+            status: "SandboxError",
+            message,
+            compile_result: None,
+            run_result: None,
+            executor_pod_name: None,
+            files: BTreeMap::new(),
+        }
+    }
+}
+
+/// `GET /v1/ping`: SandboxFusion's liveness probe answers the JSON string `"pong"`.
+pub(crate) async fn ping() -> Response {
+    axum::Json("pong").into_response()
+}
+
+/// `POST /run_code`.
+pub(crate) async fn run_code(
+    State(state): State<Arc<HttpState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => return detail(rejection.status(), rejection.body_text()),
+    };
+    let request: RunCodeRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => return validation_error(&e),
+    };
+    if !LANGUAGES.contains(&request.language.as_str()) {
+        return detail(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            json!([{
+                "type": "literal_error",
+                "loc": ["body", "language"],
+                "msg": format!("Input should be one of: {}", LANGUAGES.join(", ")),
+                "input": request.language,
+            }]),
+        );
+    }
+    let response = execute(&state, request).await;
+    axum::Json(response).into_response()
+}
+
+/// FastAPI's 422 for a body that is not JSON or does not fit the model.
+fn validation_error(e: &serde_json::Error) -> Response {
+    let kind = match e.classify() {
+        serde_json::error::Category::Data => "model_attributes_type",
+        _ => "json_invalid",
+    };
+    detail(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        json!([{ "type": kind, "loc": ["body"], "msg": e.to_string(), "input": null }]),
+    )
+}
+
+async fn execute(state: &HttpState, request: RunCodeRequest) -> RunCodeResponse {
+    if request.language != "python" {
+        return RunCodeResponse::sandbox_error(format!(
+            "exception on running code: language {:?} is not supported by this server (codegym runs python)",
+            request.language
+        ));
+    }
+    let mut files = Vec::with_capacity(request.files.len());
+    for (path, content) in request.files {
+        let Some(content) = content else { continue };
+        match B64.decode(content.as_bytes()) {
+            Ok(bytes) => files.push((path, bytes)),
+            Err(e) => {
+                return RunCodeResponse::sandbox_error(format!(
+                    "exception on running code: file {path:?} is not valid base64: {e}"
+                ));
+            }
+        }
+    }
+    let limits = capped_limits(
+        state.sandbox.limits(),
+        request.run_timeout,
+        request.memory_limit_mb,
+    );
+    let nonce = uuid::Uuid::new_v4().simple().to_string();
+    let source = if request.fetch_files.is_empty() {
+        request.code
+    } else {
+        files.push((USER_SCRIPT.to_string(), request.code.into_bytes()));
+        fetch_driver(&request.fetch_files, &nonce)
+    };
+    let exec = ExecRequest {
+        source,
+        files,
+        stdin: request.stdin.map(String::into_bytes),
+        limits: Some(limits),
+    };
+    match state.sandbox.run(exec).await {
+        Ok(mut result) => {
+            let fetched = if request.fetch_files.is_empty() {
+                BTreeMap::new()
+            } else {
+                take_fetched(&mut result.stderr, &nonce)
+            };
+            let run = run_result(&result);
+            // SandboxFusion's rule: a timeout or any non-zero return code fails the run.
+            let status = if result.timed_out || run.return_code != Some(0) {
+                "Failed"
+            } else {
+                "Success"
+            };
+            RunCodeResponse {
+                status,
+                message: String::new(),
+                compile_result: None,
+                run_result: Some(run),
+                executor_pod_name: None,
+                files: fetched,
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "run_code: the sandbox failed");
+            RunCodeResponse::sandbox_error(format!("exception on running code: {e}"))
+        }
+    }
+}
+
+/// The sandbox's limits, lowered (never raised) by the request's `run_timeout` and
+/// `memory_limit_MB`, with SandboxFusion's 1 MiB output cut when the server allows that much.
+fn capped_limits(base: &Limits, run_timeout_s: f64, memory_limit_mb: i64) -> Limits {
+    let mut limits = *base;
+    if run_timeout_s.is_finite() && run_timeout_s > 0.0 {
+        let wall_ms = (run_timeout_s * 1000.0).ceil() as u64;
+        limits.wall_ms = limits.wall_ms.min(wall_ms.max(1));
+        limits.cpu_ms = limits.cpu_ms.min(limits.wall_ms);
+    }
+    if memory_limit_mb > 0 {
+        let bytes = (memory_limit_mb as u64).saturating_mul(1 << 20);
+        limits.memory_bytes = limits.memory_bytes.min(bytes);
+    }
+    limits.stdout_cap = limits.stdout_cap.min(OUTPUT_CAP);
+    limits.stderr_cap = limits.stderr_cap.min(OUTPUT_CAP);
+    limits
+}
+
+/// SandboxFusion's `CommandRunResult` of a run: `TimeLimitExceeded` with a null return code when a
+/// limit of time ended it, else `Finished` with the exit code (a signal `N` as `-N`, as Python's
+/// `subprocess` reports it).
+fn run_result(result: &ExecutionResult) -> CommandRunResult {
+    let (status, return_code) = if result.timed_out {
+        ("TimeLimitExceeded", None)
+    } else {
+        let code = result.exit_code.or(result.signal.map(|s| -s)).unwrap_or(-1);
+        ("Finished", Some(code))
+    };
+    CommandRunResult {
+        status,
+        execution_time: result.wall_ms as f64 / 1000.0,
+        return_code,
+        stdout: result.stdout.clone(),
+        stderr: result.stderr.clone(),
+    }
+}
+
+/// Where the user's program goes when a driver runs it.
+const USER_SCRIPT: &str = "__codegym_user__.py";
+
+/// A `main.py` that runs the user's program as `__main__` and, at interpreter exit, writes the
+/// requested files (base64, as JSON) to stderr behind `nonce`.
+fn fetch_driver(paths: &[String], nonce: &str) -> String {
+    let paths = serde_json::to_string(paths).unwrap_or_else(|_| "[]".into());
+    format!(
+        r#"import atexit as _cg_atexit
+def _cg_fetch(paths={paths}, marker="{nonce}"):
+    import base64, json, os, sys
+    found = {{}}
+    for p in paths:
+        try:
+            with open(p, "rb") as f:
+                found[p] = base64.b64encode(f.read()).decode()
+        except OSError:
+            pass
+    for s in (sys.stdout, sys.stderr):
+        try:
+            s.flush()
+        except Exception:
+            pass
+    os.write(2, ("\n" + marker + json.dumps(found) + "\n").encode())
+_cg_atexit.register(_cg_fetch)
+del _cg_atexit, _cg_fetch
+import runpy as _cg_runpy
+_cg_runpy.run_path("{USER_SCRIPT}", run_name="__main__")
+"#
+    )
+}
+
+/// Cuts the driver's trailer off `stderr` and decodes the files in it.
+fn take_fetched(stderr: &mut String, nonce: &str) -> BTreeMap<String, String> {
+    let marker = format!("\n{nonce}");
+    let Some(at) = stderr.rfind(&marker) else {
+        return BTreeMap::new();
+    };
+    let trailer = stderr[at + marker.len()..].trim_end();
+    let files = serde_json::from_str(trailer).unwrap_or_default();
+    stderr.truncate(at);
+    files
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_limits_only_lower_the_servers() {
+        let base = Limits::default();
+        let raised = capped_limits(&base, 1e9, 1 << 40);
+        assert_eq!(raised.wall_ms, base.wall_ms);
+        assert_eq!(raised.memory_bytes, base.memory_bytes);
+        let lowered = capped_limits(&base, 0.5, 64);
+        assert_eq!(lowered.wall_ms, 500);
+        assert_eq!(lowered.cpu_ms, 500);
+        assert_eq!(lowered.memory_bytes, 64 << 20);
+        let ignored = capped_limits(&base, f64::NAN, -1);
+        assert_eq!(ignored, Limits { ..base });
+    }
+
+    #[test]
+    fn the_fetch_trailer_is_cut_off() {
+        let mut stderr = "warning\n\nabc{\"out.txt\": \"aGk=\"}\n".to_string();
+        let files = take_fetched(&mut stderr, "abc");
+        assert_eq!(stderr, "warning\n");
+        assert_eq!(files.get("out.txt").map(String::as_str), Some("aGk="));
+    }
+}

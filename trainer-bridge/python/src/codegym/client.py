@@ -6,6 +6,7 @@ programs). Failures raise `CodegymError` with the gRPC status code.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import queue
 import threading
@@ -17,6 +18,7 @@ import grpc
 
 from codegym._errors import CodegymError, from_in_band, from_rpc_error
 from codegym._values import decode_value, encode_value, parse_json_object
+from codegym.options import ClientOptions
 from codegym.v1 import env_pb2 as pb
 from codegym.v1 import env_pb2_grpc as pb_grpc
 
@@ -101,14 +103,39 @@ def _session_result(resp: pb.SessionResponse, expected: int, owner):
     raise CodegymError(grpc.StatusCode.INTERNAL, f"unexpected response kind {kind!r}", "Session")
 
 
-class Client:
-    """Blocking client. Use as a context manager, or call `close_channel()`."""
+def _resolve_options(options: ClientOptions | None, timeout: float | None, evaluate_timeout: float | None) -> ClientOptions:
+    """`options` (default `ClientOptions()`) with the explicit deadlines laid over it."""
+    opts = options or ClientOptions()
+    if timeout is not None:
+        opts = dataclasses.replace(opts, timeout=timeout)
+    if evaluate_timeout is not None:
+        opts = dataclasses.replace(opts, evaluate_timeout=evaluate_timeout)
+    return opts
 
-    def __init__(self, address: str, *, timeout: float = 30.0, evaluate_timeout: float = 600.0) -> None:
+
+class Client:
+    """Blocking client. Use as a context manager, or call `close_channel()`.
+
+    `options` (a `ClientOptions`) sets deadlines and TLS; `timeout`/`evaluate_timeout` override it.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        timeout: float | None = None,
+        evaluate_timeout: float | None = None,
+        options: ClientOptions | None = None,
+    ) -> None:
         self.address = address
-        self.timeout = timeout
-        self.evaluate_timeout = evaluate_timeout
-        self._channel = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
+        self.options = _resolve_options(options, timeout, evaluate_timeout)
+        self.timeout = self.options.timeout
+        self.evaluate_timeout = self.options.evaluate_timeout
+        creds = self.options.credentials()
+        if creds is None:
+            self._channel = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
+        else:
+            self._channel = grpc.secure_channel(address, creds, options=_CHANNEL_OPTIONS)
         self._stub = pb_grpc.EnvServiceStub(self._channel)
 
     def _call(self, name: str, request, timeout: float | None = None):
@@ -247,11 +274,23 @@ class Session:
 class AsyncClient:
     """asyncio client (grpc.aio) with the same methods as `Client`, as coroutines."""
 
-    def __init__(self, address: str, *, timeout: float = 30.0, evaluate_timeout: float = 600.0) -> None:
+    def __init__(
+        self,
+        address: str,
+        *,
+        timeout: float | None = None,
+        evaluate_timeout: float | None = None,
+        options: ClientOptions | None = None,
+    ) -> None:
         self.address = address
-        self.timeout = timeout
-        self.evaluate_timeout = evaluate_timeout
-        self._channel = grpc.aio.insecure_channel(address, options=_CHANNEL_OPTIONS)
+        self.options = _resolve_options(options, timeout, evaluate_timeout)
+        self.timeout = self.options.timeout
+        self.evaluate_timeout = self.options.evaluate_timeout
+        creds = self.options.credentials()
+        if creds is None:
+            self._channel = grpc.aio.insecure_channel(address, options=_CHANNEL_OPTIONS)
+        else:
+            self._channel = grpc.aio.secure_channel(address, creds, options=_CHANNEL_OPTIONS)
         self._stub = pb_grpc.EnvServiceStub(self._channel)
 
     async def _call(self, name: str, request, timeout: float | None = None):

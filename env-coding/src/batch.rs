@@ -1,13 +1,16 @@
 //! The `BatchEvaluator` of `codegym/Python-v0` (the `Evaluate` RPC): independent one-step episodes,
 //! all in flight at once on the sandbox (whose own concurrency limit paces them).
 //!
+//! Also the `TaskLister` behind `ListTasks` (the same task sets, listed).
+//!
 //! Each item is scored as the first step of a script-mode episode (a `session` kwarg makes no
 //! difference for a single step).
 
 use std::sync::Arc;
 
 use env_core::{
-    BatchEvaluator, ChaCha8Rng, EnvError, EnvFuture, EvalItem, Kwargs, Result, Step, Value,
+    BatchEvaluator, ChaCha8Rng, EnvError, EnvFuture, EvalItem, Kwargs, Result, Step, TaskInfo,
+    TaskLister, TaskPage, Value,
 };
 use futures::future::join_all;
 
@@ -81,6 +84,36 @@ impl BatchEvaluator for CodingEvaluator {
             let settings = Settings::from_kwargs(&self.shared, &kwargs).await?;
             let settings = &settings;
             Ok(join_all(items.into_iter().map(|item| self.one(settings, item))).await)
+        })
+    }
+}
+
+/// The `TaskLister` of `codegym/Python-v0` (the `ListTasks` RPC): the task set that `make` with the
+/// same kwargs would draw from (`tasks` kwarg, else the configured default).
+pub(crate) struct CodingTaskLister {
+    pub shared: Arc<Shared>,
+}
+
+impl TaskLister for CodingTaskLister {
+    fn list(&self, kwargs: Kwargs, offset: usize, limit: usize) -> EnvFuture<'_, TaskPage> {
+        Box::pin(async move {
+            let settings = Settings::from_kwargs(&self.shared, &kwargs).await?;
+            let tasks = settings
+                .tasks
+                .iter()
+                .skip(offset)
+                .take(limit)
+                .map(|t| TaskInfo {
+                    id: t.id.clone(),
+                    prompt: t.prompt.clone(),
+                    completion_prefix: t.completion_prefix.clone(),
+                    metadata: t.metadata.clone(),
+                })
+                .collect();
+            Ok(TaskPage {
+                tasks,
+                total: settings.tasks.len(),
+            })
         })
     }
 }

@@ -164,6 +164,22 @@ impl Default for Prompts {
     }
 }
 
+impl Prompts {
+    /// The opening of every episode: the system prompt of `mode` and the first user message, the
+    /// task template rendered over the task's prompt. `ListTasks` sends the same opening, so that
+    /// trainers prompt the model exactly as rollouts do.
+    pub fn opening(&self, mode: EpisodeMode, task_prompt: &str) -> (String, String) {
+        let system = match mode {
+            EpisodeMode::CodeBlock => &self.system,
+            EpisodeMode::Tools => &self.tools_system,
+        };
+        (
+            system.clone(),
+            crate::episode::format::render(&self.task, &[("prompt", task_prompt)]),
+        )
+    }
+}
+
 /// Where the dataset goes.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

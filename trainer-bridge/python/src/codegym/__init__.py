@@ -5,7 +5,7 @@
 """
 
 from codegym._errors import CodegymError
-from codegym.client import AsyncClient, AsyncSession, Client, EvalItem, Session, StepResult
+from codegym.client import AsyncClient, AsyncSession, Client, EvalItem, Session, StepResult, TaskEntry
 from codegym.env import (
     CodingEnv,
     RemoteEnv,
@@ -15,6 +15,7 @@ from codegym.env import (
     make_vec,
     register_gymnasium_envs,
 )
+from codegym.tasks import load_tasks
 from codegym.options import ClientOptions
 from codegym.reward import (
     AsyncRewardFunction,
@@ -44,10 +45,12 @@ __all__ = [
     "Session",
     "ScoredSample",
     "StepResult",
+    "TaskEntry",
     "async_reward_fn",
     "coding_observation_space",
     "completion_text",
     "extract_program",
+    "load_tasks",
     "make",
     "make_vec",
     "register_gymnasium_envs",

@@ -52,6 +52,31 @@ class EvalItem:
     seed: int | None = None
 
 
+@dataclass(frozen=True)
+class TaskEntry:
+    """One task of a server's task set (`ListTasks`).
+
+    `messages` is the opening of a conversation about the task exactly as `codegym rollout` sends it
+    (system prompt + rendered task template), rendered by the server: the one source of the prompts.
+    """
+
+    id: str
+    prompt: str
+    messages: list[dict[str, str]]
+    metadata: dict[str, Any]
+    completion_prefix: str | None = None
+
+
+def _task_entry(t: pb.TaskEntry) -> TaskEntry:
+    return TaskEntry(
+        id=t.id,
+        prompt=t.prompt,
+        messages=json.loads(t.messages_json) if t.messages_json else [],
+        metadata=parse_json_object(t.metadata_json),
+        completion_prefix=t.completion_prefix if t.HasField("completion_prefix") else None,
+    )
+
+
 def _dumps(obj: Mapping[str, Any] | None) -> str:
     return json.dumps(dict(obj)) if obj else ""
 
@@ -169,6 +194,20 @@ class Client:
         """Scores every item in one call; a failed item is a `CodegymError` in its slot."""
         resp = self._call("Evaluate", _eval_request(env_id, items, kwargs), self.evaluate_timeout)
         return _eval_results(resp)
+
+    def list_tasks(
+        self, env_id: str, kwargs: Mapping[str, Any] | None = None, *, page_size: int = 0
+    ) -> list[TaskEntry]:
+        """Every task of the env's task set (the one `make(env_id, **kwargs)` draws from), all pages."""
+        tasks: list[TaskEntry] = []
+        token = ""
+        while True:
+            req = pb.ListTasksRequest(env_id=env_id, kwargs_json=_dumps(kwargs), page_size=page_size, page_token=token)
+            resp = self._call("ListTasks", req)
+            tasks.extend(_task_entry(t) for t in resp.tasks)
+            token = resp.next_page_token
+            if not token:
+                return tasks
 
     def session(self, timeout: float | None = None) -> Session:
         """A pipelined `Session` stream; `timeout` bounds the whole stream (None: no deadline)."""
@@ -323,6 +362,20 @@ class AsyncClient:
     ) -> list[StepResult | CodegymError]:
         resp = await self._call("Evaluate", _eval_request(env_id, items, kwargs), self.evaluate_timeout)
         return _eval_results(resp)
+
+    async def list_tasks(
+        self, env_id: str, kwargs: Mapping[str, Any] | None = None, *, page_size: int = 0
+    ) -> list[TaskEntry]:
+        """Every task of the env's task set, all pages (see `Client.list_tasks`)."""
+        tasks: list[TaskEntry] = []
+        token = ""
+        while True:
+            req = pb.ListTasksRequest(env_id=env_id, kwargs_json=_dumps(kwargs), page_size=page_size, page_token=token)
+            resp = await self._call("ListTasks", req)
+            tasks.extend(_task_entry(t) for t in resp.tasks)
+            token = resp.next_page_token
+            if not token:
+                return tasks
 
     def session(self, timeout: float | None = None) -> AsyncSession:
         return AsyncSession(self._stub, timeout)

@@ -16,6 +16,7 @@ from codegym.env import (
     register_gymnasium_envs,
 )
 from codegym.tasks import load_tasks
+from codegym.trl import CodegymEnv, CodegymSessionEnv, environment_factory, environment_reward
 from codegym.options import ClientOptions
 from codegym.reward import (
     AsyncRewardFunction,
@@ -37,6 +38,8 @@ __all__ = [
     "Client",
     "ClientOptions",
     "CodegymError",
+    "CodegymEnv",
+    "CodegymSessionEnv",
     "CodingEnv",
     "EvalItem",
     "RemoteEnv",
@@ -49,6 +52,8 @@ __all__ = [
     "async_reward_fn",
     "coding_observation_space",
     "completion_text",
+    "environment_factory",
+    "environment_reward",
     "extract_program",
     "load_tasks",
     "make",

@@ -55,6 +55,38 @@ impl Default for RolloutConfig {
     }
 }
 
+/// The environment variable holding the API key of an endpoint, when `api_key_env` is not set:
+/// `HF_TOKEN` for the Hugging Face router (`huggingface.co`, `hf.co` and their subdomains),
+/// `OPENAI_API_KEY` for every other endpoint (the OpenAI SDK's variable).
+pub fn default_key_env(base_url: &str) -> &'static str {
+    let host = reqwest_host(base_url);
+    let hugging_face = ["huggingface.co", "hf.co"]
+        .iter()
+        .any(|d| host == *d || host.ends_with(&format!(".{d}")));
+    if hugging_face {
+        "HF_TOKEN"
+    } else {
+        "OPENAI_API_KEY"
+    }
+}
+
+/// The lower-cased host of a URL (empty when it has none).
+fn reqwest_host(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = if host_port.starts_with('[') {
+        host_port
+            .split(']')
+            .next()
+            .unwrap_or("")
+            .trim_start_matches('[')
+    } else {
+        host_port.split(':').next().unwrap_or("")
+    };
+    host.trim_end_matches('.').to_ascii_lowercase()
+}
+
 /// The policy: which model, where, how to sample and how to survive faults.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -64,8 +96,11 @@ pub struct ModelConfig {
     /// Base URLs of OpenAI-compatible endpoints (ending in `/v1`). Several are used round-robin,
     /// with each episode (and where possible its group) pinned to one.
     pub base_urls: Vec<String>,
-    /// Environment variables to read the API key from, first set one wins. Empty list: no key.
-    pub api_key_env: Vec<String>,
+    /// Environment variables to read the API key from, first set one wins, sent to every endpoint.
+    /// Empty list: no key. `None` (the default): the key follows the endpoint
+    /// ([`default_key_env`]): `HF_TOKEN` only to the Hugging Face router, `OPENAI_API_KEY` only to
+    /// other endpoints, so that no key is ever sent to a host it was not made for.
+    pub api_key_env: Option<Vec<String>>,
     pub sampling: SamplingParams,
     /// Timeout of one HTTP attempt, in seconds.
     pub request_timeout_secs: f64,
@@ -88,7 +123,7 @@ impl Default for ModelConfig {
         ModelConfig {
             model: String::new(),
             base_urls: vec![DEFAULT_BASE_URL.to_string()],
-            api_key_env: vec!["HF_TOKEN".to_string(), "OPENAI_API_KEY".to_string()],
+            api_key_env: None,
             sampling: SamplingParams::default(),
             request_timeout_secs: 600.0,
             connect_timeout_secs: 10.0,

@@ -25,7 +25,9 @@ def _proto_root() -> Path:
     for candidate in (HERE / "proto", HERE.parent.parent / "proto"):
         if (candidate / "codegym").is_dir():
             return candidate.resolve()
-    raise RuntimeError(f"no proto root: set CODEGYM_PROTO_DIR (looked in {HERE / 'proto'} and {HERE.parent.parent / 'proto'})")
+    raise RuntimeError(
+        f"no proto root: set CODEGYM_PROTO_DIR (looked in {HERE / 'proto'} and {HERE.parent.parent / 'proto'})"
+    )
 
 
 def generate_stubs(out: Path) -> None:

@@ -44,7 +44,12 @@ def test_sdist_builds_a_typed_wheel_outside_the_checkout(tmp_path):
         files = set(z.namelist())
         metadata = z.read(next(n for n in files if n.endswith("METADATA"))).decode()
     assert "codegym_taskset/__init__.py" in files
-    assert {"codegym/py.typed", "codegym/v1/env_pb2.py", "codegym/v1/env_pb2_grpc.py", "codegym/v1/env_pb2.pyi"} <= files
+    assert {
+        "codegym/py.typed",
+        "codegym/v1/env_pb2.py",
+        "codegym/v1/env_pb2_grpc.py",
+        "codegym/v1/env_pb2.pyi",
+    } <= files
     assert "Provides-Extra: trl" in metadata and "Provides-Extra: verifiers" in metadata
     assert "Requires-Dist: gymnasium" in metadata
 

@@ -19,14 +19,19 @@ INLINE = {
     "prompt": "Read an integer from stdin and print twice its value.",
     "reward": {
         "version": 1,
-        "components": [{"type": "io_cases", "cases": [{"stdin": "2\n", "stdout": "4\n"}, {"stdin": "5\n", "stdout": "10\n"}]}],
+        "components": [
+            {"type": "io_cases", "cases": [{"stdin": "2\n", "stdout": "4\n"}, {"stdin": "5\n", "stdout": "10\n"}]}
+        ],
     },
 }
 ADD_TASK = {
     "id": "add",
     "prompt": "def add(a, b):\n",
     "completion_prefix": "def add(a, b):\n",
-    "reward": {"version": 1, "components": [{"type": "asserts", "asserts": ["assert add(2, 3) == 5", "assert add(-1, 1) == 0"]}]},
+    "reward": {
+        "version": 1,
+        "components": [{"type": "asserts", "asserts": ["assert add(2, 3) == 5", "assert add(-1, 1) == 0"]}],
+    },
 }
 
 

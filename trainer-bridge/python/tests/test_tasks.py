@@ -7,9 +7,9 @@ import json
 import datasets
 import grpc
 import pytest
+from conftest import codegym_bin
 
 import codegym
-from conftest import codegym_bin
 
 
 def test_list_tasks_pages_through_the_task_set(client):

@@ -11,14 +11,14 @@ import pytest
 
 vf_loaders = pytest.importorskip("verifiers.v1.utils.loaders")
 
-from codegym.verifiers import (  # noqa: E402 - after the skip
+from codegym.verifiers import (
     CodegymTaskConfig,
     CodegymTaskset,
     CodegymToolset,
     CodegymToolsetConfig,
 )
 
-GOOD = "```python\nprint(f\"Result: {sum(i * i for i in range(1, 101))}\")\n```"
+GOOD = '```python\nprint(f"Result: {sum(i * i for i in range(1, 101))}")\n```'
 
 
 def taskset(address: str) -> CodegymTaskset:

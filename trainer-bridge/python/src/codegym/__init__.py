@@ -15,8 +15,6 @@ from codegym.env import (
     make_vec,
     register_gymnasium_envs,
 )
-from codegym.tasks import load_tasks
-from codegym.trl import CodegymEnv, CodegymSessionEnv, environment_factory, environment_reward
 from codegym.options import ClientOptions
 from codegym.reward import (
     AsyncRewardFunction,
@@ -28,6 +26,8 @@ from codegym.reward import (
     reward_fn,
     strip_think,
 )
+from codegym.tasks import load_tasks
+from codegym.trl import CodegymEnv, CodegymSessionEnv, environment_factory, environment_reward
 
 register_gymnasium_envs()
 
@@ -37,16 +37,16 @@ __all__ = [
     "AsyncSession",
     "Client",
     "ClientOptions",
-    "CodegymError",
     "CodegymEnv",
+    "CodegymError",
     "CodegymSessionEnv",
     "CodingEnv",
     "EvalItem",
     "RemoteEnv",
     "RemoteVectorEnv",
     "RewardFunction",
-    "Session",
     "ScoredSample",
+    "Session",
     "StepResult",
     "TaskEntry",
     "async_reward_fn",

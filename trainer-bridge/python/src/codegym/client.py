@@ -128,7 +128,9 @@ def _session_result(resp: pb.SessionResponse, expected: int, owner):
     raise CodegymError(grpc.StatusCode.INTERNAL, f"unexpected response kind {kind!r}", "Session")
 
 
-def _resolve_options(options: ClientOptions | None, timeout: float | None, evaluate_timeout: float | None) -> ClientOptions:
+def _resolve_options(
+    options: ClientOptions | None, timeout: float | None, evaluate_timeout: float | None
+) -> ClientOptions:
     """`options` (default `ClientOptions()`) with the explicit deadlines laid over it."""
     opts = options or ClientOptions()
     if timeout is not None:

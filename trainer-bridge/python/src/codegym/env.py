@@ -32,9 +32,7 @@ __all__ = [
 _MAX_TEXT = 1 << 20
 
 
-def _client_for(
-    address: str, client: Client | ClientOptions | None, timeout: float | None
-) -> tuple[Client, bool]:
+def _client_for(address: str, client: Client | ClientOptions | None, timeout: float | None) -> tuple[Client, bool]:
     """The client to use and whether the env owns (and so closes) it."""
     if isinstance(client, Client):
         return client, False
@@ -96,9 +94,7 @@ class RemoteEnv(gym.Env):
         # "step" or "reset" when that request was already sent by `_presend_*` (vector pipelining).
         self._present: str | None = None
 
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, Any]]:
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         # Seeds the local np_random too, as Gymnasium's contract requires of every env.
         super().reset(seed=seed)
         if self._present == "reset" and seed is None and not options:
@@ -221,12 +217,13 @@ class CodingEnv(RemoteEnv):
     def _observation(self, execution: Mapping[str, Any] | None) -> dict[str, Any]:
         e = execution or {}
         code = e.get("exit_code")
+        signal = int(e.get("signal") or 0)
         return {
             "prompt": self._prompt,
             "stdout": str(e.get("stdout", "")),
             "stderr": str(e.get("stderr", "")),
             "exit_code": int(code) if code is not None and 0 <= code <= 255 else -1,
-            "signal": int(e.get("signal") or 0) if 0 <= int(e.get("signal") or 0) <= 64 else 0,
+            "signal": signal if 0 <= signal <= 64 else 0,
             "timed_out": int(bool(e.get("timed_out"))),
             "memory_exceeded": int(bool(e.get("memory_exceeded"))),
             "stdout_truncated": int(bool(e.get("stdout_truncated"))),

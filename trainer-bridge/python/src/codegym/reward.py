@@ -21,6 +21,7 @@ errors) are retried with exponential backoff, then the call raises `CodegymError
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import re
@@ -155,8 +156,6 @@ class _Base:
         self.env_kwargs = dict(env_kwargs or {})
         self.options = client or ClientOptions()
         if timeout is not None:
-            import dataclasses
-
             self.options = dataclasses.replace(self.options, evaluate_timeout=timeout)
         self.on_error = on_error
         self.error_reward = error_reward
@@ -197,7 +196,9 @@ class _Base:
             samples.append(ScoredSample(reward=None, program=program, task=name))
         return items, samples
 
-    def _settle(self, samples: list[ScoredSample], results: Sequence[StepResult | CodegymError], pending: list[int]) -> list[int]:
+    def _settle(
+        self, samples: list[ScoredSample], results: Sequence[StepResult | CodegymError], pending: list[int]
+    ) -> list[int]:
         """Records results; returns the indices whose failure is retryable."""
         retry: list[int] = []
         for i, result in zip(pending, results):
@@ -220,7 +221,9 @@ class _Base:
         if failed:
             if self.error_reward is not None:
                 for s in failed:
-                    log.warning("codegym could not evaluate task %s (scored %s): %s", s.task, self.error_reward, s.error)
+                    log.warning(
+                        "codegym could not evaluate task %s (scored %s): %s", s.task, self.error_reward, s.error
+                    )
                     s.reward = self.error_reward
             elif self.on_error == "raise":
                 first = failed[0]

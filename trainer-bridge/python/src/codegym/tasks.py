@@ -52,7 +52,7 @@ def _codegym_binary() -> str:
 def _tasks_from_file(path: str | os.PathLike[str]) -> list[TaskEntry]:
     """The tasks of a local task file (native, HumanEval or MBPP), parsed and rendered by the
     `codegym tasks list` command: the same parser and prompts as the server."""
-    done = subprocess.run(  # noqa: S603 - a fixed argv of the user's own codegym binary
+    done = subprocess.run(
         [_codegym_binary(), "tasks", "list", "--json", str(Path(path))],
         check=False,
         capture_output=True,

@@ -118,7 +118,9 @@ class CodegymTask(vf.Task[CodegymData, vf.State, CodegymTaskConfig]):
         """The codegym reward of a final reply. Server failures raise (never a silent 0)."""
         program = (self.data.completion_prefix or "") + extract_program(strip_think(text), self.config.extract)  # type: ignore[arg-type]
         kwargs = {"tasks": self.config.tasks} if self.config.tasks else {}
-        item = EvalItem(action=pb.Value(json=json.dumps({"tool": "run_python", "code": program})), options=task_options(self.data))
+        item = EvalItem(
+            action=pb.Value(json=json.dumps({"tool": "run_python", "code": program})), options=task_options(self.data)
+        )
         async with AsyncClient(self.config.address) as client:
             (result,) = await client.evaluate(self.config.env_id, [item], kwargs)
         if isinstance(result, CodegymError):

@@ -6,8 +6,9 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
-from typing import Any, SupportsFloat
+from typing import Any, SupportsFloat, cast
 
 import gymnasium as gym
 import numpy as np
@@ -27,6 +28,8 @@ __all__ = [
     "make",
     "make_vec",
 ]
+
+log = logging.getLogger(__name__)
 
 # Largest text of the coding env's spaces (the server's `MAX_TEXT_LEN`).
 _MAX_TEXT = 1 << 20
@@ -85,7 +88,7 @@ class RemoteEnv(gym.Env):
         # which says the same). `nondeterministic` is the server's word: coding envs are, by timings.
         self.spec = EnvSpec(
             id=env_id,
-            entry_point=_gym_entry_point,
+            entry_point="codegym.env:_gym_entry_point",
             reward_threshold=spec.reward_threshold if spec.HasField("reward_threshold") else None,
             nondeterministic=bool(spec.nondeterministic),
             kwargs={"env_id": env_id, "address": address, **self.env_kwargs},
@@ -139,7 +142,7 @@ class RemoteEnv(gym.Env):
             try:
                 self._session.recv()
             except Exception as err:  # noqa: BLE001 - the response is discarded; say so
-                gym.logger.debug(f"discarded the response of a pre-sent request: {err}")
+                log.debug("discarded the response of a pre-sent request: %s", err)
 
     def close(self) -> None:
         if not getattr(self, "_closed", True):
@@ -274,10 +277,11 @@ class RemoteVectorEnv(gym.vector.SyncVectorEnv):
         from gymnasium.vector.vector_env import AutoresetMode
 
         for i, (env, action) in enumerate(zip(self.envs, iterate(self.action_space, actions))):
+            remote = cast(RemoteEnv, env.unwrapped)
             if self.autoreset_mode == AutoresetMode.NEXT_STEP and self._autoreset_envs[i]:
-                env.unwrapped._presend_reset()
+                remote._presend_reset()
             else:
-                env.unwrapped._presend_step(action)
+                remote._presend_step(action)
         return super().step(actions)
 
 
@@ -319,7 +323,7 @@ def register_gymnasium_envs() -> None:
             continue
         gym.register(
             id=env_id,
-            entry_point=_gym_entry_point,
+            entry_point="codegym.env:_gym_entry_point",
             kwargs={"env_id": env_id},
             nondeterministic=nondeterministic,
         )

@@ -1,10 +1,10 @@
 //! The `BatchEvaluator` of `codegym/Python-v0` (the `Evaluate` RPC): independent one-step episodes,
 //! all in flight at once on the sandbox (whose own concurrency limit paces them).
 //!
-//! Also the `TaskLister` behind `ListTasks` (the same task sets, listed).
-//!
 //! Each item is scored as the first step of a script-mode episode (a `session` kwarg makes no
 //! difference for a single step).
+//!
+//! Also the `TaskLister` behind `ListTasks`: the task sets that `make` would draw from, listed.
 
 use std::sync::Arc;
 

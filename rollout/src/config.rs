@@ -59,7 +59,7 @@ impl Default for RolloutConfig {
 /// `HF_TOKEN` for the Hugging Face router (`huggingface.co`, `hf.co` and their subdomains),
 /// `OPENAI_API_KEY` for every other endpoint (the OpenAI SDK's variable).
 pub fn default_key_env(base_url: &str) -> &'static str {
-    let host = reqwest_host(base_url);
+    let host = url_host(base_url);
     let hugging_face = ["huggingface.co", "hf.co"]
         .iter()
         .any(|d| host == *d || host.ends_with(&format!(".{d}")));
@@ -70,21 +70,16 @@ pub fn default_key_env(base_url: &str) -> &'static str {
     }
 }
 
-/// The lower-cased host of a URL (empty when it has none).
-fn reqwest_host(url: &str) -> String {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    let host = if host_port.starts_with('[') {
-        host_port
-            .split(']')
-            .next()
-            .unwrap_or("")
-            .trim_start_matches('[')
-    } else {
-        host_port.split(':').next().unwrap_or("")
-    };
-    host.trim_end_matches('.').to_ascii_lowercase()
+/// The lower-cased host of a URL as the HTTP client parses it, i.e. the host it connects to
+/// (empty when it has none or does not parse).
+fn url_host(url: &str) -> String {
+    reqwest::Url::parse(url)
+        .ok()
+        .and_then(|u| {
+            u.host_str()
+                .map(|h| h.trim_end_matches('.').to_ascii_lowercase())
+        })
+        .unwrap_or_default()
 }
 
 /// The policy: which model, where, how to sample and how to survive faults.

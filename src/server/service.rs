@@ -1,5 +1,6 @@
-//! `codegym.v1.EnvService`: the unary RPCs, `Evaluate` and `ListTasks`, plus the request parsing shared with the
-//! `Session` stream.
+//! `codegym.v1.EnvService`: the unary RPCs, `Evaluate` and `ListTasks`, plus the request parsing
+//! shared with the `Session` stream. `ListTasks` renders each task's opening messages with the
+//! rollout engine's default prompts, so datasets prompt models exactly as `codegym rollout` does.
 
 use std::pin::Pin;
 use std::sync::Arc;

@@ -87,3 +87,15 @@ def test_reset_needs_a_task(server_address):
     env = codegym.environment_factory(server_address)()
     with pytest.raises(ValueError):
         env.reset(prompt="p")
+
+
+def test_transformers_renders_the_tool_schemas():
+    """TRL builds tool schemas with transformers' `get_json_schema` (skipped without transformers;
+    the verifiers extra brings it, without torch)."""
+    get_json_schema = pytest.importorskip("transformers.utils").get_json_schema
+    env = codegym.environment_factory("127.0.0.1:1", mode="session")()
+    schema = get_json_schema(env.run_python)["function"]
+    assert schema["name"] == "run_python" and schema["parameters"]["required"] == ["code"]
+    assert schema["parameters"]["properties"]["code"]["type"] == "string"
+    write = get_json_schema(env.write_file)["function"]
+    assert write["parameters"]["required"] == ["path", "content"]

@@ -246,3 +246,51 @@ fn evaluate_writes_per_sample_results_and_pass_at_k() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("samples.jsonl:2"), "{stderr}");
 }
+
+#[tokio::test]
+async fn list_tasks_pages_through_the_task_set_with_rollout_prompts() {
+    let server = TestServer::start(registry(), Default::default()).await;
+    let mut c = server.client().await;
+    let page = |token: &str, size: u32| v1::ListTasksRequest {
+        env_id: "codegym/Python-v0".into(),
+        kwargs_json: String::new(),
+        page_size: size,
+        page_token: token.into(),
+    };
+    let mut ids = Vec::new();
+    let mut token = String::new();
+    let mut totals = Vec::new();
+    loop {
+        let resp = c.list_tasks(page(&token, 2)).await.unwrap().into_inner();
+        assert!(resp.tasks.len() <= 2);
+        totals.push(resp.total);
+        for t in &resp.tasks {
+            let messages: serde_json::Value = serde_json::from_str(&t.messages_json).unwrap();
+            let prompts = rollout::config::Prompts::default();
+            assert_eq!(messages[0]["role"], "system");
+            assert_eq!(messages[0]["content"], prompts.system.as_str());
+            assert_eq!(messages[1]["role"], "user");
+            assert_eq!(messages[1]["content"], t.prompt.as_str());
+            ids.push(t.id.clone());
+        }
+        if resp.next_page_token.is_empty() {
+            break;
+        }
+        token = resp.next_page_token;
+    }
+    assert!(totals.iter().all(|t| *t == ids.len() as u64), "{totals:?}");
+    assert!(totals.len() > 1, "several pages");
+    assert!(ids.iter().any(|id| id == "sum-of-squares"));
+    let everything = c.list_tasks(page("", 0)).await.unwrap().into_inner();
+    let all: Vec<_> = everything.tasks.iter().map(|t| t.id.clone()).collect();
+    assert_eq!(all, ids);
+
+    let bad = c.list_tasks(page("not-a-token", 2)).await.unwrap_err();
+    assert_eq!(bad.code(), Code::InvalidArgument);
+    let mut cartpole = page("", 0);
+    cartpole.env_id = "classic/CartPole-v1".into();
+    assert_eq!(
+        c.list_tasks(cartpole).await.unwrap_err().code(),
+        Code::Unimplemented
+    );
+}

@@ -210,7 +210,7 @@ async fn measure(args: &RolloutBenchArgs, phase: Phase) -> anyhow::Result<Measur
     };
     config.model.model = "bench/model".into();
     config.model.base_urls = vec![server.base_url()];
-    config.model.api_key_env = Vec::new();
+    config.model.api_key_env = Some(Vec::new());
     config.episode.max_turns = turns;
     config.output.out = dir.join("bench.jsonl");
     config.output.progress = ProgressMode::Off;

@@ -3,11 +3,14 @@
 //!
 //! Each item is scored as the first step of a script-mode episode (a `session` kwarg makes no
 //! difference for a single step).
+//!
+//! Also the `TaskLister` behind `ListTasks`: the task sets that `make` would draw from, listed.
 
 use std::sync::Arc;
 
 use env_core::{
-    BatchEvaluator, ChaCha8Rng, EnvError, EnvFuture, EvalItem, Kwargs, Result, Step, Value,
+    BatchEvaluator, ChaCha8Rng, EnvError, EnvFuture, EvalItem, Kwargs, Result, Step, TaskInfo,
+    TaskLister, TaskPage, Value,
 };
 use futures::future::join_all;
 
@@ -81,6 +84,36 @@ impl BatchEvaluator for CodingEvaluator {
             let settings = Settings::from_kwargs(&self.shared, &kwargs).await?;
             let settings = &settings;
             Ok(join_all(items.into_iter().map(|item| self.one(settings, item))).await)
+        })
+    }
+}
+
+/// The `TaskLister` of `codegym/Python-v0` (the `ListTasks` RPC): the task set that `make` with the
+/// same kwargs would draw from (`tasks` kwarg, else the configured default).
+pub(crate) struct CodingTaskLister {
+    pub shared: Arc<Shared>,
+}
+
+impl TaskLister for CodingTaskLister {
+    fn list(&self, kwargs: Kwargs, offset: usize, limit: usize) -> EnvFuture<'_, TaskPage> {
+        Box::pin(async move {
+            let settings = Settings::from_kwargs(&self.shared, &kwargs).await?;
+            let tasks = settings
+                .tasks
+                .iter()
+                .skip(offset)
+                .take(limit)
+                .map(|t| TaskInfo {
+                    id: t.id.clone(),
+                    prompt: t.prompt.clone(),
+                    completion_prefix: t.completion_prefix.clone(),
+                    metadata: t.metadata.clone(),
+                })
+                .collect();
+            Ok(TaskPage {
+                tasks,
+                total: settings.tasks.len(),
+            })
         })
     }
 }

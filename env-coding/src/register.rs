@@ -1,10 +1,10 @@
-//! Registering `codegym/Python-v0` and its batch evaluator.
+//! Registering `codegym/Python-v0`, its batch evaluator and its task lister.
 
 use std::sync::Arc;
 
 use env_core::{AsyncEnv, AsyncEnvCreator, CallCost, EnvError, EnvSpec, Kwargs, Registry};
 
-use crate::batch::CodingEvaluator;
+use crate::batch::{CodingEvaluator, CodingTaskLister};
 use crate::config::CodingConfig;
 use crate::env::{CodingEnv, text_space};
 use crate::sandbox::{Sandbox, SandboxError};
@@ -61,6 +61,12 @@ pub fn register(
         })
     });
     registry.register_async(spec, creator)?;
-    registry.register_evaluator(PYTHON_ENV_ID, Arc::new(CodingEvaluator { shared }))?;
+    registry.register_evaluator(
+        PYTHON_ENV_ID,
+        Arc::new(CodingEvaluator {
+            shared: shared.clone(),
+        }),
+    )?;
+    registry.register_task_lister(PYTHON_ENV_ID, Arc::new(CodingTaskLister { shared }))?;
     Ok(sandbox)
 }

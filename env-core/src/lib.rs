@@ -42,7 +42,8 @@ pub use error::{EnvError, Result};
 pub use offload::{Offload, ThreadOffload};
 pub use registry::{
     AsyncEnvCreator, AsyncMaker, BatchEvaluator, EnvCreator, EvalItem, Kwargs,
-    MAX_EPISODE_STEPS_KWARG, MAX_NUM_ENVS, Registry, ResetStepEvaluator,
+    MAX_EPISODE_STEPS_KWARG, MAX_NUM_ENVS, Registry, ResetStepEvaluator, TaskInfo, TaskLister,
+    TaskPage,
 };
 pub use seeding::{ChaCha8Rng, entropy_rng, seeded_rng};
 pub use space::{BoxSpace, DType, Space};

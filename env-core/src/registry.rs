@@ -10,6 +10,7 @@
 
 mod batch;
 mod resolve;
+mod tasks;
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
@@ -25,6 +26,7 @@ use crate::{
 };
 
 pub use batch::{BatchEvaluator, EvalItem, ResetStepEvaluator};
+pub use tasks::{TaskInfo, TaskLister, TaskPage};
 
 /// Constructor keyword arguments, as given to `make`.
 pub type Kwargs = serde_json::Map<String, serde_json::Value>;
@@ -56,6 +58,7 @@ struct Entry {
     spec: EnvSpec,
     creator: Creator,
     evaluator: Option<Arc<dyn BatchEvaluator>>,
+    lister: Option<Arc<dyn TaskLister>>,
 }
 
 /// Registered environments, keyed by canonical id (`ns/Name-vN`).
@@ -124,6 +127,7 @@ impl Registry {
                 spec,
                 creator,
                 evaluator: None,
+                lister: None,
             },
         );
         Ok(())
@@ -145,6 +149,30 @@ impl Registry {
         }
         entry.evaluator = Some(evaluator);
         Ok(())
+    }
+
+    /// Attaches a task lister (the `ListTasks` RPC) to the registered env that `id` resolves to.
+    pub fn register_task_lister(&mut self, id: &str, lister: Arc<dyn TaskLister>) -> Result<()> {
+        let key = self.resolve(id)?.to_string();
+        let entry = self
+            .entries
+            .get_mut(&key)
+            .ok_or_else(|| EnvError::UnregisteredEnv(key.clone()))?;
+        if entry.lister.is_some() {
+            return Err(EnvError::AlreadyRegistered(format!(
+                "task lister for {key}"
+            )));
+        }
+        entry.lister = Some(lister);
+        Ok(())
+    }
+
+    /// The task lister of the env that `id` resolves to; [`EnvError::Unsupported`] if it has none.
+    pub fn task_lister(&self, id: &str) -> Result<Arc<dyn TaskLister>> {
+        let entry = self.entry(id)?;
+        entry.lister.clone().ok_or_else(|| {
+            EnvError::Unsupported(format!("{} has no task set to list", entry.spec.id))
+        })
     }
 
     /// The spec that `id` resolves to (an id without a version means the latest version).

@@ -386,3 +386,60 @@ fn shared_types_are_thread_safe() {
     send::<env_core::VectorEnv>();
     send::<Box<dyn DynEnv>>();
 }
+
+/// A lister over a fixed list of task ids.
+struct FixedTasks(Vec<&'static str>);
+
+impl env_core::TaskLister for FixedTasks {
+    fn list(
+        &self,
+        _kwargs: Kwargs,
+        offset: usize,
+        limit: usize,
+    ) -> env_core::EnvFuture<'_, env_core::TaskPage> {
+        let tasks = self
+            .0
+            .iter()
+            .skip(offset)
+            .take(limit)
+            .map(|id| env_core::TaskInfo {
+                id: id.to_string(),
+                prompt: format!("solve {id}"),
+                completion_prefix: None,
+                metadata: serde_json::Map::new(),
+            })
+            .collect();
+        let total = self.0.len();
+        Box::pin(async move { Ok(env_core::TaskPage { tasks, total }) })
+    }
+}
+
+#[test]
+fn task_listers_attach_to_registered_envs() {
+    let mut r = Registry::new();
+    r.register(spec("t/Count-v0", None), plain_creator())
+        .unwrap();
+    assert!(matches!(
+        r.task_lister("t/Count-v0"),
+        Err(EnvError::Unsupported(_))
+    ));
+    let lister = Arc::new(FixedTasks(vec!["a", "b", "c"]));
+    assert!(matches!(
+        r.register_task_lister("t/Nope-v0", lister.clone()),
+        Err(EnvError::NameNotFound { .. })
+    ));
+    r.register_task_lister("t/Count", lister.clone()).unwrap();
+    assert!(matches!(
+        r.register_task_lister("t/Count-v0", lister),
+        Err(EnvError::AlreadyRegistered(_))
+    ));
+    let page = block_on(
+        r.task_lister("t/Count-v0")
+            .unwrap()
+            .list(Kwargs::new(), 1, 5),
+    )
+    .unwrap();
+    assert_eq!(page.total, 3);
+    let ids: Vec<_> = page.tasks.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(ids, ["b", "c"]);
+}

@@ -68,6 +68,21 @@ pub fn json_text(map: &serde_json::Map<String, serde_json::Value>) -> String {
     serde_json::Value::Object(map.clone()).to_string()
 }
 
+/// A listed task as its message; `messages` are the opening chat messages `(role, content)`.
+pub fn task_to_proto(task: &env_core::TaskInfo, messages: &[(&str, &str)]) -> v1::TaskEntry {
+    let messages: Vec<serde_json::Value> = messages
+        .iter()
+        .map(|(role, content)| serde_json::json!({"role": role, "content": content}))
+        .collect();
+    v1::TaskEntry {
+        id: task.id.clone(),
+        prompt: task.prompt.clone(),
+        metadata_json: json_text(&task.metadata),
+        completion_prefix: task.completion_prefix.clone(),
+        messages_json: serde_json::Value::Array(messages).to_string(),
+    }
+}
+
 pub fn dtype_to_proto(d: DType) -> v1::Dtype {
     match d {
         DType::F32 => v1::Dtype::Float32,

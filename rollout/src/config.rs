@@ -55,6 +55,33 @@ impl Default for RolloutConfig {
     }
 }
 
+/// The environment variable holding the API key of an endpoint, when `api_key_env` is not set:
+/// `HF_TOKEN` for the Hugging Face router (`huggingface.co`, `hf.co` and their subdomains),
+/// `OPENAI_API_KEY` for every other endpoint (the OpenAI SDK's variable).
+pub fn default_key_env(base_url: &str) -> &'static str {
+    let host = url_host(base_url);
+    let hugging_face = ["huggingface.co", "hf.co"]
+        .iter()
+        .any(|d| host == *d || host.ends_with(&format!(".{d}")));
+    if hugging_face {
+        "HF_TOKEN"
+    } else {
+        "OPENAI_API_KEY"
+    }
+}
+
+/// The lower-cased host of a URL as the HTTP client parses it, i.e. the host it connects to
+/// (empty when it has none or does not parse).
+fn url_host(url: &str) -> String {
+    reqwest::Url::parse(url)
+        .ok()
+        .and_then(|u| {
+            u.host_str()
+                .map(|h| h.trim_end_matches('.').to_ascii_lowercase())
+        })
+        .unwrap_or_default()
+}
+
 /// The policy: which model, where, how to sample and how to survive faults.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -64,8 +91,11 @@ pub struct ModelConfig {
     /// Base URLs of OpenAI-compatible endpoints (ending in `/v1`). Several are used round-robin,
     /// with each episode (and where possible its group) pinned to one.
     pub base_urls: Vec<String>,
-    /// Environment variables to read the API key from, first set one wins. Empty list: no key.
-    pub api_key_env: Vec<String>,
+    /// Environment variables to read the API key from, first set one wins, sent to every endpoint.
+    /// Empty list: no key. `None` (the default): the key follows the endpoint
+    /// ([`default_key_env`]): `HF_TOKEN` only to the Hugging Face router, `OPENAI_API_KEY` only to
+    /// other endpoints, so that no key is ever sent to a host it was not made for.
+    pub api_key_env: Option<Vec<String>>,
     pub sampling: SamplingParams,
     /// Timeout of one HTTP attempt, in seconds.
     pub request_timeout_secs: f64,
@@ -88,7 +118,7 @@ impl Default for ModelConfig {
         ModelConfig {
             model: String::new(),
             base_urls: vec![DEFAULT_BASE_URL.to_string()],
-            api_key_env: vec!["HF_TOKEN".to_string(), "OPENAI_API_KEY".to_string()],
+            api_key_env: None,
             sampling: SamplingParams::default(),
             request_timeout_secs: 600.0,
             connect_timeout_secs: 10.0,
@@ -161,6 +191,22 @@ impl Default for Prompts {
                        complete corrected program in one ```python block."
                 .to_string(),
         }
+    }
+}
+
+impl Prompts {
+    /// The opening of every episode: the system prompt of `mode` and the first user message, the
+    /// task template rendered over the task's prompt. `ListTasks` sends the same opening, so that
+    /// trainers prompt the model exactly as rollouts do.
+    pub fn opening(&self, mode: EpisodeMode, task_prompt: &str) -> (String, String) {
+        let system = match mode {
+            EpisodeMode::CodeBlock => &self.system,
+            EpisodeMode::Tools => &self.tools_system,
+        };
+        (
+            system.clone(),
+            crate::episode::format::render(&self.task, &[("prompt", task_prompt)]),
+        )
     }
 }
 

@@ -153,6 +153,10 @@ impl Dataset {
     /// from the first record).
     fn resume(config: &RolloutConfig) -> Result<Dataset, RolloutError> {
         let out = config.output.out.clone();
+        // `--out runs/qwen.jsonl` in a fresh checkout: the directory is part of the name.
+        if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(DatasetError::io(dir))?;
+        }
         let manifest_path = sidecar(&out, ".manifest.json");
         let resume = config.output.resume;
         let previous = scan(&out, resume)?;

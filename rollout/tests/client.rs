@@ -10,7 +10,7 @@ fn model_config(base_url: &str) -> ModelConfig {
     ModelConfig {
         model: "org/model:fastest".into(),
         base_urls: vec![base_url.to_string()],
-        api_key_env: Vec::new(),
+        api_key_env: Some(Vec::new()),
         backoff_initial_ms: 1,
         backoff_max_ms: 2_000,
         request_timeout_secs: 30.0,
@@ -257,4 +257,84 @@ async fn passes_parameters_through_and_keeps_server_tokens() {
     // Without the request flags, nothing is invented.
     let plain = ChatClient::new(&model_config(&server.base_url())).unwrap();
     assert!(call(&plain, &mut 10).await.call.tokens.is_none());
+}
+
+/// A client whose environment holds exactly `vars`.
+fn client_with_env(config: &ModelConfig, vars: &[(&str, &str)]) -> ChatClient {
+    let vars: Vec<(String, String)> = vars
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    ChatClient::with_env(config, move |name| {
+        vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    })
+    .unwrap()
+}
+
+#[tokio::test]
+async fn keys_follow_the_endpoint_and_never_go_elsewhere() {
+    let server = FakeLlm::start(faults(Vec::new())).await.unwrap();
+    let mut config = model_config(&server.base_url());
+    config.api_key_env = None; // the default: the key follows the endpoint
+    let mut budget = 10;
+
+    // A local endpoint is not the Hugging Face router: HF_TOKEN is never sent to it.
+    let client = client_with_env(&config, &[("HF_TOKEN", "hf-secret")]);
+    assert!(call(&client, &mut budget).await.completion.is_some());
+    assert_eq!(server.last_authorization(), None);
+    assert!(!client.has_api_key());
+
+    // Its key is OPENAI_API_KEY, as for the OpenAI SDK.
+    let client = client_with_env(
+        &config,
+        &[("HF_TOKEN", "hf-secret"), ("OPENAI_API_KEY", "sk-local")],
+    );
+    assert!(call(&client, &mut budget).await.completion.is_some());
+    assert_eq!(
+        server.last_authorization().as_deref(),
+        Some("Bearer sk-local")
+    );
+
+    // An explicit --api-key-env is sent as named.
+    config.api_key_env = Some(vec!["MY_KEY".into()]);
+    let client = client_with_env(&config, &[("MY_KEY", "mine"), ("OPENAI_API_KEY", "sk")]);
+    assert!(call(&client, &mut budget).await.completion.is_some());
+    assert_eq!(server.last_authorization().as_deref(), Some("Bearer mine"));
+
+    // An empty list sends no key at all.
+    config.api_key_env = Some(Vec::new());
+    let client = client_with_env(&config, &[("OPENAI_API_KEY", "sk"), ("HF_TOKEN", "hf")]);
+    assert!(call(&client, &mut budget).await.completion.is_some());
+    assert_eq!(server.last_authorization(), None);
+}
+
+#[test]
+fn default_key_variable_by_host() {
+    use rollout::config::default_key_env;
+    assert_eq!(
+        default_key_env("https://router.huggingface.co/v1"),
+        "HF_TOKEN"
+    );
+    assert_eq!(default_key_env("https://HF.co/v1"), "HF_TOKEN");
+    assert_eq!(
+        default_key_env("https://api.openai.com/v1"),
+        "OPENAI_API_KEY"
+    );
+    assert_eq!(
+        default_key_env("http://127.0.0.1:8000/v1"),
+        "OPENAI_API_KEY"
+    );
+    // Look-alike hosts are not the router.
+    assert_eq!(
+        default_key_env("https://huggingface.co.evil.example/v1"),
+        "OPENAI_API_KEY"
+    );
+    assert_eq!(
+        default_key_env("https://evilhuggingface.co/v1"),
+        "OPENAI_API_KEY"
+    );
+    assert_eq!(
+        default_key_env("https://huggingface.co@evil.example/v1"),
+        "OPENAI_API_KEY"
+    );
 }

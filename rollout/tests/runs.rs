@@ -475,3 +475,22 @@ async fn a_context_length_error_ends_the_episode_without_a_rerun() {
     assert!(!r.model.endpoint.contains("pw"), "{}", r.model.endpoint);
     assert_eq!(server.request_count(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_in_a_missing_directory_is_created() {
+    let tasks = support::tasks(1);
+    let server = FakeLlm::start(support::script(&tasks, false))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("runs").join("nested").join("run.jsonl");
+    let config = support::config(&server.base_url(), &tasks, 1, &out);
+    run(
+        config,
+        EnvBackend::in_process(support::registry()),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(read_latest(&out).unwrap().len(), 1);
+}

@@ -29,10 +29,13 @@ struct Flags {
     /// Model name, passed through untouched (`org/model:provider`, `org/model:fastest`).
     #[arg(long)]
     model: Option<String>,
-    /// OpenAI-compatible base URL (repeat for several endpoints; default: the Hugging Face router).
+    /// OpenAI-compatible base URL (repeat for several endpoints; default: OPENAI_BASE_URL when set,
+    /// as in the OpenAI SDK, else the Hugging Face router).
     #[arg(long = "base-url")]
     base_urls: Vec<String>,
-    /// Environment variable holding the API key (repeatable; default HF_TOKEN then OPENAI_API_KEY).
+    /// Environment variable holding the API key, sent to every endpoint (repeatable; first set one
+    /// wins). Default: the key follows the endpoint, HF_TOKEN for the Hugging Face router and
+    /// OPENAI_API_KEY for any other; no key is ever sent to another endpoint.
     #[arg(long = "api-key-env")]
     api_key_env: Vec<String>,
     /// Task file (native JSONL, HumanEval, MBPP) or `builtin:examples`.
@@ -190,9 +193,17 @@ fn apply_flags(a: &Flags, c: &mut RolloutConfig) -> anyhow::Result<()> {
     set(&mut c.model.model, &a.model);
     if !a.base_urls.is_empty() {
         c.model.base_urls.clone_from(&a.base_urls);
+    } else if c.model.base_urls == [rollout::config::DEFAULT_BASE_URL] {
+        // As the OpenAI SDK: OPENAI_BASE_URL names the endpoint (whose key is OPENAI_API_KEY).
+        if let Some(url) = std::env::var("OPENAI_BASE_URL")
+            .ok()
+            .filter(|u| !u.trim().is_empty())
+        {
+            c.model.base_urls = vec![url.trim().to_string()];
+        }
     }
     if !a.api_key_env.is_empty() {
-        c.model.api_key_env.clone_from(&a.api_key_env);
+        c.model.api_key_env = Some(a.api_key_env.clone());
     }
     if !a.task_ids.is_empty() {
         c.tasks.clone_from(&a.task_ids);

@@ -8,13 +8,15 @@ use env_coding::completions::check_tasks;
 use env_coding::reward::run::EvalOptions;
 use env_coding::sandbox::{Sandbox, SandboxConfig};
 use env_coding::tasks::TaskSet;
+use rollout::dataset::record::EpisodeMode;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
     /// Run every task's reference solution through its reward spec in the sandbox; exits non-zero
     /// if any fails.
     Check(CheckArgs),
-    /// List the tasks of a file (id, format, reward components).
+    /// List the tasks of a file (id, format, reward components), or with `--json` one JSON object a
+    /// line: id, prompt, messages (the rollout engine's opening), metadata, completion_prefix.
     List(ListArgs),
 }
 
@@ -33,6 +35,9 @@ pub struct CheckArgs {
 #[derive(Debug, clap::Args)]
 pub struct ListArgs {
     file: PathBuf,
+    /// JSON lines (what `codegym.load_tasks(path=...)` reads) instead of a table.
+    #[arg(long)]
+    json: bool,
 }
 
 pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
@@ -40,6 +45,24 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Check(args) => check(args).await,
         Command::List(args) => {
             let set = TaskSet::load(&args.file)?;
+            if args.json {
+                let prompts = rollout::config::Prompts::default();
+                for t in set.iter() {
+                    let (system, user) = prompts.opening(EpisodeMode::CodeBlock, &t.prompt);
+                    let row = serde_json::json!({
+                        "id": t.id,
+                        "prompt": t.prompt,
+                        "messages": [
+                            {"role": "system", "content": system},
+                            {"role": "user", "content": user},
+                        ],
+                        "metadata": t.metadata,
+                        "completion_prefix": t.completion_prefix,
+                    });
+                    println!("{row}");
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
             for t in set.iter() {
                 let kinds: Vec<&str> = t.reward.components.iter().map(|c| c.kind()).collect();
                 println!("{}\t{}", t.id, kinds.join(","));

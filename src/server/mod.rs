@@ -124,6 +124,10 @@ pub async fn serve_with_http(
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(proto::v1::FILE_DESCRIPTOR_SET)
         .build_v1()?;
+    // grpcurl and older clients (grpcio-reflection, grpc_cli) still speak v1alpha: serve both.
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(proto::v1::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()?;
     let env_service = EnvServiceServer::new(EnvServer::new(state.clone()))
         .max_decoding_message_size(state.config.max_request_bytes)
         .max_encoding_message_size(usize::MAX);
@@ -149,6 +153,7 @@ pub async fn serve_with_http(
         ))
         .add_service(health_service)
         .add_service(reflection)
+        .add_service(reflection_v1alpha)
         .add_service(env_service)
         .serve_with_incoming_shutdown(incoming, signal);
     // Both listeners stop taking work on the same token; the HTTP one drains its own connections.

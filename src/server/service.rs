@@ -1,5 +1,6 @@
-//! `codegym.v1.EnvService`: the unary RPCs and `Evaluate`, plus the request parsing shared with the
-//! `Session` stream.
+//! `codegym.v1.EnvService`: the unary RPCs, `Evaluate` and `ListTasks`, plus the request parsing
+//! shared with the `Session` stream. `ListTasks` renders each task's opening messages with the
+//! rollout engine's default prompts, so datasets prompt models exactly as `codegym rollout` does.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -10,6 +11,7 @@ use env_core::{AsyncEnv, EnvSpec, EvalItem, Options, Value};
 use futures::{FutureExt, Stream};
 use proto::convert::{self, ConvertError};
 use proto::v1;
+use rollout::dataset::record::EpisodeMode;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument;
 
@@ -229,6 +231,69 @@ impl v1::env_service_server::EnvService for EnvServer {
             .collect();
         Ok(Response::new(v1::EvaluateResponse { results }))
     }
+
+    #[tracing::instrument(name = "list_tasks", skip_all, fields(env_id = %req.get_ref().env_id))]
+    async fn list_tasks(
+        &self,
+        req: Request<v1::ListTasksRequest>,
+    ) -> Result<Response<v1::ListTasksResponse>, Status> {
+        let deadline = deadline::from_request(&req);
+        let req = req.into_inner();
+        let lister = self
+            .state
+            .registry
+            .task_lister(&req.env_id)
+            .map_err(ServerError::from)?;
+        let kwargs =
+            convert::json_object(&req.kwargs_json, "kwargs_json").map_err(ServerError::from)?;
+        let offset = parse_page_token(&req.page_token)?;
+        let size = match req.page_size as usize {
+            0 => DEFAULT_PAGE_SIZE,
+            n => n.min(MAX_PAGE_SIZE),
+        };
+        let page = deadline::within(deadline, async move {
+            AssertUnwindSafe(lister.list(kwargs, offset, size))
+                .catch_unwind()
+                .await
+                .map_err(|_| ServerError::EnvPanicked)?
+                .map_err(ServerError::from)
+        })
+        .await?;
+        let prompts = rollout::config::Prompts::default();
+        let tasks = page
+            .tasks
+            .iter()
+            .map(|task| {
+                let (system, user) = prompts.opening(EpisodeMode::CodeBlock, &task.prompt);
+                convert::task_to_proto(task, &[("system", &system), ("user", &user)])
+            })
+            .collect::<Vec<_>>();
+        let end = offset.saturating_add(tasks.len());
+        let next_page_token = if end < page.total && !tasks.is_empty() {
+            end.to_string()
+        } else {
+            String::new()
+        };
+        Ok(Response::new(v1::ListTasksResponse {
+            tasks,
+            next_page_token,
+            total: page.total as u64,
+        }))
+    }
+}
+
+/// Tasks per `ListTasks` page when the request says 0, and the most a request may ask for.
+const DEFAULT_PAGE_SIZE: usize = 100;
+const MAX_PAGE_SIZE: usize = 1000;
+
+/// The offset a page token stands for (tokens are decimal offsets; clients treat them as opaque).
+fn parse_page_token(token: &str) -> Result<usize, ServerError> {
+    if token.is_empty() {
+        return Ok(0);
+    }
+    token
+        .parse::<usize>()
+        .map_err(|_| ServerError::BadPageToken(token.to_string()))
 }
 
 fn parse_item(item: v1::EvaluateItem) -> Result<EvalItem, ServerError> {

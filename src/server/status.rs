@@ -30,6 +30,8 @@ pub enum ServerError {
         got: usize,
         limit: usize,
     },
+    #[error("invalid page_token {0:?}: pass the next_page_token of the previous page")]
+    BadPageToken(String),
     #[error("deadline exceeded after {0:?}")]
     DeadlineExceeded(std::time::Duration),
     #[error("the environment panicked while handling the request; the session was closed")]
@@ -43,9 +45,10 @@ impl ServerError {
     pub fn code(&self) -> Code {
         match self {
             ServerError::Env(e) => env_code(e),
-            ServerError::Convert(_) | ServerError::EmptyRequest | ServerError::TooLarge { .. } => {
-                Code::InvalidArgument
-            }
+            ServerError::Convert(_)
+            | ServerError::EmptyRequest
+            | ServerError::TooLarge { .. }
+            | ServerError::BadPageToken(_) => Code::InvalidArgument,
             ServerError::SessionNotFound(_) => Code::NotFound,
             ServerError::TooManySessions(_) => Code::ResourceExhausted,
             ServerError::NoSession | ServerError::SessionExists => Code::FailedPrecondition,

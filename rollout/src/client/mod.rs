@@ -57,25 +57,40 @@ pub struct CallOutcome {
 pub struct ChatClient {
     http: reqwest::Client,
     endpoints: Vec<Endpoint>,
-    key: Option<Secret>,
     config: ModelConfig,
 }
 
 #[derive(Debug)]
 struct Endpoint {
     base_url: String,
+    /// The key sent to this endpoint, and only to it.
+    key: Option<Secret>,
     completions_url: reqwest::Url,
     limiter: Option<limiter::RateLimiter>,
 }
 
 impl ChatClient {
-    /// Builds the client; reads the API key from the first set variable of `api_key_env`.
+    /// Builds the client; each endpoint's API key comes from the process environment (see
+    /// [`ModelConfig::api_key_env`]).
     pub fn new(config: &ModelConfig) -> Result<Self, ClientError> {
-        let key = config
-            .api_key_env
-            .iter()
-            .find_map(|name| std::env::var(name).ok().filter(|v| !v.trim().is_empty()))
-            .map(|v| Secret(v.trim().to_string()));
+        Self::with_env(config, |name| std::env::var(name).ok())
+    }
+
+    /// [`ChatClient::new`] reading variables through `env` instead of the process environment.
+    pub fn with_env(
+        config: &ModelConfig,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ClientError> {
+        let key_for = |base: &str| -> Option<Secret> {
+            let names: Vec<String> = match &config.api_key_env {
+                Some(names) => names.clone(),
+                None => vec![crate::config::default_key_env(base).to_string()],
+            };
+            names
+                .iter()
+                .find_map(|name| env(name).filter(|v| !v.trim().is_empty()))
+                .map(|v| Secret(v.trim().to_string()))
+        };
         let endpoints = config
             .base_urls
             .iter()
@@ -90,6 +105,7 @@ impl ChatClient {
                 let _ = shown.set_password(None);
                 Ok(Endpoint {
                     base_url: shown.as_str().trim_end_matches('/').to_string(),
+                    key: key_for(trimmed),
                     completions_url: url,
                     limiter: config
                         .requests_per_minute
@@ -116,7 +132,6 @@ impl ChatClient {
         Ok(ChatClient {
             http,
             endpoints,
-            key,
             config: config.clone(),
         })
     }
@@ -131,9 +146,9 @@ impl ChatClient {
         &self.endpoints[i % self.endpoints.len()].base_url
     }
 
-    /// Whether an API key was found.
+    /// Whether an API key was found for every endpoint.
     pub fn has_api_key(&self) -> bool {
-        self.key.is_some()
+        self.endpoints.iter().all(|e| e.key.is_some())
     }
 
     /// The JSON body of a request: model, messages, sampling params, tools, then extra fields (which
@@ -250,7 +265,7 @@ impl ChatClient {
             .timeout(Duration::from_secs_f64(self.config.request_timeout_secs))
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body.clone()); // a shared buffer: retries do not copy it
-        if let Some(key) = &self.key {
+        if let Some(key) = &ep.key {
             request = request.bearer_auth(&key.0);
         }
         let response = request.send().await.map_err(Failure::transport)?;
@@ -391,7 +406,7 @@ mod tests {
         let mut config = ModelConfig {
             model: "org/model:fastest".into(),
             base_urls: vec!["http://127.0.0.1:9/v1".into()],
-            api_key_env: Vec::new(),
+            api_key_env: Some(Vec::new()),
             ..ModelConfig::default()
         };
         config.sampling.temperature = Some(0.5);

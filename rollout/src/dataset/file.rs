@@ -29,7 +29,7 @@ pub enum DatasetError {
 }
 
 impl DatasetError {
-    fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DatasetError + '_ {
+    pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DatasetError + '_ {
         move |source| DatasetError::Io {
             path: path.to_path_buf(),
             source,

@@ -52,18 +52,10 @@ async fn setup(
     };
     st.env_ms += millis(t.elapsed());
     let (obs, _info) = reset.map_err(env_ending)?;
-    let prompts = &config.episode.prompts;
-    let system = match config.episode.mode {
-        EpisodeMode::CodeBlock => &prompts.system,
-        EpisodeMode::Tools => &prompts.tools_system,
-    };
-    st.messages
-        .push(ChatMessage::text(Role::System, system.clone()));
     let task = format::observation_text(&obs);
-    st.messages.push(ChatMessage::text(
-        Role::User,
-        format::render(&prompts.task, &[("prompt", &task)]),
-    ));
+    let (system, user) = config.episode.prompts.opening(config.episode.mode, &task);
+    st.messages.push(ChatMessage::text(Role::System, system));
+    st.messages.push(ChatMessage::text(Role::User, user));
     Ok(())
 }
 

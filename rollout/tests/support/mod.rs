@@ -78,7 +78,7 @@ pub fn config(
     let mut c = RolloutConfig::default();
     c.model.model = "test-org/test-model:fastest".into();
     c.model.base_urls = vec![base_url.to_string()];
-    c.model.api_key_env = Vec::new();
+    c.model.api_key_env = Some(Vec::new());
     c.model.backoff_initial_ms = 1;
     c.model.backoff_max_ms = 50;
     c.model.request_timeout_secs = 60.0;

@@ -29,7 +29,7 @@ def test_readme_snippets_run(server_address, tmp_path, monkeypatch):
         done = subprocess.run([str(codegym_bin()), *argv[1:]], check=False, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
     snippets = blocks("python")
-    assert len(snippets) == 3
+    assert len(snippets) == 7
     scopes = []
     for code in snippets:
         scope: dict = {}
@@ -37,5 +37,9 @@ def test_readme_snippets_run(server_address, tmp_path, monkeypatch):
         exec(program, scope)  # noqa: S102 - running the README is the point
         scopes.append(scope)
     assert len(scopes[0]["rl"]) == 6 and "chosen" in scopes[0]["dpo"].column_names
-    scores = scopes[2]["scores"]
+    assert "task_id" in scopes[1]["train"].column_names
+    assert scopes[3]["obs"]["stdout"] == "338350\n"
+    scores = scopes[4]["scores"]
     assert scores[0] > scores[1]
+    assert len(scopes[5]["ds"]) > 0
+    assert scopes[6]["env"].get_reward() == 1.0

@@ -1,23 +1,64 @@
-"""codegym: gRPC client, Gymnasium environments and TRL reward functions for a codegym server."""
+"""codegym: gRPC client, Gymnasium environments, TRL reward functions and datasets for a codegym server.
+
+`import codegym` registers the server-backed envs with Gymnasium, so
+`gymnasium.make("codegym/Python-v0", address="host:port")` works.
+"""
 
 from codegym._errors import CodegymError
-from codegym.client import AsyncClient, AsyncSession, Client, EvalItem, Session, StepResult
-from codegym.env import RemoteEnv, RemoteVectorEnv, make, make_vec
-from codegym.reward import RewardFunction, completion_text, reward_fn
+from codegym.client import AsyncClient, AsyncSession, Client, EvalItem, Session, StepResult, TaskEntry
+from codegym.env import (
+    CodingEnv,
+    RemoteEnv,
+    RemoteVectorEnv,
+    coding_observation_space,
+    make,
+    make_vec,
+    register_gymnasium_envs,
+)
+from codegym.options import ClientOptions
+from codegym.reward import (
+    AsyncRewardFunction,
+    RewardFunction,
+    ScoredSample,
+    async_reward_fn,
+    completion_text,
+    extract_program,
+    reward_fn,
+    strip_think,
+)
+from codegym.tasks import load_tasks
+from codegym.trl import CodegymEnv, CodegymSessionEnv, environment_factory, environment_reward
+
+register_gymnasium_envs()
 
 __all__ = [
     "AsyncClient",
+    "AsyncRewardFunction",
     "AsyncSession",
     "Client",
+    "ClientOptions",
+    "CodegymEnv",
     "CodegymError",
+    "CodegymSessionEnv",
+    "CodingEnv",
     "EvalItem",
     "RemoteEnv",
     "RemoteVectorEnv",
     "RewardFunction",
+    "ScoredSample",
     "Session",
     "StepResult",
+    "TaskEntry",
+    "async_reward_fn",
+    "coding_observation_space",
     "completion_text",
+    "environment_factory",
+    "environment_reward",
+    "extract_program",
+    "load_tasks",
     "make",
     "make_vec",
+    "register_gymnasium_envs",
     "reward_fn",
+    "strip_think",
 ]

@@ -173,7 +173,20 @@ def to_gym_space(space: pb.Space):
 
 
 class AnyText(spaces.Text):
-    """A `Text` space over any Unicode string (codegym's empty charset); samples alphanumerics."""
+    """A `Text` space over any Unicode string (codegym's empty charset); samples alphanumerics.
+
+    Samples are at most `SAMPLE_MAX_LENGTH` characters long (a sample of a 1 MiB text space would
+    otherwise average half a megabyte); `contains` accepts every length up to `max_length`.
+    """
+
+    SAMPLE_MAX_LENGTH = 64
+
+    def sample(self, mask: Any = None, probability: Any = None) -> str:
+        if mask is None and probability is None:
+            high = min(self.max_length, self.min_length + self.SAMPLE_MAX_LENGTH)
+            length = int(self.np_random.integers(self.min_length, high + 1))
+            return super().sample(mask=(length, None))
+        return super().sample(mask=mask, probability=probability)
 
     def contains(self, x: Any) -> bool:
         return isinstance(x, str) and self.min_length <= len(x) <= self.max_length

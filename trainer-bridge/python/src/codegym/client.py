@@ -6,6 +6,7 @@ programs). Failures raise `CodegymError` with the gRPC status code.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import queue
 import threading
@@ -17,6 +18,7 @@ import grpc
 
 from codegym._errors import CodegymError, from_in_band, from_rpc_error
 from codegym._values import decode_value, encode_value, parse_json_object
+from codegym.options import ClientOptions
 from codegym.v1 import env_pb2 as pb
 from codegym.v1 import env_pb2_grpc as pb_grpc
 
@@ -48,6 +50,31 @@ class EvalItem:
     action: Any
     options: Mapping[str, Any] | None = None
     seed: int | None = None
+
+
+@dataclass(frozen=True)
+class TaskEntry:
+    """One task of a server's task set (`ListTasks`).
+
+    `messages` is the opening of a conversation about the task exactly as `codegym rollout` sends it
+    (system prompt + rendered task template), rendered by the server: the one source of the prompts.
+    """
+
+    id: str
+    prompt: str
+    messages: list[dict[str, str]]
+    metadata: dict[str, Any]
+    completion_prefix: str | None = None
+
+
+def _task_entry(t: pb.TaskEntry) -> TaskEntry:
+    return TaskEntry(
+        id=t.id,
+        prompt=t.prompt,
+        messages=json.loads(t.messages_json) if t.messages_json else [],
+        metadata=parse_json_object(t.metadata_json),
+        completion_prefix=t.completion_prefix if t.HasField("completion_prefix") else None,
+    )
 
 
 def _dumps(obj: Mapping[str, Any] | None) -> str:
@@ -101,14 +128,41 @@ def _session_result(resp: pb.SessionResponse, expected: int, owner):
     raise CodegymError(grpc.StatusCode.INTERNAL, f"unexpected response kind {kind!r}", "Session")
 
 
-class Client:
-    """Blocking client. Use as a context manager, or call `close_channel()`."""
+def _resolve_options(
+    options: ClientOptions | None, timeout: float | None, evaluate_timeout: float | None
+) -> ClientOptions:
+    """`options` (default `ClientOptions()`) with the explicit deadlines laid over it."""
+    opts = options or ClientOptions()
+    if timeout is not None:
+        opts = dataclasses.replace(opts, timeout=timeout)
+    if evaluate_timeout is not None:
+        opts = dataclasses.replace(opts, evaluate_timeout=evaluate_timeout)
+    return opts
 
-    def __init__(self, address: str, *, timeout: float = 30.0, evaluate_timeout: float = 600.0) -> None:
+
+class Client:
+    """Blocking client. Use as a context manager, or call `close_channel()`.
+
+    `options` (a `ClientOptions`) sets deadlines and TLS; `timeout`/`evaluate_timeout` override it.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        timeout: float | None = None,
+        evaluate_timeout: float | None = None,
+        options: ClientOptions | None = None,
+    ) -> None:
         self.address = address
-        self.timeout = timeout
-        self.evaluate_timeout = evaluate_timeout
-        self._channel = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
+        self.options = _resolve_options(options, timeout, evaluate_timeout)
+        self.timeout = self.options.timeout
+        self.evaluate_timeout = self.options.evaluate_timeout
+        creds = self.options.credentials()
+        if creds is None:
+            self._channel = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
+        else:
+            self._channel = grpc.secure_channel(address, creds, options=_CHANNEL_OPTIONS)
         self._stub = pb_grpc.EnvServiceStub(self._channel)
 
     def _call(self, name: str, request, timeout: float | None = None):
@@ -142,6 +196,20 @@ class Client:
         """Scores every item in one call; a failed item is a `CodegymError` in its slot."""
         resp = self._call("Evaluate", _eval_request(env_id, items, kwargs), self.evaluate_timeout)
         return _eval_results(resp)
+
+    def list_tasks(
+        self, env_id: str, kwargs: Mapping[str, Any] | None = None, *, page_size: int = 0
+    ) -> list[TaskEntry]:
+        """Every task of the env's task set (the one `make(env_id, **kwargs)` draws from), all pages."""
+        tasks: list[TaskEntry] = []
+        token = ""
+        while True:
+            req = pb.ListTasksRequest(env_id=env_id, kwargs_json=_dumps(kwargs), page_size=page_size, page_token=token)
+            resp = self._call("ListTasks", req)
+            tasks.extend(_task_entry(t) for t in resp.tasks)
+            token = resp.next_page_token
+            if not token:
+                return tasks
 
     def session(self, timeout: float | None = None) -> Session:
         """A pipelined `Session` stream; `timeout` bounds the whole stream (None: no deadline)."""
@@ -247,11 +315,23 @@ class Session:
 class AsyncClient:
     """asyncio client (grpc.aio) with the same methods as `Client`, as coroutines."""
 
-    def __init__(self, address: str, *, timeout: float = 30.0, evaluate_timeout: float = 600.0) -> None:
+    def __init__(
+        self,
+        address: str,
+        *,
+        timeout: float | None = None,
+        evaluate_timeout: float | None = None,
+        options: ClientOptions | None = None,
+    ) -> None:
         self.address = address
-        self.timeout = timeout
-        self.evaluate_timeout = evaluate_timeout
-        self._channel = grpc.aio.insecure_channel(address, options=_CHANNEL_OPTIONS)
+        self.options = _resolve_options(options, timeout, evaluate_timeout)
+        self.timeout = self.options.timeout
+        self.evaluate_timeout = self.options.evaluate_timeout
+        creds = self.options.credentials()
+        if creds is None:
+            self._channel = grpc.aio.insecure_channel(address, options=_CHANNEL_OPTIONS)
+        else:
+            self._channel = grpc.aio.secure_channel(address, creds, options=_CHANNEL_OPTIONS)
         self._stub = pb_grpc.EnvServiceStub(self._channel)
 
     async def _call(self, name: str, request, timeout: float | None = None):
@@ -284,6 +364,20 @@ class AsyncClient:
     ) -> list[StepResult | CodegymError]:
         resp = await self._call("Evaluate", _eval_request(env_id, items, kwargs), self.evaluate_timeout)
         return _eval_results(resp)
+
+    async def list_tasks(
+        self, env_id: str, kwargs: Mapping[str, Any] | None = None, *, page_size: int = 0
+    ) -> list[TaskEntry]:
+        """Every task of the env's task set, all pages (see `Client.list_tasks`)."""
+        tasks: list[TaskEntry] = []
+        token = ""
+        while True:
+            req = pb.ListTasksRequest(env_id=env_id, kwargs_json=_dumps(kwargs), page_size=page_size, page_token=token)
+            resp = await self._call("ListTasks", req)
+            tasks.extend(_task_entry(t) for t in resp.tasks)
+            token = resp.next_page_token
+            if not token:
+                return tasks
 
     def session(self, timeout: float | None = None) -> AsyncSession:
         return AsyncSession(self._stub, timeout)

@@ -1,15 +1,62 @@
-"""TRL-style reward functions that score a batch of completions through one `Evaluate` call."""
+"""TRL-style reward functions that score a batch of completions through one `Evaluate` call.
+
+`RewardFunction` (sync) and `AsyncRewardFunction` (asyncio; TRL runs async reward functions
+concurrently) share one pipeline:
+
+1. the completion's text (a string, or the last assistant message of a chat completion);
+2. `<think>...</think>` reasoning removed (also everything before a lone `</think>`);
+3. the program extracted: `code_block` (the first ```python / ``` fenced block; none: an empty
+   program), `raw` (the whole text, for HumanEval-style continuations) or `auto` (a block if there is
+   one, else the whole text);
+4. the completion prefix prepended (HumanEval continuation of the prompt), from the
+   `completion_prefix` column or the inline task's `completion_prefix`;
+5. sent as a `run_python` tool call, with the task as `task_id` (column `task_id`) or inline
+   (a task dict, or its JSON text, in column `task`).
+
+Failures are never a silent reward: retryable errors (UNAVAILABLE, RESOURCE_EXHAUSTED, connection
+errors) are retried with exponential backoff, then the call raises `CodegymError`, or, with
+`on_error="none"`, the failed samples score `None` (which TRL ignores).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import json
 import logging
-from collections.abc import Mapping, Sequence
-from typing import Any
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import grpc
 
 from codegym._errors import CodegymError
-from codegym.client import Client, EvalItem
+from codegym.client import AsyncClient, Client, EvalItem, StepResult
+from codegym.options import ClientOptions
+from codegym.v1 import env_pb2 as pb
+
+__all__ = [
+    "AsyncRewardFunction",
+    "RewardFunction",
+    "ScoredSample",
+    "async_reward_fn",
+    "completion_text",
+    "extract_program",
+    "reward_fn",
+    "strip_think",
+]
 
 log = logging.getLogger(__name__)
+
+ExtractMode = Literal["code_block", "raw", "auto"]
+OnError = Literal["raise", "none"]
+
+RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED})
+
+_FENCE = re.compile(r"^```[ \t]*(python3?|py)?[ \t]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE | re.IGNORECASE)
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
 
 
 def completion_text(completion: Any) -> str:
@@ -27,13 +74,56 @@ def completion_text(completion: Any) -> str:
     raise TypeError(f"a completion must be a string or a list of chat messages, got {type(completion).__name__}")
 
 
-class RewardFunction:
-    """`reward(prompts, completions, **kwargs) -> list[float]` for TRL's trainers.
+def strip_think(text: str) -> str:
+    """`text` without `<think>...</think>` blocks; a lone `</think>` (the opening tag was in the
+    prompt) drops everything before it; an unclosed `<think>` drops everything after it."""
+    text = _THINK.sub("", text)
+    if "</think>" in text:
+        text = text.rsplit("</think>", 1)[1]
+    if "<think>" in text:
+        text = text.split("<think>", 1)[0]
+    return text
 
-    The task of each completion comes from the dataset column `task_column` (TRL passes every extra
-    column as a keyword argument, one value per completion). Items the server could not evaluate
-    score `error_reward`.
-    """
+
+def extract_program(text: str, mode: ExtractMode = "code_block") -> str:
+    """The program in model text (see the module docs for the modes)."""
+    if mode == "raw":
+        return text
+    block = _FENCE.search(text)
+    if block is not None:
+        return block.group(2)
+    if mode == "auto":
+        return text
+    if mode == "code_block":
+        return ""
+    raise ValueError(f"unknown extract mode {mode!r} (code_block, raw or auto)")
+
+
+@dataclass
+class ScoredSample:
+    """What happened to one completion: the reward (None when it failed) and its details."""
+
+    reward: float | None
+    program: str
+    task: str
+    solved: bool = False
+    breakdown: dict[str, Any] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+    error: CodegymError | None = None
+
+
+def _task_options(task_id: Any, task: Any) -> tuple[dict[str, Any], str, str]:
+    """Reset options, a display name and the inline task's completion prefix."""
+    if task is not None:
+        spec = json.loads(task) if isinstance(task, str) else dict(task)
+        return {"task": spec}, str(spec.get("id", "<inline>")), str(spec.get("completion_prefix") or "")
+    if task_id is None:
+        raise ValueError("each sample needs a task: a `task_id` or an inline `task`")
+    return {"task_id": str(task_id)}, str(task_id), ""
+
+
+class _Base:
+    """The pipeline shared by the sync and async reward functions."""
 
     def __init__(
         self,
@@ -41,44 +131,243 @@ class RewardFunction:
         env_id: str = "codegym/Python-v0",
         *,
         task_column: str = "task_id",
+        inline_task_column: str = "task",
+        prefix_column: str | None = "completion_prefix",
+        extract: ExtractMode = "code_block",
+        think: bool = True,
         env_kwargs: Mapping[str, Any] | None = None,
-        error_reward: float = 0.0,
-        timeout: float = 600.0,
+        client: ClientOptions | None = None,
+        on_error: OnError = "raise",
+        error_reward: float | None = None,
+        timeout: float | None = None,
+        log_components: bool = True,
     ) -> None:
+        if on_error not in ("raise", "none"):
+            raise ValueError(f"on_error must be 'raise' or 'none', got {on_error!r}")
+        if extract not in ("code_block", "raw", "auto"):
+            raise ValueError(f"unknown extract mode {extract!r} (code_block, raw or auto)")
         self.address = address
         self.env_id = env_id
         self.task_column = task_column
+        self.inline_task_column = inline_task_column
+        self.prefix_column = prefix_column
+        self.extract = extract
+        self.think = think
         self.env_kwargs = dict(env_kwargs or {})
+        self.options = client or ClientOptions()
+        if timeout is not None:
+            self.options = dataclasses.replace(self.options, evaluate_timeout=timeout)
+        self.on_error = on_error
         self.error_reward = error_reward
-        self._client = Client(address, evaluate_timeout=timeout)
+        self.log_components = log_components
+        # Every sample of the last call, for logging (reward breakdown, solved, execution).
+        self.last: list[ScoredSample] = []
         # TRL logs each reward function under its __name__.
         self.__name__ = f"codegym_{env_id.split('/')[-1]}"
 
+    def _prepare(
+        self, completions: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> tuple[list[EvalItem], list[ScoredSample]]:
+        n = len(completions)
+        ids = kwargs.get(self.task_column)
+        inline = kwargs.get(self.inline_task_column)
+        if ids is None and inline is None:
+            raise ValueError(
+                f"reward function needs the dataset column {self.task_column!r} (task ids) "
+                f"or {self.inline_task_column!r} (inline tasks) in kwargs"
+            )
+        for name, column in ((self.task_column, ids), (self.inline_task_column, inline)):
+            if column is not None and len(column) != n:
+                raise ValueError(f"{n} completions but {len(column)} values of {name!r}")
+        prefixes = kwargs.get(self.prefix_column) if self.prefix_column else None
+        items: list[EvalItem] = []
+        samples: list[ScoredSample] = []
+        for i, completion in enumerate(completions):
+            task_inline = inline[i] if inline is not None else None
+            options, name, inline_prefix = _task_options(ids[i] if ids is not None else None, task_inline or None)
+            text = completion_text(completion)
+            if self.think:
+                text = strip_think(text)
+            program = extract_program(text, self.extract)
+            prefix = str(prefixes[i] or "") if prefixes is not None else inline_prefix
+            program = prefix + program
+            action = pb.Value(json=json.dumps({"tool": "run_python", "code": program}))
+            items.append(EvalItem(action=action, options=options))
+            samples.append(ScoredSample(reward=None, program=program, task=name))
+        return items, samples
+
+    def _settle(
+        self, samples: list[ScoredSample], results: Sequence[StepResult | CodegymError], pending: list[int]
+    ) -> list[int]:
+        """Records results; returns the indices whose failure is retryable."""
+        retry: list[int] = []
+        for i, result in zip(pending, results):
+            sample = samples[i]
+            if isinstance(result, CodegymError):
+                sample.error = result
+                if result.code in RETRYABLE:
+                    retry.append(i)
+                continue
+            sample.error = None
+            sample.reward = float(result.reward)
+            sample.solved = bool(result.info.get("solved", result.terminated))
+            sample.breakdown = dict(result.info.get("reward_breakdown") or {})
+            sample.info = dict(result.info)
+        return retry
+
+    def _finish(self, samples: list[ScoredSample], kwargs: Mapping[str, Any]) -> list[float | None]:
+        self.last = samples
+        failed = [s for s in samples if s.error is not None]
+        if failed:
+            if self.error_reward is not None:
+                for s in failed:
+                    log.warning(
+                        "codegym could not evaluate task %s (scored %s): %s", s.task, self.error_reward, s.error
+                    )
+                    s.reward = self.error_reward
+            elif self.on_error == "raise":
+                first = failed[0]
+                raise CodegymError(
+                    first.error.code,  # type: ignore[union-attr]
+                    f"{len(failed)} of {len(samples)} completions could not be scored "
+                    f"(first: task {first.task}: {first.error})",
+                    "Evaluate",
+                )
+            else:
+                for s in failed:
+                    log.warning("codegym could not evaluate task %s (reward None): %s", s.task, s.error)
+        if self.log_components:
+            self._log(samples, kwargs)
+        return [s.reward for s in samples]
+
+    def _log(self, samples: list[ScoredSample], kwargs: Mapping[str, Any]) -> None:
+        """Per-sample columns and mean metrics through TRL's `log_extra` / `log_metric` when given."""
+        log_extra: Callable[[str, list], None] | None = kwargs.get("log_extra")
+        log_metric: Callable[[str, float], None] | None = kwargs.get("log_metric")
+        if log_extra is not None:
+            log_extra("codegym_solved", [s.solved for s in samples])
+            names = sorted({k for s in samples for k, v in s.breakdown.items() if isinstance(v, (int, float))})
+            for name in names:
+                log_extra(f"codegym_{name}", [s.breakdown.get(name) for s in samples])
+        if log_metric is not None and samples:
+            log_metric("codegym/solved_rate", sum(s.solved for s in samples) / len(samples))
+            log_metric("codegym/error_rate", sum(s.error is not None for s in samples) / len(samples))
+
+    def _failed_call(self, samples: list[ScoredSample], pending: list[int], err: CodegymError) -> None:
+        for i in pending:
+            samples[i].error = err
+
+
+def _retryable_call(err: CodegymError) -> bool:
+    return err.code in RETRYABLE
+
+
+class RewardFunction(_Base):
+    """`reward(prompts, completions, **columns) -> list[float | None]` for TRL's trainers.
+
+    Args:
+        address: `host:port` of `codegym serve`.
+        env_id: The coding env scoring the completions.
+        task_column: Dataset column of task ids (TRL passes every column as a keyword argument).
+        inline_task_column: Dataset column of inline tasks (a task dict or its JSON text).
+        prefix_column: Column of completion prefixes (HumanEval-style continuation); None: only
+            inline tasks' own `completion_prefix` applies.
+        extract: How the program is found in the completion: `code_block`, `raw` or `auto`.
+        think: Strip `<think>...</think>` before extraction.
+        env_kwargs: Kwargs of the coding env (e.g. `{"tasks": "builtin:examples"}`).
+        client: Connection options (deadlines, TLS, retries and backoff).
+        on_error: `raise` (default) or `none`: a sample that cannot be scored scores None.
+        error_reward: If set, a sample that cannot be scored scores this (explicit opt-in; logged).
+        timeout: Shorthand for `ClientOptions(evaluate_timeout=...)`.
+        log_components: Log `solved` and the reward breakdown through TRL's `log_extra`/`log_metric`.
+
+    After each call, `last` holds a `ScoredSample` per completion (program, reward breakdown, info).
+    """
+
+    def __init__(self, address: str, env_id: str = "codegym/Python-v0", **options: Any) -> None:
+        super().__init__(address, env_id, **options)
+        self._client = Client(address, options=self.options)
+
     def __call__(
         self, prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (), **kwargs: Any
-    ) -> list[float]:
-        tasks = kwargs.get(self.task_column)
-        if tasks is None:
-            raise ValueError(f"reward function needs the dataset column {self.task_column!r} in kwargs")
-        if len(tasks) != len(completions):
-            raise ValueError(f"{len(completions)} completions but {len(tasks)} values of {self.task_column!r}")
+    ) -> list[float | None]:
         if not completions:
             return []
-        items = [EvalItem(action=completion_text(c), options={"task_id": str(t)}) for c, t in zip(completions, tasks)]
-        results = self._client.evaluate(self.env_id, items, self.env_kwargs)
-        rewards: list[float] = []
-        for task, result in zip(tasks, results):
-            if isinstance(result, CodegymError):
-                log.warning("codegym could not evaluate task %s: %s", task, result)
-                rewards.append(self.error_reward)
+        items, samples = self._prepare(completions, kwargs)
+        pending = list(range(len(items)))
+        for attempt in range(self.options.retries + 1):
+            try:
+                results = self._client.evaluate(self.env_id, [items[i] for i in pending], self.env_kwargs)
+            except CodegymError as err:
+                self._failed_call(samples, pending, err)
+                if not _retryable_call(err):
+                    break
             else:
-                rewards.append(result.reward)
-        return rewards
+                pending = self._settle(samples, results, pending)
+            if not pending or attempt == self.options.retries:
+                break
+            time.sleep(self.options.delay(attempt))
+        return self._finish(samples, kwargs)
 
     def close(self) -> None:
+        """Closes the gRPC channel."""
         self._client.close_channel()
+
+
+class AsyncRewardFunction(_Base):
+    """The asyncio form of `RewardFunction` (same options): `await reward(prompts, completions, ...)`.
+
+    TRL (>= 1.x) awaits async reward functions (callable instances with an `async __call__` included)
+    on its own event loop, concurrently with other reward functions. The channel is created lazily on
+    the loop of the first call.
+    """
+
+    def __init__(self, address: str, env_id: str = "codegym/Python-v0", **options: Any) -> None:
+        super().__init__(address, env_id, **options)
+        self._client: AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _client_here(self) -> AsyncClient:
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            self._client = AsyncClient(self.address, options=self.options)
+            self._loop = loop
+        return self._client
+
+    async def __call__(
+        self, prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (), **kwargs: Any
+    ) -> list[float | None]:
+        if not completions:
+            return []
+        items, samples = self._prepare(completions, kwargs)
+        client = self._client_here()
+        pending = list(range(len(items)))
+        for attempt in range(self.options.retries + 1):
+            try:
+                results = await client.evaluate(self.env_id, [items[i] for i in pending], self.env_kwargs)
+            except CodegymError as err:
+                self._failed_call(samples, pending, err)
+                if not _retryable_call(err):
+                    break
+            else:
+                pending = self._settle(samples, results, pending)
+            if not pending or attempt == self.options.retries:
+                break
+            await asyncio.sleep(self.options.delay(attempt))
+        return self._finish(samples, kwargs)
+
+    async def close(self) -> None:
+        """Closes the gRPC channel."""
+        if self._client is not None:
+            await self._client.close_channel()
+            self._client = None
 
 
 def reward_fn(address: str, env_id: str = "codegym/Python-v0", **options: Any) -> RewardFunction:
     """A TRL reward function backed by a codegym server (see `RewardFunction` for the options)."""
     return RewardFunction(address, env_id, **options)
+
+
+def async_reward_fn(address: str, env_id: str = "codegym/Python-v0", **options: Any) -> AsyncRewardFunction:
+    """An asyncio TRL reward function backed by a codegym server (see `RewardFunction`)."""
+    return AsyncRewardFunction(address, env_id, **options)

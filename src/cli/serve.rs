@@ -84,6 +84,8 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
+    // Before the first line: from then on a SIGTERM must mean a graceful stop.
+    let shutdown = super::signal::shutdown_signal();
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
         .with_context(|| format!("cannot listen on {}", args.addr))?;
@@ -110,7 +112,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         config.server,
         listener,
         http,
-        super::signal::shutdown_signal(),
+        shutdown,
     )
     .await?;
     Ok(ExitCode::SUCCESS)

@@ -26,17 +26,22 @@ impl ShutdownSignals {
     }
 }
 
-/// Resolves on the first SIGINT or SIGTERM (a graceful stop). When the handlers cannot be installed
-/// it logs why and never resolves.
-pub async fn shutdown_signal() {
-    match ShutdownSignals::install() {
-        Ok(mut signals) => {
-            let name = signals.next().await;
-            tracing::info!("{name} received");
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "cannot install signal handlers; stop with SIGKILL");
-            std::future::pending::<()>().await;
+/// Installs the handlers now and returns a future that resolves on the first SIGINT or SIGTERM (a
+/// graceful stop). Installing at the call, not at the first poll, means a signal that arrives after
+/// the caller announced itself (`listening on ...`) is never the default kill. When the handlers
+/// cannot be installed it logs why and the future never resolves.
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    let installed = ShutdownSignals::install();
+    async move {
+        match installed {
+            Ok(mut signals) => {
+                let name = signals.next().await;
+                tracing::info!("{name} received");
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot install signal handlers; stop with SIGKILL");
+                std::future::pending::<()>().await;
+            }
         }
     }
 }

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import subprocess
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,34 +29,35 @@ def _drain(stream, sink: queue.Queue | None) -> None:
             sink.put(line)
 
 
-@pytest.fixture(scope="session")
-def server_address(tmp_path_factory) -> str:
+@contextlib.contextmanager
+def serve(log_dir: Path, *extra_args: str, lines: int = 1) -> Iterator[list[str]]:
+    """Runs `codegym serve --addr 127.0.0.1:0 EXTRA_ARGS` and yields its first `lines` stdout lines
+    (the addresses it listens on); stops it afterwards."""
     binary = codegym_bin()
     if not binary.exists():
         pytest.fail(f"codegym binary not found at {binary}: build it (cargo build -p codegym) or set CODEGYM_BIN")
-    log_path = tmp_path_factory.mktemp("server") / "stderr.log"
+    log_path = log_dir / "stderr.log"
     log = open(log_path, "wb")
     proc = subprocess.Popen(
-        [str(binary), "serve", "--addr", "127.0.0.1:0"],
+        [str(binary), "serve", "--addr", "127.0.0.1:0", *extra_args],
         stdout=subprocess.PIPE,
         stderr=log,
         stdin=subprocess.DEVNULL,
         text=True,
         cwd=REPO_ROOT,
     )
-    lines: queue.Queue = queue.Queue()
-    threading.Thread(target=_drain, args=(proc.stdout, lines), daemon=True).start()
+    sink: queue.Queue = queue.Queue()
+    threading.Thread(target=_drain, args=(proc.stdout, sink), daemon=True).start()
     try:
-        first = lines.get(timeout=STARTUP_TIMEOUT_S)
+        printed = [sink.get(timeout=STARTUP_TIMEOUT_S) for _ in range(lines)]
     except queue.Empty:
         proc.kill()
-        pytest.fail(f"codegym serve printed nothing in {STARTUP_TIMEOUT_S}s; stderr: {log_path.read_text()}")
-    prefix = "listening on "
-    if not first.startswith(prefix):
+        pytest.fail(f"codegym serve printed fewer than {lines} lines in {STARTUP_TIMEOUT_S}s; stderr: {log_path.read_text()}")
+    if not printed[0].startswith("listening on "):
         proc.kill()
-        pytest.fail(f"unexpected first line {first!r}; stderr: {log_path.read_text()}")
+        pytest.fail(f"unexpected first line {printed[0]!r}; stderr: {log_path.read_text()}")
     try:
-        yield first[len(prefix) :].strip()
+        yield [line.strip() for line in printed]
     finally:
         proc.terminate()
         try:
@@ -63,6 +66,12 @@ def server_address(tmp_path_factory) -> str:
             proc.kill()
             proc.wait()
         log.close()
+
+
+@pytest.fixture(scope="session")
+def server_address(tmp_path_factory) -> Iterator[str]:
+    with serve(tmp_path_factory.mktemp("server")) as printed:
+        yield printed[0][len("listening on ") :]
 
 
 @pytest.fixture()

@@ -5,52 +5,20 @@ WebSocket protocol, what TRL and verifiers use). A real server with real sandbox
 from __future__ import annotations
 
 import base64
-import queue
-import subprocess
-import threading
+from collections.abc import Iterator
 
 import pytest
 
-from conftest import REPO_ROOT, STARTUP_TIMEOUT_S, _drain, codegym_bin
+from conftest import serve
 
 
 @pytest.fixture(scope="module")
-def http_base(tmp_path_factory) -> str:
+def http_base(tmp_path_factory) -> Iterator[str]:
     """A server with the HTTP listener; its base URL (`http://127.0.0.1:PORT`)."""
-    binary = codegym_bin()
-    if not binary.exists():
-        pytest.fail(f"codegym binary not found at {binary}: build it (cargo build -p codegym) or set CODEGYM_BIN")
-    log_path = tmp_path_factory.mktemp("http-server") / "stderr.log"
-    log = open(log_path, "wb")
-    proc = subprocess.Popen(
-        [str(binary), "serve", "--addr", "127.0.0.1:0", "--http", "127.0.0.1:0"],
-        stdout=subprocess.PIPE,
-        stderr=log,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        cwd=REPO_ROOT,
-    )
-    lines: queue.Queue = queue.Queue()
-    threading.Thread(target=_drain, args=(proc.stdout, lines), daemon=True).start()
-    try:
-        first = lines.get(timeout=STARTUP_TIMEOUT_S)
-        second = lines.get(timeout=STARTUP_TIMEOUT_S)
-    except queue.Empty:
-        proc.kill()
-        pytest.fail(f"codegym serve did not print its addresses; stderr: {log_path.read_text()}")
-    assert first.startswith("listening on "), first
-    prefix = "http listening on "
-    assert second.startswith(prefix), second
-    try:
-        yield "http://" + second[len(prefix) :].strip()
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+    with serve(tmp_path_factory.mktemp("http-server"), "--http", "127.0.0.1:0", lines=2) as printed:
+        prefix = "http listening on "
+        assert printed[1].startswith(prefix), printed
+        yield "http://" + printed[1][len(prefix) :]
 
 
 # --- SandboxFusion --------------------------------------------------------------------------------

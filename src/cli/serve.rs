@@ -107,14 +107,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => None,
     };
     std::io::stdout().flush()?;
-    server::serve_with_http(
-        Arc::new(registry),
-        config.server,
-        listener,
-        http,
-        shutdown,
-    )
-    .await?;
+    server::serve_with_http(Arc::new(registry), config.server, listener, http, shutdown).await?;
     Ok(ExitCode::SUCCESS)
 }
 

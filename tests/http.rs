@@ -273,6 +273,17 @@ async fn hostile_programs_stay_contained_and_are_answered() {
         .run_code(json!({"code": "print(1)", "fetch_files": ["/etc/shadow"]}))
         .await;
     assert_eq!(fetch["files"], json!({}), "{fetch}");
+    // What the program planted is never followed: a symlink out, a hard link, a FIFO (reading it
+    // would block), `..`; only the regular file comes back.
+    let planted = server
+        .run_code(json!({
+            "code": "import os\nos.symlink('/etc/passwd', 'link')\nopen('real.txt', 'w').write('ok')\n\
+                     os.link('real.txt', 'hard')\nos.mkfifo('fifo')\nopen('plain.txt', 'w').write('hi')",
+            "fetch_files": ["link", "hard", "fifo", "../../etc/passwd", "plain.txt"],
+        }))
+        .await;
+    assert_eq!(planted["status"], "Success", "{planted}");
+    assert_eq!(planted["files"], json!({"plain.txt": "aGk="}), "{planted}");
 
     let after = server.run_code(verl_request("print(1)", None)).await;
     assert_eq!(after["status"], "Success", "{after}");

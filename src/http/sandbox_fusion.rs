@@ -10,10 +10,9 @@
 //! `SandboxError` with a message.
 //!
 //! Execution is the coding env's: one `ExecRequest` to the shared [`Sandbox`]. The request's limits
-//! can only lower the sandbox's configured ones. `fetch_files` is served by running the program
-//! under a small driver that, at interpreter exit, writes the requested files to stderr after a
-//! per-request nonce; the host cuts that trailer off again (a program that never exits normally,
-//! killed by a limit, has no files fetched).
+//! can only lower the sandbox's configured ones. `fetch_files` are read by the sandbox from the
+//! run's work dir once every process of the run has ended (`Sandbox::run_fetching`: regular files
+//! beneath the work dir only), whatever way the program ended.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -203,26 +202,18 @@ async fn execute(state: &HttpState, request: RunCodeRequest) -> RunCodeResponse 
         request.run_timeout,
         request.memory_limit_mb,
     );
-    let nonce = uuid::Uuid::new_v4().simple().to_string();
-    let source = if request.fetch_files.is_empty() {
-        request.code
-    } else {
-        files.push((USER_SCRIPT.to_string(), request.code.into_bytes()));
-        fetch_driver(&request.fetch_files, &nonce)
-    };
     let exec = ExecRequest {
-        source,
+        source: request.code,
         files,
         stdin: request.stdin.map(String::into_bytes),
         limits: Some(limits),
     };
-    match state.sandbox.run(exec).await {
-        Ok(mut result) => {
-            let fetched = if request.fetch_files.is_empty() {
-                BTreeMap::new()
-            } else {
-                take_fetched(&mut result.stderr, &nonce)
-            };
+    match state.sandbox.run_fetching(exec, request.fetch_files).await {
+        Ok((result, fetched)) => {
+            let fetched: BTreeMap<String, String> = fetched
+                .into_iter()
+                .map(|(path, bytes)| (path, B64.encode(bytes)))
+                .collect();
             let run = run_result(&result);
             // SandboxFusion's rule: a timeout or any non-zero return code fails the run.
             let status = if result.timed_out || run.return_code != Some(0) {
@@ -283,50 +274,6 @@ fn run_result(result: &ExecutionResult) -> CommandRunResult {
     }
 }
 
-/// Where the user's program goes when a driver runs it.
-const USER_SCRIPT: &str = "__codegym_user__.py";
-
-/// A `main.py` that runs the user's program as `__main__` and, at interpreter exit, writes the
-/// requested files (base64, as JSON) to stderr behind `nonce`.
-fn fetch_driver(paths: &[String], nonce: &str) -> String {
-    let paths = serde_json::to_string(paths).unwrap_or_else(|_| "[]".into());
-    format!(
-        r#"import atexit as _cg_atexit
-def _cg_fetch(paths={paths}, marker="{nonce}"):
-    import base64, json, os, sys
-    found = {{}}
-    for p in paths:
-        try:
-            with open(p, "rb") as f:
-                found[p] = base64.b64encode(f.read()).decode()
-        except OSError:
-            pass
-    for s in (sys.stdout, sys.stderr):
-        try:
-            s.flush()
-        except Exception:
-            pass
-    os.write(2, ("\n" + marker + json.dumps(found) + "\n").encode())
-_cg_atexit.register(_cg_fetch)
-del _cg_atexit, _cg_fetch
-import runpy as _cg_runpy
-_cg_runpy.run_path("{USER_SCRIPT}", run_name="__main__")
-"#
-    )
-}
-
-/// Cuts the driver's trailer off `stderr` and decodes the files in it.
-fn take_fetched(stderr: &mut String, nonce: &str) -> BTreeMap<String, String> {
-    let marker = format!("\n{nonce}");
-    let Some(at) = stderr.rfind(&marker) else {
-        return BTreeMap::new();
-    };
-    let trailer = stderr[at + marker.len()..].trim_end();
-    let files = serde_json::from_str(trailer).unwrap_or_default();
-    stderr.truncate(at);
-    files
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -343,13 +290,5 @@ mod tests {
         assert_eq!(lowered.memory_bytes, 64 << 20);
         let ignored = capped_limits(&base, f64::NAN, -1);
         assert_eq!(ignored, Limits { ..base });
-    }
-
-    #[test]
-    fn the_fetch_trailer_is_cut_off() {
-        let mut stderr = "warning\n\nabc{\"out.txt\": \"aGk=\"}\n".to_string();
-        let files = take_fetched(&mut stderr, "abc");
-        assert_eq!(stderr, "warning\n");
-        assert_eq!(files.get("out.txt").map(String::as_str), Some("aGk="));
     }
 }

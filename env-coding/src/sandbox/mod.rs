@@ -137,6 +137,18 @@ impl Sandbox {
     /// Runs one program in its own sandboxed interpreter (a fresh one, or a fork of the warm
     /// server). A failing program is an `Ok` result.
     pub async fn run(&self, req: ExecRequest) -> Result<ExecutionResult, SandboxError> {
+        Ok(self.run_fetching(req, Vec::new()).await?.0)
+    }
+
+    /// Runs one program like [`Sandbox::run`] and returns the files among `fetch` (paths relative
+    /// to the work dir) that the run left as regular files, read after every process of the run has
+    /// ended and before the work dir is removed. Missing or refused paths (outside the work dir,
+    /// symlinks, FIFOs, over `max_file_bytes`) are left out.
+    pub async fn run_fetching(
+        &self,
+        req: ExecRequest,
+        fetch: Vec<String>,
+    ) -> Result<(ExecutionResult, Vec<(String, Vec<u8>)>), SandboxError> {
         let limits = req.limits.unwrap_or(self.inner.config.limits);
         let mut files: Vec<(PathBuf, &[u8])> = Vec::with_capacity(req.files.len() + 1);
         for (name, data) in &req.files {
@@ -158,12 +170,12 @@ impl Sandbox {
         match &self.warm {
             Some(warm) => {
                 let run = warm.start_run(&files, &limits, with_stdin).await?;
-                supervise::script(run, req.stdin, &limits).await
+                supervise::script(run, req.stdin, &limits, fetch).await
             }
             None => {
                 let id = self.inner.next_id();
                 let run = fresh::start_script(&self.inner, id, &files, &limits, with_stdin).await?;
-                supervise::script(run, req.stdin, &limits).await
+                supervise::script(run, req.stdin, &limits, fetch).await
             }
         }
     }
@@ -204,19 +216,20 @@ fn self_test(inner: &Inner, warm: Option<&Arc<WarmBackend>>) -> Result<(), Sandb
                 match warm {
                     Some(warm) => {
                         let run = warm.start_run_as(u64::MAX - 1, &files, &limits).await?;
-                        supervise::script(run, None, &limits).await
+                        supervise::script(run, None, &limits, Vec::new()).await
                     }
                     None => {
                         let run =
                             fresh::start_script(inner, u64::MAX, &files, &limits, false).await?;
-                        supervise::script(run, None, &limits).await
+                        supervise::script(run, None, &limits, Vec::new()).await
                     }
                 }
             })
         })
         .join()
         .unwrap_or(Err(SandboxError::Closed))
-    })?;
+    })?
+    .0;
     if result.exit_code != Some(0) || result.stdout != "ok\n" {
         return Err(SandboxError::Setup {
             stage: "self-test",

@@ -72,13 +72,16 @@ impl Exit {
     }
 }
 
-/// Supervises a one-shot script to its end, then cleans up. Errors only when the backend itself
-/// failed (the fork server died); a failing program is an `Ok` result.
+/// Supervises a one-shot script to its end, reads the files listed in `fetch` from its work dir
+/// (after every process of the run is dead, so nothing can change them meanwhile), then cleans up.
+/// Errors only when the backend itself failed (the fork server died); a failing program is an `Ok`
+/// result.
 pub(crate) async fn script<P: Process>(
     mut run: Started<P>,
     stdin: Option<Vec<u8>>,
     limits: &Limits,
-) -> Result<ExecutionResult, SandboxError> {
+    fetch: Vec<String>,
+) -> Result<(ExecutionResult, Vec<(String, Vec<u8>)>), SandboxError> {
     let writer = match (run.stdin.take(), stdin) {
         (Some(fd), Some(data)) => Some(tokio::spawn(write_all(fd, data))),
         _ => None,
@@ -140,8 +143,43 @@ pub(crate) async fn script<P: Process>(
     };
     let result = assemble(ending, limits, out, err);
     let guard = std::mem::take(&mut run.guard);
-    let _ = tokio::task::spawn_blocking(move || drop(guard)).await;
-    Ok(result)
+    let max_bytes = limits.max_file_bytes;
+    // Reading files and removing the work dir touch the file system: off the runtime.
+    let fetched = tokio::task::spawn_blocking(move || {
+        let fetched = match &guard.workdir {
+            Some(dir) => fetch_files(dir, &fetch, max_bytes),
+            None => Vec::new(),
+        };
+        drop(guard);
+        fetched
+    })
+    .await
+    .unwrap_or_default();
+    Ok((result, fetched))
+}
+
+/// The regular files among `paths` (relative to the work dir), each read whole up to `max_bytes`,
+/// beneath the work dir only (no `..`, no symlinks, no hard links, no FIFOs: the program created
+/// them and may have planted anything). Missing and refused paths are left out.
+fn fetch_files(
+    workdir: &std::path::Path,
+    paths: &[String],
+    max_bytes: u64,
+) -> Vec<(String, Vec<u8>)> {
+    paths
+        .iter()
+        .filter_map(|p| match crate::tools::read_file(workdir, p, max_bytes) {
+            Ok((bytes, false)) => Some((p.clone(), bytes)),
+            Ok((_, true)) => {
+                tracing::debug!(path = %p, "fetched file over the size limit; left out");
+                None
+            }
+            Err(why) => {
+                tracing::debug!(path = %p, %why, "file not fetched");
+                None
+            }
+        })
+        .collect()
 }
 
 /// How an execution ended, as its supervisor saw it: what [`assemble`] needs besides the output.

@@ -82,6 +82,18 @@ def test_sandbox_fusion_files_in_and_fetched_out(sandbox_fusion):
     assert r.files == {"out.txt": base64.b64encode(b"HELLO").decode()}
 
 
+def test_sandbox_fusion_fetches_files_of_a_run_killed_by_its_time_limit(sandbox_fusion):
+    # The sandbox reads fetched files after the run, however it ended.
+    r = _run(
+        sandbox_fusion,
+        code="open('partial.txt', 'w').write('step 1 done')\nimport time\ntime.sleep(30)\n",
+        run_timeout=1,
+        fetch_files=["partial.txt"],
+    )
+    assert r.run_result.status == sandbox_fusion.CommandRunStatus.TimeLimitExceeded
+    assert r.files == {"partial.txt": base64.b64encode(b"step 1 done").decode()}
+
+
 def test_sandbox_fusion_async_client_and_concurrent_helper(sandbox_fusion):
     import asyncio
 

@@ -37,6 +37,11 @@ async fn start(max_sessions: usize, auth_token: Option<&str>) -> Server {
         listener: http,
         sandbox,
         auth_token: auth_token.map(str::to_string),
+        openenv_kwargs: [(
+            "codegym/Python".to_string(),
+            json!({"max_episode_steps": 3}).as_object().unwrap().clone(),
+        )]
+        .into(),
     };
     tokio::spawn(server::serve_with_http(
         Arc::new(registry),
@@ -570,4 +575,28 @@ async fn pings_are_answered_during_a_step_and_pipelined_frames_keep_their_order(
         }
     }
     assert_eq!(order, ["pong", "observation", "state"]);
+}
+
+/// OpenEnv clients send no `make` kwargs; the server's `http.openenv_kwargs` do (the test server
+/// sets `max_episode_steps: 3` for the coding env, whose default is 4): the third wrong answer ends
+/// the episode as truncated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openenv_envs_are_made_with_the_configured_kwargs() {
+    let server = start(4, None).await;
+    let mut ws = server.ws("codegym/Python-v0").await;
+    let reset = ask(
+        &mut ws,
+        json!({"type": "reset", "data": {"task_id": "hello-world"}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(reset["type"], "observation", "{reset}");
+    let wrong = json!({"type": "step", "data": {"code": "print('nope')"}});
+    let mut done = Vec::new();
+    for _ in 0..3 {
+        let step = ask(&mut ws, wrong.clone()).await.unwrap();
+        assert_eq!(step["type"], "observation", "{step}");
+        done.push(step["data"]["done"].as_bool().unwrap());
+    }
+    assert_eq!(done, [false, false, true]);
 }

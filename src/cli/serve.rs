@@ -102,6 +102,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 listener,
                 sandbox,
                 auth_token,
+                openenv_kwargs: config.http.openenv_kwargs.clone(),
             })
         }
         None => None,

@@ -17,6 +17,7 @@ mod openenv;
 mod openenv_ws;
 mod sandbox_fusion;
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -27,6 +28,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use env_coding::sandbox::Sandbox;
+use env_core::Kwargs;
 use serde::Deserialize;
 use serde_json::json;
 use tokio::net::TcpListener;
@@ -43,6 +45,10 @@ pub struct HttpConfig {
     /// Name of an environment variable holding a bearer token: when set, every HTTP request must
     /// carry `Authorization: Bearer <token>`. The token itself never sits in the config file.
     pub auth_token_env: Option<String>,
+    /// `make` kwargs of envs served over OpenEnv, by env id (e.g. `{"codegym/Python-v0": {"mode":
+    /// "session"}}`): OpenEnv's clients send none, so the server decides, as OpenEnv's own servers
+    /// do per deployment. Envs not listed get their defaults.
+    pub openenv_kwargs: BTreeMap<String, Kwargs>,
 }
 
 /// A bound HTTP listener with what its handlers need beyond the gRPC server's state.
@@ -52,6 +58,8 @@ pub struct HttpListener {
     pub sandbox: Arc<Sandbox>,
     /// `Some`: requests must carry this bearer token.
     pub auth_token: Option<String>,
+    /// [`HttpConfig::openenv_kwargs`].
+    pub openenv_kwargs: BTreeMap<String, Kwargs>,
 }
 
 /// Why the HTTP listener stopped.
@@ -59,6 +67,8 @@ pub struct HttpListener {
 pub enum HttpError {
     #[error("HTTP listener: {0}")]
     Io(#[from] std::io::Error),
+    #[error("http.openenv_kwargs: {0}")]
+    OpenEnvKwargs(#[from] env_core::EnvError),
 }
 
 /// What every handler sees.
@@ -66,6 +76,8 @@ pub(crate) struct HttpState {
     pub server: Arc<crate::server::State>,
     pub sandbox: Arc<Sandbox>,
     auth_token: Option<String>,
+    /// OpenEnv `make` kwargs by canonical env id.
+    pub openenv_kwargs: BTreeMap<String, Kwargs>,
 }
 
 /// Serves the facades until the server's shutdown token is cancelled, then lets in-flight requests
@@ -76,10 +88,18 @@ pub(crate) async fn serve(
 ) -> Result<(), HttpError> {
     let addr = http.listener.local_addr()?;
     let shutdown = server.shutdown.clone();
+    // Keys resolve like `make` ids (`codegym/Python` is the latest version); an unknown one is a
+    // start-up error, not a silently ignored setting.
+    let mut openenv_kwargs = BTreeMap::new();
+    for (id, kwargs) in http.openenv_kwargs {
+        let id = server.registry.spec(&id)?.id.clone();
+        openenv_kwargs.insert(id, kwargs);
+    }
     let state = Arc::new(HttpState {
         server,
         sandbox: http.sandbox,
         auth_token: http.auth_token,
+        openenv_kwargs,
     });
     tracing::info!(%addr, auth = state.auth_token.is_some(), "serving the HTTP facades (SandboxFusion, OpenEnv)");
     axum::serve(http.listener, router(state))

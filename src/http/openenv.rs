@@ -30,6 +30,8 @@ use crate::server::status::ServerError;
 #[derive(Debug, Clone)]
 pub(crate) struct Adapter {
     pub spec: EnvSpec,
+    /// The `make` kwargs the server configured for this env (`http.openenv_kwargs`).
+    pub kwargs: Kwargs,
     coding: bool,
 }
 
@@ -41,7 +43,16 @@ impl Adapter {
     pub fn lookup(state: &HttpState, ns: &str, name: &str) -> Result<Adapter, ServerError> {
         let spec = state.server.registry.spec(&format!("{ns}/{name}"))?.clone();
         let coding = spec.id == env_coding::PYTHON_ENV_ID;
-        Ok(Adapter { spec, coding })
+        let kwargs = state
+            .openenv_kwargs
+            .get(&spec.id)
+            .cloned()
+            .unwrap_or_default();
+        Ok(Adapter {
+            spec,
+            kwargs,
+            coding,
+        })
     }
 
     /// An OpenEnv action object as the env's action. Unknown keys are refused, as OpenEnv's
@@ -445,7 +456,7 @@ where
     let mut env = state
         .server
         .registry
-        .make_async(&adapter.spec.id, &Kwargs::new())
+        .make_async(&adapter.spec.id, &adapter.kwargs)
         .await?;
     let out = f(&adapter, &mut env).await;
     if let Err(e) = env.close().await {

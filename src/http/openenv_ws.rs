@@ -19,7 +19,7 @@ use std::sync::Arc;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
-use env_core::{AsyncEnv, EnvError, Kwargs};
+use env_core::{AsyncEnv, EnvError};
 use serde_json::{Map, Value as Json, json};
 use tonic::Code;
 
@@ -86,7 +86,7 @@ async fn session(state: Arc<HttpState>, adapter: Adapter, socket: WebSocket) {
     let made = state
         .server
         .registry
-        .make_async(&adapter.spec.id, &Kwargs::new())
+        .make_async(&adapter.spec.id, &adapter.kwargs)
         .await;
     let mut env = match made {
         Ok(env) => env,

@@ -19,6 +19,14 @@ struct Server {
 }
 
 async fn start(max_sessions: usize, auth_token: Option<&str>) -> Server {
+    start_with(max_sessions, auth_token, None).await
+}
+
+async fn start_with(
+    max_sessions: usize,
+    auth_token: Option<&str>,
+    max_sessions_per_client: Option<usize>,
+) -> Server {
     let (registry, sandbox) =
         tokio::task::spawn_blocking(|| codegym::registry_and_sandbox(Default::default()))
             .await
@@ -42,6 +50,7 @@ async fn start(max_sessions: usize, auth_token: Option<&str>) -> Server {
             json!({"max_episode_steps": 3}).as_object().unwrap().clone(),
         )]
         .into(),
+        max_sessions_per_client,
     };
     tokio::spawn(server::serve_with_http(
         Arc::new(registry),
@@ -599,4 +608,40 @@ async fn openenv_envs_are_made_with_the_configured_kwargs() {
         done.push(step["data"]["done"].as_bool().unwrap());
     }
     assert_eq!(done, [false, false, true]);
+}
+
+/// `http.max_sessions_per_client`: one client (here every socket comes from 127.0.0.1) gets at
+/// most that many WebSocket sessions although the server has room for more; a closed one frees its
+/// slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_holds_at_most_its_share_of_sessions() {
+    let server = start_with(8, None, Some(2)).await;
+    let mut open = Vec::new();
+    for _ in 0..2 {
+        let mut ws = server.ws("classic/CartPole-v1").await;
+        let obs = ask(&mut ws, json!({"type": "reset"})).await.unwrap();
+        assert_eq!(obs["type"], "observation", "{obs}");
+        open.push(ws);
+    }
+    let mut third = server.ws("classic/CartPole-v1").await;
+    let refused = next_json(&mut third).await.unwrap();
+    assert_eq!(refused["data"]["code"], "CAPACITY_REACHED", "{refused}");
+    assert_eq!(refused["data"]["max_sessions_per_client"], 2);
+    assert!(next_json(&mut third).await.is_none());
+
+    let mut first = open.remove(0);
+    first.close(None).await.unwrap();
+    while next_json(&mut first).await.is_some() {}
+    // The server notices the close asynchronously: retry briefly until the slot is back.
+    let mut again = None;
+    for _ in 0..50 {
+        let mut ws = server.ws("classic/CartPole-v1").await;
+        let answer = ask(&mut ws, json!({"type": "reset"})).await;
+        if answer.as_ref().is_some_and(|a| a["type"] == "observation") {
+            again = Some(ws);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(again.is_some(), "the freed slot was never given back");
 }

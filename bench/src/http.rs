@@ -29,6 +29,7 @@ pub async fn run(clients: &[usize], duration: Duration) -> anyhow::Result<String
             sandbox,
             auth_token: None,
             openenv_kwargs: Default::default(),
+            max_sessions_per_client: None,
         }),
         stop.clone().cancelled_owned(),
     ));

@@ -103,6 +103,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 sandbox,
                 auth_token,
                 openenv_kwargs: config.http.openenv_kwargs.clone(),
+                max_sessions_per_client: config.http.max_sessions_per_client,
             })
         }
         None => None,

@@ -13,6 +13,7 @@
 //! What this module adds on top of the handlers: the request body cap (`max_request_bytes`, as on
 //! gRPC), optional bearer-token auth, and the drain on shutdown (the gRPC server's token).
 
+mod clients;
 mod openenv;
 mod openenv_ws;
 mod sandbox_fusion;
@@ -49,6 +50,9 @@ pub struct HttpConfig {
     /// "session"}}`): OpenEnv's clients send none, so the server decides, as OpenEnv's own servers
     /// do per deployment. Envs not listed get their defaults.
     pub openenv_kwargs: BTreeMap<String, Kwargs>,
+    /// The most OpenEnv WebSocket sessions one client (peer IP) may hold at once; `None` (the
+    /// default): only the server's `max_sessions`, shared by all.
+    pub max_sessions_per_client: Option<usize>,
 }
 
 /// A bound HTTP listener with what its handlers need beyond the gRPC server's state.
@@ -60,6 +64,8 @@ pub struct HttpListener {
     pub auth_token: Option<String>,
     /// [`HttpConfig::openenv_kwargs`].
     pub openenv_kwargs: BTreeMap<String, Kwargs>,
+    /// [`HttpConfig::max_sessions_per_client`].
+    pub max_sessions_per_client: Option<usize>,
 }
 
 /// Why the HTTP listener stopped.
@@ -78,6 +84,8 @@ pub(crate) struct HttpState {
     auth_token: Option<String>,
     /// OpenEnv `make` kwargs by canonical env id.
     pub openenv_kwargs: BTreeMap<String, Kwargs>,
+    /// Open WebSocket sessions by client.
+    pub clients: Arc<clients::ClientSessions>,
 }
 
 /// Serves the facades until the server's shutdown token is cancelled, then lets in-flight requests
@@ -100,9 +108,12 @@ pub(crate) async fn serve(
         sandbox: http.sandbox,
         auth_token: http.auth_token,
         openenv_kwargs,
+        clients: clients::ClientSessions::new(http.max_sessions_per_client),
     });
     tracing::info!(%addr, auth = state.auth_token.is_some(), "serving the HTTP facades (SandboxFusion, OpenEnv)");
-    axum::serve(http.listener, router(state))
+    // The peer's address is what a per-client session cap counts by.
+    let app = router(state).into_make_service_with_connect_info::<SocketAddr>();
+    axum::serve(http.listener, app)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await?;
     Ok(())

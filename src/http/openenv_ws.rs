@@ -14,10 +14,11 @@
 //! ends the step with it.
 
 use std::collections::VecDeque;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
-use axum::extract::{Path, State};
+use axum::extract::{ConnectInfo, Path, State};
 use axum::response::{IntoResponse, Response};
 use env_core::{AsyncEnv, EnvError};
 use serde_json::{Map, Value as Json, json};
@@ -31,13 +32,14 @@ use crate::server::status::ServerError;
 pub(crate) async fn upgrade(
     State(state): State<Arc<HttpState>>,
     Path((ns, name)): Path<(String, String)>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     ws: WebSocketUpgrade,
 ) -> Response {
     let adapter = match Adapter::lookup(&state, &ns, &name) {
         Ok(a) => a,
         Err(e) => return detail(http_status(&e), e.to_string()),
     };
-    ws.on_upgrade(move |socket| session(state, adapter, socket))
+    ws.on_upgrade(move |socket| session(state, adapter, peer.ip(), socket))
         .into_response()
 }
 
@@ -67,7 +69,16 @@ async fn refuse(mut socket: WebSocket, frame: Json) {
         .await;
 }
 
-async fn session(state: Arc<HttpState>, adapter: Adapter, socket: WebSocket) {
+async fn session(state: Arc<HttpState>, adapter: Adapter, peer: IpAddr, socket: WebSocket) {
+    // The client's own cap first: a client at its cap must not take a slot of the server's.
+    let Some(_client) = state.clients.acquire(peer) else {
+        let max = state.clients.max().unwrap_or_default();
+        let mut extra = Map::new();
+        extra.insert("max_sessions_per_client".into(), json!(max));
+        let why =
+            format!("this client already holds {max} sessions (http.max_sessions_per_client)");
+        return refuse(socket, error("CAPACITY_REACHED", why, extra)).await;
+    };
     let sessions = &state.server.sessions;
     let permit = if state.server.shutdown.is_cancelled() {
         Err(ServerError::ShuttingDown)

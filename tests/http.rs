@@ -37,6 +37,7 @@ async fn start(max_sessions: usize, auth_token: Option<&str>) -> Server {
         listener: http,
         sandbox,
         auth_token: auth_token.map(str::to_string),
+        datasets: Default::default(),
     };
     tokio::spawn(server::serve_with_http(
         Arc::new(registry),

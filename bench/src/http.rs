@@ -28,6 +28,7 @@ pub async fn run(clients: &[usize], duration: Duration) -> anyhow::Result<String
             listener: http,
             sandbox,
             auth_token: None,
+            datasets: Default::default(),
         }),
         stop.clone().cancelled_owned(),
     ));

@@ -9,15 +9,21 @@
 //!   `/step`, and the WebSocket session protocol at `/ws`). Envs come from `Registry::make_async` and
 //!   are called only through `AsyncEnv`; a WebSocket session holds a slot of the gRPC server's
 //!   session table, so one cap (`max_sessions`) covers both protocols.
+//! - [`datasets`]: SandboxFusion's dataset endpoints (`GET /list_datasets`, `POST /get_prompts`,
+//!   `/get_prompt_by_id`, `/submit`) over task files named in the config (`http.datasets`,
+//!   `--http-dataset NAME=PATH`); submissions are scored by the coding env's batch evaluator.
 //!
 //! What this module adds on top of the handlers: the request body cap (`max_request_bytes`, as on
 //! gRPC), optional bearer-token auth, and the drain on shutdown (the gRPC server's token).
 
+pub mod datasets;
 mod openenv;
 mod openenv_ws;
 mod sandbox_fusion;
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Router;
@@ -43,6 +49,9 @@ pub struct HttpConfig {
     /// Name of an environment variable holding a bearer token: when set, every HTTP request must
     /// carry `Authorization: Bearer <token>`. The token itself never sits in the config file.
     pub auth_token_env: Option<String>,
+    /// SandboxFusion dataset name -> task file (native, HumanEval or MBPP) served by the dataset
+    /// endpoints; loaded once at start-up.
+    pub datasets: BTreeMap<String, PathBuf>,
 }
 
 /// A bound HTTP listener with what its handlers need beyond the gRPC server's state.
@@ -52,6 +61,8 @@ pub struct HttpListener {
     pub sandbox: Arc<Sandbox>,
     /// `Some`: requests must carry this bearer token.
     pub auth_token: Option<String>,
+    /// The task sets behind the dataset endpoints (empty: `/list_datasets` answers `[]`).
+    pub datasets: datasets::Datasets,
 }
 
 /// Why the HTTP listener stopped.
@@ -65,6 +76,7 @@ pub enum HttpError {
 pub(crate) struct HttpState {
     pub server: Arc<crate::server::State>,
     pub sandbox: Arc<Sandbox>,
+    pub datasets: datasets::Datasets,
     auth_token: Option<String>,
 }
 
@@ -79,6 +91,7 @@ pub(crate) async fn serve(
     let state = Arc::new(HttpState {
         server,
         sandbox: http.sandbox,
+        datasets: http.datasets,
         auth_token: http.auth_token,
     });
     tracing::info!(%addr, auth = state.auth_token.is_some(), "serving the HTTP facades (SandboxFusion, OpenEnv)");
@@ -94,6 +107,10 @@ pub(crate) fn router(state: Arc<HttpState>) -> Router {
     Router::new()
         .route("/run_code", post(sandbox_fusion::run_code))
         .route("/v1/ping", get(sandbox_fusion::ping))
+        .route("/list_datasets", get(datasets::list_datasets))
+        .route("/get_prompts", post(datasets::get_prompts))
+        .route("/get_prompt_by_id", post(datasets::get_prompt_by_id))
+        .route("/submit", post(datasets::submit))
         .route("/openenv/{ns}/{name}/health", get(openenv::health))
         .route("/openenv/{ns}/{name}/metadata", get(openenv::metadata))
         .route("/openenv/{ns}/{name}/schema", get(openenv::schema))

@@ -50,10 +50,11 @@ pub struct Datasets {
 
 /// A dataset file that failed to load (names the dataset and the file).
 #[derive(Debug, thiserror::Error)]
-#[error("dataset {name:?}: {source}")]
+#[error("dataset {name:?}: {error}")]
 pub struct DatasetError {
     name: String,
-    source: env_coding::tasks::TaskError,
+    /// Not a `#[source]`: the message already carries it (an error chain would repeat it).
+    error: env_coding::tasks::TaskError,
 }
 
 impl Datasets {
@@ -61,9 +62,9 @@ impl Datasets {
     pub fn load(files: &BTreeMap<String, PathBuf>) -> Result<Datasets, DatasetError> {
         let mut sets = BTreeMap::new();
         for (name, path) in files {
-            let set = TaskSet::load(path).map_err(|source| DatasetError {
+            let set = TaskSet::load(path).map_err(|error| DatasetError {
                 name: name.clone(),
-                source,
+                error,
             })?;
             sets.insert(name.clone(), Arc::new(set));
         }

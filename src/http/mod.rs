@@ -186,6 +186,12 @@ mod tests {
             serde_json::from_str(r#"{"addr": "127.0.0.1:0", "auth_token_env": "TOKEN"}"#).unwrap();
         assert_eq!(config.addr, Some("127.0.0.1:0".parse().unwrap()));
         assert!(serde_json::from_str::<HttpConfig>(r#"{"adr": "127.0.0.1:0"}"#).is_err());
+        let with_data: HttpConfig =
+            serde_json::from_str(r#"{"datasets": {"mbpp": "/data/mbpp.jsonl"}}"#).unwrap();
+        assert_eq!(
+            with_data.datasets["mbpp"],
+            PathBuf::from("/data/mbpp.jsonl")
+        );
         assert!(
             serde_json::from_str::<HttpConfig>("{}")
                 .unwrap()

@@ -44,13 +44,16 @@ async fn start_with(
     let listener = codegym::http::HttpListener {
         listener: http,
         sandbox,
-        auth_token: auth_token.map(str::to_string),
-        openenv_kwargs: [(
-            "codegym/Python".to_string(),
-            json!({"max_episode_steps": 3}).as_object().unwrap().clone(),
-        )]
-        .into(),
-        max_sessions_per_client,
+        options: codegym::http::HttpOptions {
+            auth_token: auth_token.map(str::to_string),
+            openenv_kwargs: [(
+                "codegym/Python".to_string(),
+                json!({"max_episode_steps": 3}).as_object().unwrap().clone(),
+            )]
+            .into(),
+            max_sessions_per_client,
+            datasets: Default::default(),
+        },
     };
     tokio::spawn(server::serve_with_http(
         Arc::new(registry),

@@ -27,9 +27,7 @@ pub async fn run(clients: &[usize], duration: Duration) -> anyhow::Result<String
         Some(codegym::http::HttpListener {
             listener: http,
             sandbox,
-            auth_token: None,
-            openenv_kwargs: Default::default(),
-            max_sessions_per_client: None,
+            options: Default::default(),
         }),
         stop.clone().cancelled_owned(),
     ));

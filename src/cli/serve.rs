@@ -39,6 +39,11 @@ pub struct Args {
     /// (`Authorization: Bearer TOKEN`); by default the HTTP listener has no auth.
     #[arg(long, value_name = "VAR")]
     http_auth_token_env: Option<String>,
+    /// Serve the task file PATH (native, HumanEval or MBPP) as SandboxFusion dataset NAME on the HTTP
+    /// listener (`/list_datasets`, `/get_prompts`, `/get_prompt_by_id`, `/submit`); repeatable, and
+    /// added to (or replacing by name) the config's `http.datasets`.
+    #[arg(long = "http-dataset", value_name = "NAME=PATH", value_parser = parse_dataset)]
+    http_datasets: Vec<(String, PathBuf)>,
     /// JSON config file: `{"server": {...}, "coding": {...}}` (see README); flags override it.
     #[arg(long)]
     config: Option<PathBuf>,
@@ -84,6 +89,21 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
+    let mut dataset_files = std::mem::take(&mut config.http.datasets);
+    dataset_files.extend(args.http_datasets.iter().cloned());
+    if http_addr.is_none() && !dataset_files.is_empty() {
+        tracing::warn!(
+            "datasets are configured but there is no HTTP listener (--http): not served"
+        );
+    }
+    let datasets = match http_addr {
+        Some(_) => tokio::task::spawn_blocking(move || {
+            codegym::http::datasets::Datasets::load(&dataset_files)
+        })
+        .await?
+        .context("cannot load the HTTP datasets")?,
+        None => Default::default(),
+    };
     // Before the first line: from then on a SIGTERM must mean a graceful stop.
     let shutdown = super::signal::shutdown_signal();
     let listener = tokio::net::TcpListener::bind(args.addr)
@@ -101,9 +121,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             Some(codegym::http::HttpListener {
                 listener,
                 sandbox,
-                auth_token,
-                openenv_kwargs: config.http.openenv_kwargs.clone(),
-                max_sessions_per_client: config.http.max_sessions_per_client,
+                options: codegym::http::HttpOptions {
+                    auth_token,
+                    openenv_kwargs: config.http.openenv_kwargs.clone(),
+                    max_sessions_per_client: config.http.max_sessions_per_client,
+                    datasets,
+                },
             })
         }
         None => None,
@@ -111,6 +134,16 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     std::io::stdout().flush()?;
     server::serve_with_http(Arc::new(registry), config.server, listener, http, shutdown).await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `NAME=PATH` of `--http-dataset`.
+fn parse_dataset(s: &str) -> Result<(String, PathBuf), String> {
+    match s.split_once('=') {
+        Some((name, path)) if !name.is_empty() && !path.is_empty() => {
+            Ok((name.to_string(), PathBuf::from(path)))
+        }
+        _ => Err(format!("expected NAME=PATH, got {s:?}")),
+    }
 }
 
 fn apply_flags(args: &Args, server: &mut ServerConfig) {

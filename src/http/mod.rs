@@ -9,17 +9,22 @@
 //!   `/step`, and the WebSocket session protocol at `/ws`). Envs come from `Registry::make_async` and
 //!   are called only through `AsyncEnv`; a WebSocket session holds a slot of the gRPC server's
 //!   session table, so one cap (`max_sessions`) covers both protocols.
+//! - [`datasets`]: SandboxFusion's dataset endpoints (`GET /list_datasets`, `POST /get_prompts`,
+//!   `/get_prompt_by_id`, `/submit`) over task files named in the config (`http.datasets`,
+//!   `--http-dataset NAME=PATH`); submissions are scored by the coding env's batch evaluator.
 //!
 //! What this module adds on top of the handlers: the request body cap (`max_request_bytes`, as on
 //! gRPC), optional bearer-token auth, and the drain on shutdown (the gRPC server's token).
 
 mod clients;
+pub mod datasets;
 mod openenv;
 mod openenv_ws;
 mod sandbox_fusion;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Router;
@@ -53,6 +58,9 @@ pub struct HttpConfig {
     /// The most OpenEnv WebSocket sessions one client (peer IP) may hold at once; `None` (the
     /// default): only the server's `max_sessions`, shared by all.
     pub max_sessions_per_client: Option<usize>,
+    /// SandboxFusion dataset name -> task file (native, HumanEval or MBPP) served by the dataset
+    /// endpoints; loaded once at start-up.
+    pub datasets: BTreeMap<String, PathBuf>,
 }
 
 /// A bound HTTP listener with what its handlers need beyond the gRPC server's state.
@@ -60,12 +68,20 @@ pub struct HttpListener {
     pub listener: TcpListener,
     /// The coding envs' sandbox (`codegym::registry_and_sandbox`): `/run_code` runs there.
     pub sandbox: Arc<Sandbox>,
+    pub options: HttpOptions,
+}
+
+/// The listener's settings, resolved from [`HttpConfig`] and the command line; all optional.
+#[derive(Debug, Default)]
+pub struct HttpOptions {
     /// `Some`: requests must carry this bearer token.
     pub auth_token: Option<String>,
     /// [`HttpConfig::openenv_kwargs`].
     pub openenv_kwargs: BTreeMap<String, Kwargs>,
     /// [`HttpConfig::max_sessions_per_client`].
     pub max_sessions_per_client: Option<usize>,
+    /// The task sets behind the dataset endpoints (empty: `/list_datasets` answers `[]`).
+    pub datasets: datasets::Datasets,
 }
 
 /// Why the HTTP listener stopped.
@@ -81,6 +97,7 @@ pub enum HttpError {
 pub(crate) struct HttpState {
     pub server: Arc<crate::server::State>,
     pub sandbox: Arc<Sandbox>,
+    pub datasets: datasets::Datasets,
     auth_token: Option<String>,
     /// OpenEnv `make` kwargs by canonical env id.
     pub openenv_kwargs: BTreeMap<String, Kwargs>,
@@ -99,16 +116,18 @@ pub(crate) async fn serve(
     // Keys resolve like `make` ids (`codegym/Python` is the latest version); an unknown one is a
     // start-up error, not a silently ignored setting.
     let mut openenv_kwargs = BTreeMap::new();
-    for (id, kwargs) in http.openenv_kwargs {
+    let options = http.options;
+    for (id, kwargs) in options.openenv_kwargs {
         let id = server.registry.spec(&id)?.id.clone();
         openenv_kwargs.insert(id, kwargs);
     }
     let state = Arc::new(HttpState {
         server,
         sandbox: http.sandbox,
-        auth_token: http.auth_token,
+        datasets: options.datasets,
+        auth_token: options.auth_token,
         openenv_kwargs,
-        clients: clients::ClientSessions::new(http.max_sessions_per_client),
+        clients: clients::ClientSessions::new(options.max_sessions_per_client),
     });
     tracing::info!(%addr, auth = state.auth_token.is_some(), "serving the HTTP facades (SandboxFusion, OpenEnv)");
     // The peer's address is what a per-client session cap counts by.
@@ -125,6 +144,10 @@ pub(crate) fn router(state: Arc<HttpState>) -> Router {
     Router::new()
         .route("/run_code", post(sandbox_fusion::run_code))
         .route("/v1/ping", get(sandbox_fusion::ping))
+        .route("/list_datasets", get(datasets::list_datasets))
+        .route("/get_prompts", post(datasets::get_prompts))
+        .route("/get_prompt_by_id", post(datasets::get_prompt_by_id))
+        .route("/submit", post(datasets::submit))
         .route("/openenv/{ns}/{name}/health", get(openenv::health))
         .route("/openenv/{ns}/{name}/metadata", get(openenv::metadata))
         .route("/openenv/{ns}/{name}/schema", get(openenv::schema))
@@ -200,6 +223,12 @@ mod tests {
             serde_json::from_str(r#"{"addr": "127.0.0.1:0", "auth_token_env": "TOKEN"}"#).unwrap();
         assert_eq!(config.addr, Some("127.0.0.1:0".parse().unwrap()));
         assert!(serde_json::from_str::<HttpConfig>(r#"{"adr": "127.0.0.1:0"}"#).is_err());
+        let with_data: HttpConfig =
+            serde_json::from_str(r#"{"datasets": {"mbpp": "/data/mbpp.jsonl"}}"#).unwrap();
+        assert_eq!(
+            with_data.datasets["mbpp"],
+            PathBuf::from("/data/mbpp.jsonl")
+        );
         assert!(
             serde_json::from_str::<HttpConfig>("{}")
                 .unwrap()

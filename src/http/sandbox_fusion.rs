@@ -101,7 +101,7 @@ fn unlimited() -> i64 {
 
 /// `RunCodeResponse`.
 #[derive(Debug, Serialize)]
-struct RunCodeResponse {
+pub(crate) struct RunCodeResponse {
     status: &'static str,
     message: String,
     compile_result: Option<CommandRunResult>,
@@ -112,15 +112,27 @@ struct RunCodeResponse {
 
 /// `CommandRunResult`.
 #[derive(Debug, Serialize)]
-struct CommandRunResult {
-    status: &'static str,
-    execution_time: f64,
-    return_code: Option<i32>,
-    stdout: String,
-    stderr: String,
+pub(crate) struct CommandRunResult {
+    pub(crate) status: &'static str,
+    pub(crate) execution_time: f64,
+    pub(crate) return_code: Option<i32>,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
 impl RunCodeResponse {
+    /// A response whose only step is `run` (Python is not compiled), with the given status.
+    pub(crate) fn of_run(status: &'static str, run: CommandRunResult) -> Self {
+        RunCodeResponse {
+            status,
+            message: String::new(),
+            compile_result: None,
+            run_result: Some(run),
+            executor_pod_name: None,
+            files: BTreeMap::new(),
+        }
+    }
+
     fn sandbox_error(message: String) -> Self {
         RunCodeResponse {
             status: "SandboxError",
@@ -258,7 +270,7 @@ fn capped_limits(base: &Limits, run_timeout_s: f64, memory_limit_mb: i64) -> Lim
 /// SandboxFusion's `CommandRunResult` of a run: `TimeLimitExceeded` with a null return code when a
 /// limit of time ended it, else `Finished` with the exit code (a signal `N` as `-N`, as Python's
 /// `subprocess` reports it).
-fn run_result(result: &ExecutionResult) -> CommandRunResult {
+pub(crate) fn run_result(result: &ExecutionResult) -> CommandRunResult {
     let (status, return_code) = if result.timed_out {
         ("TimeLimitExceeded", None)
     } else {

@@ -174,3 +174,45 @@ def test_openenv_schema_validates_what_the_server_sends(http_base):
         assert r.observation["stderr"] == "err\n"
         with pytest.raises(RuntimeError, match="VALIDATION_ERROR"):
             env.step({"cod": "typo"})
+
+
+# --- SandboxFusion dataset endpoints (`--http-dataset NAME=PATH`) ---------------------------------
+
+_MBPP_LINE = (
+    '{"task_id": 11, "text": "Write a function to square a number.", '
+    '"code": "def square(x):\\n    return x * x", '
+    '"test_list": ["assert square(2) == 4", "assert square(3) == 9"], "test_setup_code": ""}\n'
+)
+
+
+@pytest.fixture(scope="module")
+def dataset_base(tmp_path_factory) -> Iterator[str]:
+    """A server serving a one-task MBPP file as SandboxFusion dataset `mbpp`."""
+    log_dir = tmp_path_factory.mktemp("dataset-server")
+    data = log_dir / "mbpp.jsonl"
+    data.write_text(_MBPP_LINE)
+    args = ("--http", "127.0.0.1:0", "--http-dataset", f"mbpp={data}")
+    with serve(log_dir, *args, lines=2) as printed:
+        prefix = "http listening on "
+        assert printed[1].startswith(prefix), printed
+        yield "http://" + printed[1][len(prefix) :]
+
+
+def test_sandbox_fusion_client_gets_prompts_and_submits(dataset_base):
+    import sandbox_fusion as sf
+
+    prompts = sf.get_prompts(sf.GetPromptsRequest(dataset="mbpp", config=sf.TestConfig()), endpoint=dataset_base)
+    assert [p.id for p in prompts] == [11]
+    assert "assert square(2) == 4" in prompts[0].prompt
+
+    def submit(completion):
+        request = sf.SubmitRequest(dataset="mbpp", id=11, completion=completion, config=sf.TestConfig())
+        return sf.submit(request, endpoint=dataset_base, max_attempts=1, client_timeout=60)
+
+    right = submit("```python\ndef square(x):\n    return x * x\n```")
+    assert right.accepted, right
+    assert right.tests and all(t.passed for t in right.tests)
+    wrong = submit("```python\ndef square(x):\n    return x + x\n```")
+    assert not wrong.accepted
+    failed = [t for t in wrong.tests if not t.passed]
+    assert failed and "AssertionError" in failed[0].exec_info.run_result.stderr

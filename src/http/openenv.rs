@@ -396,18 +396,14 @@ pub(crate) async fn reset(
         Ok(d) => d,
         Err(r) => return *r,
     };
-    let result = one_shot(&state, &ns, &name, |adapter, env| {
+    one_shot(&state, &ns, &name, |adapter, env| {
         Box::pin(async move {
             let (seed, options) = adapter.reset_args(&data)?;
             let (obs, info) = env.reset(seed, options).await?;
             Ok(adapter.reset_payload(obs, info))
         })
     })
-    .await;
-    match result {
-        Ok(payload) => axum::Json(payload).into_response(),
-        Err(e) => error_response(e),
-    }
+    .await
 }
 
 /// Stateless `POST /step` (`{"action": {...}}`): a new env, reset, stepped once, closed again.
@@ -426,25 +422,37 @@ pub(crate) async fn step(
             json!([{"type": "missing", "loc": ["body", "action"], "msg": "Field required", "input": Json::Object(data)}]),
         );
     };
-    let result = one_shot(&state, &ns, &name, |adapter, env| {
+    one_shot(&state, &ns, &name, |adapter, env| {
         Box::pin(async move {
             let action = adapter.action(&action)?;
             env.reset(None, Options::new()).await?;
             Ok(adapter.step_payload(env.step(action).await?))
         })
     })
-    .await;
-    match result {
-        Ok(payload) => axum::Json(payload).into_response(),
-        Err(e) => error_response(e),
-    }
+    .await
 }
 
 type OneShot<'a> =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<Payload, EnvError>> + Send + 'a>>;
 
-/// Makes an env (holding a session slot meanwhile), runs `f` on it and closes it.
-async fn one_shot<F>(state: &HttpState, ns: &str, name: &str, f: F) -> Result<Payload, ServerError>
+/// Makes an env (holding a session slot meanwhile), runs `f` on it, closes it, and answers with
+/// `f`'s payload or the error in OpenEnv's shape.
+async fn one_shot<F>(state: &HttpState, ns: &str, name: &str, f: F) -> Response
+where
+    F: for<'a> FnOnce(&'a Adapter, &'a mut Box<dyn AsyncEnv>) -> OneShot<'a>,
+{
+    match one_shot_payload(state, ns, name, f).await {
+        Ok(payload) => axum::Json(payload).into_response(),
+        Err(e) => error_response(e),
+    }
+}
+
+async fn one_shot_payload<F>(
+    state: &HttpState,
+    ns: &str,
+    name: &str,
+    f: F,
+) -> Result<Payload, ServerError>
 where
     F: for<'a> FnOnce(&'a Adapter, &'a mut Box<dyn AsyncEnv>) -> OneShot<'a>,
 {

@@ -191,6 +191,8 @@ pub fn execution_to_proto(e: &ExecutionResult) -> v1::ExecutionResult {
         wall_ms: e.wall_ms,
         cpu_ms: e.cpu_ms,
         peak_rss_bytes: e.peak_rss_bytes,
+        // Issue 14: the compile step.
+        compile: e.compile.as_deref().map(|c| Box::new(execution_to_proto(c))),
     }
 }
 
@@ -208,6 +210,8 @@ pub fn execution_from_proto(e: v1::ExecutionResult) -> ExecutionResult {
         wall_ms: e.wall_ms,
         cpu_ms: e.cpu_ms,
         peak_rss_bytes: e.peak_rss_bytes,
+        // Issue 14: the compile step.
+        compile: e.compile.map(|c| Box::new(execution_from_proto(*c))),
     }
 }
 

@@ -11,6 +11,7 @@ use futures::future::join_all;
 
 use super::harness::{self, CANDIDATE_FILE, TestReport, TestSuite};
 use super::{Component, ComponentScore, RewardOutcome, RewardSpec, score};
+use crate::lang::Language;
 use crate::sandbox::{ExecRequest, Limits, Sandbox, SandboxError};
 
 /// A program to score: `main.py` plus files (session mode accumulates both).
@@ -18,6 +19,9 @@ use crate::sandbox::{ExecRequest, Limits, Sandbox, SandboxError};
 pub struct Program {
     pub source: String,
     pub files: Vec<(String, Vec<u8>)>,
+    /// Issue 14: the source's language (default Python). Unit-test components (`check_function`,
+    /// `asserts`) need Python; output checks, `io_cases` and `judge` run any language.
+    pub language: Language,
 }
 
 impl Program {
@@ -25,7 +29,14 @@ impl Program {
         Program {
             source: source.into(),
             files: Vec::new(),
+            language: Language::Python,
         }
+    }
+
+    /// Issue 14: the same program in `language`.
+    pub fn in_language(mut self, language: Language) -> Self {
+        self.language = language;
+        self
     }
 
     /// Files except the names the runs reserve (`main.py`, and the harness's candidate file).
@@ -111,6 +122,23 @@ async fn run_and_score_with(
 ) -> Result<(Option<ExecutionResult>, RewardOutcome), SandboxError> {
     let jobs = plan(sandbox, spec, program, plain, opts);
     let mut runs = run(sandbox, spec, jobs).await?;
+    if program.language != Language::Python {
+        // Issue 14: the harness imports the candidate as Python; other languages get an honest
+        // zero for unit-test components (use `io_cases` or `judge` for them).
+        for (i, c) in spec.components.iter().enumerate() {
+            if matches!(c, Component::CheckFunction { .. } | Component::Asserts { .. }) {
+                runs.reports[i] = Some(TestReport {
+                    tests: Vec::new(),
+                    error: Some(format!(
+                        "{} tests run Python programs only; this program is {}",
+                        c.kind(),
+                        program.language
+                    )),
+                    syntax_error: false,
+                });
+            }
+        }
+    }
     let own_plain = runs.plain.take();
     let plain = match plain {
         PlainRun::Given(p) => Some(p),
@@ -136,6 +164,8 @@ fn plan(
             files: extra,
             stdin,
             limits: opts.limits,
+            language: program.language,
+            compile_limits: None,
         };
     let run_plain = match plain {
         PlainRun::Given(_) => false,
@@ -161,6 +191,12 @@ fn plan(
                         request(program.source.clone(), stdin, files.clone()),
                     ));
                 }
+                continue;
+            }
+            // Issue 14: unit-test harnesses are Python (see `run_and_score_with`).
+            Component::CheckFunction { .. } | Component::Asserts { .. }
+                if program.language != Language::Python =>
+            {
                 continue;
             }
             Component::CheckFunction {

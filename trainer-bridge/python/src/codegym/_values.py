@@ -72,6 +72,8 @@ def execution_to_dict(e: pb.ExecutionResult) -> dict:
         "wall_ms": e.wall_ms,
         "cpu_ms": e.cpu_ms,
         "peak_rss_bytes": e.peak_rss_bytes,
+        # Issue 14: the compile step of a compiled language (None for Python and interpreters).
+        "compile": execution_to_dict(e.compile) if e.HasField("compile") else None,
     }
 
 

@@ -11,6 +11,7 @@ mod batch;
 pub mod completions;
 mod config;
 mod env;
+pub mod judge;
 pub mod lang;
 mod register;
 pub mod reward;

@@ -224,13 +224,13 @@ impl Toolchain {
     pub fn compile_env(&self, workdir: &Path) -> Vec<String> {
         match self.language {
             // Go's build cache and GOPATH inside the private work dir; no cgo (no C toolchain
-            // needed, a static binary); no module lookup (nothing is downloaded).
+            // needed, a static binary); no module lookup (nothing is downloaded). No `-trimpath`:
+            // it invalidates the package's precompiled standard library (0.3 s -> 20 s per build).
             Language::Go => vec![
                 format!("GOCACHE={}/.gocache", workdir.display()),
                 "GOPATH=/nonexistent".into(),
                 "GO111MODULE=off".into(),
                 "CGO_ENABLED=0".into(),
-                "GOFLAGS=-trimpath".into(),
                 "GOTOOLCHAIN=local".into(),
                 "GOPROXY=off".into(),
             ],

@@ -121,7 +121,33 @@ async fn run_and_score_with(
     opts: EvalOptions,
 ) -> Result<(Option<ExecutionResult>, RewardOutcome), SandboxError> {
     let jobs = plan(sandbox, spec, program, plain, opts);
-    let mut runs = run(sandbox, spec, jobs).await?;
+    // Issue 14: judge components run beside the other executions.
+    let base = opts.limits.unwrap_or(*sandbox.limits());
+    let judged = join_all(spec.components.iter().map(|c| async move {
+        match c {
+            Component::Judge(j) => crate::judge::judge(
+                sandbox,
+                program.language,
+                &program.source,
+                &program.extra_files().cloned().collect::<Vec<_>>(),
+                j,
+                base,
+            )
+            .await
+            .map(Some),
+            _ => Ok(None),
+        }
+    }));
+    let (runs, judged) = futures::join!(run(sandbox, spec, jobs), judged);
+    let mut runs = runs?;
+    for (i, j) in judged.into_iter().enumerate() {
+        let report = j.map_err(SandboxError::from)?;
+        if let Some(r) = &report {
+            runs.timed_out |= r.timed_out;
+            runs.syntax_error |= r.compile_failed();
+        }
+        runs.judged[i] = report;
+    }
     if program.language != Language::Python {
         // Issue 14: the harness imports the candidate as Python; other languages get an honest
         // zero for unit-test components (use `io_cases` or `judge` for them).
@@ -165,7 +191,7 @@ fn plan(
             stdin,
             limits: opts.limits,
             language: program.language,
-            compile_limits: None,
+            ..ExecRequest::default()
         };
     let run_plain = match plain {
         PlainRun::Given(_) => false,
@@ -242,6 +268,8 @@ struct Runs {
     timed_out: bool,
     /// A case or test run found the program does not compile.
     syntax_error: bool,
+    /// Issue 14: the judge's report of each `judge` component.
+    judged: Vec<Option<crate::judge::JudgeReport>>,
 }
 
 /// Runs every job at once; the first infrastructure error fails them all.
@@ -265,6 +293,7 @@ async fn run(
         reports: vec![None; spec.components.len()],
         timed_out: false,
         syntax_error: false,
+        judged: vec![None; spec.components.len()],
     };
     for (job, result) in kinds.into_iter().zip(results) {
         let result = result?;
@@ -300,7 +329,15 @@ fn score_runs(spec: &RewardSpec, plain: Option<&ExecutionResult>, mut runs: Runs
         .components
         .iter()
         .enumerate()
-        .map(|(i, c)| score_component(c, p, &runs.cases[i], runs.reports[i].take()))
+        .map(|(i, c)| match (c, runs.judged[i].take()) {
+            (Component::Judge(j), Some(report)) => ComponentScore {
+                kind: c.kind(),
+                weight: j.weight,
+                score: report.score(j.partial),
+                detail: report.detail(),
+            },
+            _ => score_component(c, p, &runs.cases[i], runs.reports[i].take()),
+        })
         .collect();
     let penalty = |applies: bool, amount: f64| if applies { amount } else { 0.0 };
     let penalties = vec![
@@ -360,6 +397,13 @@ fn score_component(
             let expected: Vec<&str> = spec_cases.iter().map(|c| c.stdout.as_str()).collect();
             score::io_cases(&runs, &expected, *mode, *weight)
         }
+        // Scored from the judge's report in `score_runs`; reaching here means it did not run.
+        Component::Judge(j) => ComponentScore {
+            kind: c.kind(),
+            weight: j.weight,
+            score: 0.0,
+            detail: serde_json::json!({"error": "the judge did not run"}),
+        },
         Component::CheckFunction { weight, .. } | Component::Asserts { weight, .. } => {
             let report = report.unwrap_or_else(|| TestReport {
                 tests: Vec::new(),

@@ -89,11 +89,12 @@ pub(crate) async fn run(
         .map(|(name, bytes)| (Path::new(ARTIFACT_DIR).join(name), bytes.as_slice()))
         .collect();
     files.extend(artifacts);
-    let argv = tc.run_argv(
+    let mut argv = tc.run_argv(
         &source_file,
         &lang::java_main_class(&req.source),
         limits.memory_bytes,
     );
+    argv.extend(req.args.iter().cloned());
     let command = Command {
         argv: cstrings(argv)?,
         extra_env: cstrings(tc.run_env())?,

@@ -24,6 +24,9 @@ pub struct ExecRequest {
     pub language: Language,
     /// Limits of the compile step (`None`: the sandbox's `compile_limits`).
     pub compile_limits: Option<Limits>,
+    /// Arguments after the program (`argv[1..]`), for languages other than Python (a special
+    /// judge's testlib-style `input output answer`); a Python program runs as `main.py` alone.
+    pub args: Vec<String>,
 }
 
 impl ExecRequest {

@@ -41,7 +41,8 @@ pub enum Checker {
     /// the program's output and the expected output as the files `input.txt`, `output.txt` and
     /// `answer.txt` in its work dir (compiled languages also get them as `argv[1..=3]`, testlib's
     /// order), and exits 0 (accepted), 1 (wrong answer), 2 (presentation error); 3 or anything
-    /// else (a crash, a timeout) is a failure of the checker: a machinery error, never a reward.
+    /// else (a crash, a timeout; an uncaught Python/Java/Node exception, which exits 1) is a
+    /// failure of the checker: a machinery error, never a reward.
     /// Its stderr (or stdout) is the test's message.
     Special {
         #[serde(default)]

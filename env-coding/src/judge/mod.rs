@@ -262,8 +262,10 @@ pub async fn judge<'a>(
     }
     if compile.as_ref().is_some_and(|c| !c.success()) {
         // One compile serves every test: a compile error is every test's verdict.
+        // Its message is the detail's `compile_error`, once.
         for t in &mut tests {
             t.verdict = Some(Verdict::CE);
+            t.message.clear();
         }
     }
     Ok(JudgeReport {
@@ -337,6 +339,19 @@ async fn verdict_of(
     }
 }
 
+/// Python, Java and Node exit 1 on an uncaught exception, testlib's "wrong answer": a stderr that
+/// shows one is the checker crashing, not a verdict.
+fn uncaught_exception(language: Language, stderr: &str) -> bool {
+    match language {
+        Language::Python => stderr.contains("Traceback (most recent call last):"),
+        Language::Java => stderr.contains("Exception in thread \""),
+        Language::NodeJs | Language::TypeScript => {
+            stderr.contains("\n    at ") && stderr.contains("Node.js v")
+        }
+        _ => false,
+    }
+}
+
 /// Runs the special judge on one test (testlib's exit codes).
 async fn special(
     sandbox: &Sandbox,
@@ -373,6 +388,9 @@ async fn special(
         cap_message(&r.stderr)
     };
     let verdict = match (r.exit_code, r.timed_out || r.memory_exceeded) {
+        (Some(1), false) if uncaught_exception(*language, &r.stderr) => {
+            return Err(JudgeError::Checker(format!("it crashed: {msg}")));
+        }
         (Some(0), false) => Verdict::AC,
         (Some(1), false) => Verdict::WA,
         (Some(2), false) => Verdict::PE,

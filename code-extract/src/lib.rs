@@ -28,6 +28,16 @@ pub enum ExtractMode {
 /// least as many marks. An unclosed block runs to the end of the text, because models often stop
 /// generating before the closing fence.
 pub fn first_python_block(text: &str) -> Option<&str> {
+    first_block_tagged(text, PYTHON_TAGS)
+}
+
+/// The info-string tags of a Python block (the empty tag: an untagged block).
+pub const PYTHON_TAGS: &[&str] = &["", "python", "py", "python3"];
+
+/// Issue 14: the body of the first fenced block whose tag (lower-cased first word of the info
+/// string) is one of `tags` (`""` matches an untagged block); the same fence rules as
+/// [`first_python_block`], which is this with [`PYTHON_TAGS`].
+pub fn first_block_tagged<'t>(text: &'t str, tags: &[&str]) -> Option<&'t str> {
     let mut offset = 0;
     let mut lines = text.split_inclusive('\n');
     while let Some(line) = lines.next() {
@@ -40,7 +50,7 @@ pub fn first_python_block(text: &str) -> Option<&str> {
             .next()
             .unwrap_or("")
             .to_ascii_lowercase();
-        let is_python = matches!(lang.as_str(), "" | "python" | "py" | "python3");
+        let is_python = tags.contains(&lang.as_str());
         // Skip the whole block even when it is not Python, so that a fence inside it is not read as
         // the start of another block.
         let body_start = offset;
@@ -89,10 +99,15 @@ fn fence(line: &str) -> Option<(char, usize, &str)> {
 
 /// Applies `mode` to a text action. `None` means "fenced mode and no block": the caller reports it.
 pub fn extract(text: &str, mode: ExtractMode) -> Option<&str> {
+    extract_tagged(text, mode, PYTHON_TAGS)
+}
+
+/// Issue 14: [`extract`] for a language whose blocks carry one of `tags`.
+pub fn extract_tagged<'t>(text: &'t str, mode: ExtractMode, tags: &[&str]) -> Option<&'t str> {
     match mode {
         ExtractMode::Raw => Some(text),
-        ExtractMode::Fenced => first_python_block(text),
-        ExtractMode::Auto => Some(first_python_block(text).unwrap_or(text)),
+        ExtractMode::Fenced => first_block_tagged(text, tags),
+        ExtractMode::Auto => Some(first_block_tagged(text, tags).unwrap_or(text)),
     }
 }
 
@@ -121,6 +136,17 @@ mod tests {
             Some("c\n```\nd\n")
         );
         assert_eq!(first_python_block("```python\n```"), Some(""));
+    }
+
+    #[test]
+    fn blocks_of_other_languages_by_tag() {
+        let text = "```python\nprint(1)\n```\n```cpp\nint main(){}\n```\n";
+        assert_eq!(first_block_tagged(text, &["cpp", "c++"]), Some("int main(){}\n"));
+        assert_eq!(first_block_tagged(text, &["rust"]), None);
+        assert_eq!(
+            extract_tagged("```\nuntagged\n```", ExtractMode::Fenced, &["", "go"]),
+            Some("untagged\n")
+        );
     }
 
     #[test]

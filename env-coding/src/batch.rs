@@ -15,7 +15,7 @@ use env_core::{
 use futures::future::join_all;
 
 use crate::config::Mode;
-use crate::env::{Action, decode_action, no_code_result, step_info};
+use crate::env::{Action, decode_action, infra, no_code_result, step_info};
 use crate::reward::run::{self, Program};
 use crate::shared::{Settings, Shared};
 
@@ -30,9 +30,10 @@ impl CodingEvaluator {
             None => env_core::entropy_rng(),
         };
         let task = settings.choose_task(&item.options, &mut rng)?;
-        let code = match decode_action(item.action, settings.extract)? {
-            Action::Code(code) => Some(code),
-            Action::NoCode => None,
+        let language = settings.choose_language(&item.options, &task)?;
+        let (code, language) = match decode_action(item.action, settings.extract, language)? {
+            Action::Code(code, language) => (Some(code), language),
+            Action::NoCode => (None, language),
             Action::WriteFile { .. } | Action::ReadFile { .. } => {
                 return Err(EnvError::InvalidAction(
                     "file tools are not available in Evaluate".into(),
@@ -40,15 +41,15 @@ impl CodingEvaluator {
             }
         };
         let has_code = code.is_some();
-        let program = Program::new(code.unwrap_or_default());
+        let program = Program::new(code.unwrap_or_default()).in_language(language);
         let sandbox = &self.shared.sandbox;
-        let infra = |e: crate::sandbox::SandboxError| EnvError::Infrastructure(e.to_string());
+        sandbox.supports(language).map_err(infra)?;
         let (result, outcome) = match has_code {
             true => run::run_and_score(sandbox, &task.reward, &program, settings.eval_options())
                 .await
                 .map_err(infra)?,
             false => {
-                let result = no_code_result();
+                let result = no_code_result(language);
                 let outcome = run::score_program(
                     sandbox,
                     &task.reward,

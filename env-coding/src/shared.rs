@@ -10,6 +10,7 @@ use rand::Rng;
 use crate::config::{CodingConfig, EnvKwargs, Mode};
 use crate::reward::run::EvalOptions;
 use crate::sandbox::{Limits, Sandbox};
+use crate::lang::Language;
 use crate::tasks::{Task, TaskSet};
 use code_extract::ExtractMode;
 
@@ -119,6 +120,20 @@ impl Settings {
         }
     }
 
+    /// Issue 14: the episode's language: `options.language` (SandboxFusion's names and common
+    /// aliases), else the task's.
+    pub fn choose_language(&self, options: &Options, task: &Task) -> Result<Language, EnvError> {
+        match options.get("language") {
+            None | Some(serde_json::Value::Null) => Ok(task.language),
+            Some(serde_json::Value::String(s)) => {
+                Language::parse(s).map_err(|e| EnvError::InvalidOptions(e.to_string()))
+            }
+            Some(other) => Err(EnvError::InvalidOptions(format!(
+                "language must be a string, got {other}"
+            ))),
+        }
+    }
+
     /// The task of a `reset`: `options.task_id`, an inline `options.task`, or a seeded draw.
     pub fn choose_task(
         &self,
@@ -127,10 +142,10 @@ impl Settings {
     ) -> Result<Arc<Task>, EnvError> {
         if let Some(k) = options
             .keys()
-            .find(|k| !matches!(k.as_str(), "task_id" | "task"))
+            .find(|k| !matches!(k.as_str(), "task_id" | "task" | "language"))
         {
             return Err(EnvError::InvalidOptions(format!(
-                "unknown option {k:?} (expected task_id or task)"
+                "unknown option {k:?} (expected task_id, task or language)"
             )));
         }
         match (options.get("task_id"), options.get("task")) {

@@ -50,6 +50,10 @@ pub enum EnvError {
     /// The environment does not implement this operation (for example batch `Evaluate`).
     #[error("not supported: {0}")]
     Unsupported(String),
+    /// The request is valid but this deployment cannot serve it (issue 14: a language whose
+    /// toolchain is not installed here). Not retryable on the same deployment.
+    #[error("failed precondition: {0}")]
+    FailedPrecondition(String),
     /// A resource limit of the host was reached (for example the sandbox's concurrency cap).
     #[error("resource exhausted: {0}")]
     ResourceExhausted(String),

@@ -72,6 +72,8 @@ fn env_code(e: &EnvError) -> Code {
         EnvError::ResetNeeded | EnvError::EpisodeEnded | EnvError::ClosedEnvironment => {
             Code::FailedPrecondition
         }
+        // Issue 14: e.g. a language whose toolchain this server lacks.
+        EnvError::FailedPrecondition(_) => Code::FailedPrecondition,
         EnvError::Unsupported(_) => Code::Unimplemented,
         EnvError::ResourceExhausted(_) => Code::ResourceExhausted,
         // Retryable by definition: the sandbox or another resource behind the env failed.
@@ -110,6 +112,10 @@ mod tests {
             (ServerError::SessionNotFound("s".into()), Code::NotFound),
             (EnvError::ResetNeeded.into(), Code::FailedPrecondition),
             (EnvError::EpisodeEnded.into(), Code::FailedPrecondition),
+            (
+                EnvError::FailedPrecondition("no g++".into()).into(),
+                Code::FailedPrecondition,
+            ),
             (
                 EnvError::InvalidAction("a".into()).into(),
                 Code::InvalidArgument,

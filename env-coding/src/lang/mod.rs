@@ -141,6 +141,25 @@ impl Language {
         }
     }
 
+    /// The tags of a fenced block in this language (`""`: an untagged block), for `code-extract`.
+    pub fn fence_tags(self) -> &'static [&'static str] {
+        match self {
+            Language::Python => code_extract::PYTHON_TAGS,
+            Language::Cpp => &["", "cpp", "c++", "cc", "cxx"],
+            Language::C => &["", "c"],
+            Language::Rust => &["", "rust", "rs"],
+            Language::Go => &["", "go", "golang"],
+            Language::Java => &["", "java"],
+            Language::NodeJs => &["", "javascript", "js", "nodejs", "node"],
+            Language::TypeScript => &["", "typescript", "ts"],
+            Language::Bash => &["", "bash", "sh", "shell"],
+            Language::Ruby => &["", "ruby", "rb"],
+            Language::Php => &["", "php"],
+            Language::Lua => &["", "lua"],
+            Language::Perl => &["", "perl", "pl"],
+        }
+    }
+
     /// Whether a compile step precedes the run (and its artifacts are cached).
     pub fn is_compiled(self) -> bool {
         matches!(

@@ -50,6 +50,9 @@ pub struct Task {
     /// Prepended to completions (HumanEval convention).
     pub completion_prefix: Option<String>,
     pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// Issue 14: the language solutions are written in (native field `language`, default
+    /// `python`; a reset option `language` overrides it for an episode).
+    pub language: crate::lang::Language,
 }
 
 impl Task {

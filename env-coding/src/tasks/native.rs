@@ -34,6 +34,9 @@ struct Line {
     completion_prefix: Option<String>,
     #[serde(default)]
     metadata: serde_json::Map<String, serde_json::Value>,
+    /// Issue 14: the solution language (SandboxFusion's names; default python).
+    #[serde(default)]
+    language: crate::lang::Language,
 }
 
 fn check_version(v: u32) -> Result<(), String> {
@@ -70,6 +73,7 @@ pub(super) fn parse_task(
         reference_solution: line.reference_solution,
         completion_prefix: line.completion_prefix,
         metadata: line.metadata,
+        language: line.language,
     })
 }
 

@@ -217,6 +217,11 @@ impl Sandbox {
         compiled::toolchain_for(language).map(|_| ())
     }
 
+    /// The default limits of a compile step.
+    pub fn compile_limits(&self) -> &Limits {
+        &self.inner.config.compile_limits
+    }
+
     /// The compile cache's counters.
     pub fn compile_cache_stats(&self) -> CacheStats {
         self.artifacts.stats()

@@ -58,6 +58,10 @@ pub struct JudgeSpec {
     /// The component's weight in a reward spec.
     #[serde(default = "one")]
     pub weight: f64,
+    /// Code appended to the program for every test (a call-based problem's driver, which reads
+    /// the arguments from stdin and prints the result; see `tasks::contests::call_driver`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
 }
 
 fn one() -> f64 {
@@ -230,6 +234,14 @@ pub async fn judge<'a>(
     spec: &'a JudgeSpec,
     base: Limits,
 ) -> Result<JudgeReport, JudgeError> {
+    let full: String;
+    let source: &str = match &spec.driver {
+        Some(driver) => {
+            full = format!("{source}\n{driver}");
+            &full
+        }
+        None => source,
+    };
     let run_one = |test: &'a TestCase| run_test(sandbox, language, source, files, spec, test, base);
     let mut tests = vec![
         TestVerdict {

@@ -9,6 +9,7 @@ mod exec;
 mod grpc;
 mod grpc_coding;
 mod http;
+mod lang;
 mod latency;
 mod rollout;
 mod rollout_harness;

@@ -233,7 +233,12 @@ async fn malformed_requests_get_fastapi_errors_and_unknown_fields_are_ignored() 
         .await;
     assert_eq!(r["status"], "Failed", "{r}");
     assert_ne!(r["compile_result"]["return_code"], 0, "{r}");
-    assert!(r["compile_result"]["stderr"].as_str().unwrap().contains("nope"));
+    assert!(
+        r["compile_result"]["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("nope")
+    );
     assert_eq!(r["run_result"], Value::Null);
 
     // Over the body cap: 413 in FastAPI's shape, never a hang or a panic.

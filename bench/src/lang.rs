@@ -52,7 +52,8 @@ fn comment(l: Language, n: u64) -> String {
     }
 }
 
-const CPP_SUM: &str = "#include <iostream>\nint main(){long a,b;std::cin>>a>>b;std::cout<<a+b<<\"\\n\";}\n";
+const CPP_SUM: &str =
+    "#include <iostream>\nint main(){long a,b;std::cin>>a>>b;std::cout<<a+b<<\"\\n\";}\n";
 const PY_SUM: &str = "a, b = map(int, input().split())\nprint(a + b)\n";
 
 fn ten_tests() -> Vec<TestCase> {
@@ -83,7 +84,10 @@ pub async fn run(args: LangBenchArgs) -> anyhow::Result<String> {
             continue;
         }
         let paths: &[(&str, bool)] = if l.is_compiled() {
-            &[("sandbox, cache warm", false), ("sandbox, cache cold", true)]
+            &[
+                ("sandbox, cache warm", false),
+                ("sandbox, cache cold", true),
+            ]
         } else {
             &[("sandbox", false)]
         };

@@ -141,7 +141,10 @@ mod tests {
     #[test]
     fn blocks_of_other_languages_by_tag() {
         let text = "```python\nprint(1)\n```\n```cpp\nint main(){}\n```\n";
-        assert_eq!(first_block_tagged(text, &["cpp", "c++"]), Some("int main(){}\n"));
+        assert_eq!(
+            first_block_tagged(text, &["cpp", "c++"]),
+            Some("int main(){}\n")
+        );
         assert_eq!(first_block_tagged(text, &["rust"]), None);
         assert_eq!(
             extract_tagged("```\nuntagged\n```", ExtractMode::Fenced, &["", "go"]),

@@ -18,13 +18,13 @@ use env_core::{
 use serde_json::json;
 
 use crate::config::Mode;
+use crate::lang::Language;
 use crate::reward::RewardOutcome;
 use crate::reward::run::{self, Program};
 use crate::sandbox::PySession;
 use crate::shared::{Settings, Shared};
 use crate::tasks::Task;
 use crate::tools::{self, MAX_READ_BYTES, ToolCall};
-use crate::lang::Language;
 use code_extract::{ExtractMode, extract_tagged};
 
 /// Largest text of the observation and action spaces.
@@ -54,7 +54,11 @@ pub(crate) enum Action {
 }
 
 /// Decodes an action; text is searched for a fenced block of `language` (the episode's).
-pub(crate) fn decode_action(action: Value, mode: ExtractMode, language: Language) -> Result<Action> {
+pub(crate) fn decode_action(
+    action: Value,
+    mode: ExtractMode,
+    language: Language,
+) -> Result<Action> {
     match action {
         Value::Text(t) => Ok(match extract_tagged(&t, mode, language.fence_tags()) {
             Some(code) => Action::Code(code.to_string(), language),

@@ -8,9 +8,9 @@ use env_core::{ChaCha8Rng, EnvError, Kwargs, Options};
 use rand::Rng;
 
 use crate::config::{CodingConfig, EnvKwargs, Mode};
+use crate::lang::Language;
 use crate::reward::run::EvalOptions;
 use crate::sandbox::{Limits, Sandbox};
-use crate::lang::Language;
 use crate::tasks::{Task, TaskSet};
 use code_extract::ExtractMode;
 

@@ -25,8 +25,13 @@ pub enum ToolCall {
         code: String,
         language: crate::lang::Language,
     },
-    WriteFile { path: String, content: String },
-    ReadFile { path: String },
+    WriteFile {
+        path: String,
+        content: String,
+    },
+    ReadFile {
+        path: String,
+    },
 }
 
 impl ToolCall {

@@ -28,9 +28,15 @@ fn load(lines: &[serde_json::Value]) -> TaskSet {
 
 async fn reward(task: &Task, language: Language, source: &str) -> (f64, serde_json::Value) {
     let program = Program::new(source).in_language(language);
-    let out = score_program(sandbox(), &task.reward, &program, None, EvalOptions::default())
-        .await
-        .expect("scored");
+    let out = score_program(
+        sandbox(),
+        &task.reward,
+        &program,
+        None,
+        EvalOptions::default(),
+    )
+    .await
+    .expect("scored");
     (out.reward, out.breakdown())
 }
 
@@ -50,7 +56,10 @@ async fn code_contests_with_limits_and_a_python_reference() {
     let env_coding::reward::Component::Judge(j) = &task.reward.components[0] else {
         panic!("{:?}", task.reward)
     };
-    assert_eq!((j.tests.len(), j.time_limit_ms, j.memory_limit_mb), (3, 1500, Some(256)));
+    assert_eq!(
+        (j.tests.len(), j.time_limit_ms, j.memory_limit_mb),
+        (3, 1500, Some(256))
+    );
     let reference = task.reference_solution.clone().expect("python reference");
     assert_eq!(reward(task, Language::Python, &reference).await.0, 1.0);
     let cpp = "#include <cstdio>\nint main(){long n; scanf(\"%ld\",&n); printf(\"%ld\\n\", 2*n);}";
@@ -81,10 +90,24 @@ async fn apps_stdin_and_call_based() {
     assert_eq!(reward(stdin, Language::Python, &reference).await.0, 1.0);
     let call = set.get("2").expect("2");
     assert!(call.prompt.ends_with("def sort_it(xs):"));
-    assert_eq!(reward(call, Language::Python, "def sort_it(xs):\n    return sorted(xs)").await.0, 1.0);
+    assert_eq!(
+        reward(
+            call,
+            Language::Python,
+            "def sort_it(xs):\n    return sorted(xs)"
+        )
+        .await
+        .0,
+        1.0
+    );
     let method = "class Solution:\n    def sort_it(self, xs):\n        return tuple(sorted(xs))";
     assert_eq!(reward(call, Language::Python, method).await.0, 1.0);
-    assert_eq!(reward(call, Language::Python, "def sort_it(xs):\n    return xs").await.0, 0.0);
+    assert_eq!(
+        reward(call, Language::Python, "def sort_it(xs):\n    return xs")
+            .await
+            .0,
+        0.0
+    );
 }
 
 /// LiveCodeBench's publication of private tests: base64(zlib(pickle(str))).
@@ -121,8 +144,18 @@ async fn livecodebench_stdin_functional_and_packed_private_tests() {
         panic!()
     };
     assert_eq!(j.tests.len(), 2, "public + private");
-    assert_eq!(reward(ab, Language::Python, "print(sum(map(int, input().split())))").await.0, 1.0);
-    let go = "package main\nimport \"fmt\"\nfunc main(){var a,b int; fmt.Scan(&a,&b); fmt.Println(a+b)}";
+    assert_eq!(
+        reward(
+            ab,
+            Language::Python,
+            "print(sum(map(int, input().split())))"
+        )
+        .await
+        .0,
+        1.0
+    );
+    let go =
+        "package main\nimport \"fmt\"\nfunc main(){var a,b int; fmt.Scan(&a,&b); fmt.Println(a+b)}";
     assert_eq!(reward(ab, Language::Go, go).await.0, 1.0);
     let lc = set.get("lc-1").expect("lc");
     let sol = "from typing import List\nclass Solution:\n    def biggest(self, nums: List[int]) -> int:\n        return max(nums)";
@@ -142,8 +175,11 @@ fn malformed_records_name_their_line() {
     .expect("write");
     let e = TaskSet::load(&path).expect_err("unequal lists").to_string();
     assert!(e.contains("bad.jsonl:1") && e.contains("unequal"), "{e}");
-    std::fs::write(&path, "{\"name\": \"x\", \"description\": \"d\", \"public_tests\": {}}\n")
-        .expect("write");
+    std::fs::write(
+        &path,
+        "{\"name\": \"x\", \"description\": \"d\", \"public_tests\": {}}\n",
+    )
+    .expect("write");
     let e = TaskSet::load(&path).expect_err("no tests").to_string();
     assert!(e.contains("no tests"), "{e}");
 }

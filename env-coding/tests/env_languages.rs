@@ -28,12 +28,16 @@ fn task(language: &str) -> serde_json::Value {
     })
 }
 
-const CPP: &str = "#include <iostream>\nint main(){long a,b;std::cin>>a>>b;std::cout<<a+b<<std::endl;}\n";
+const CPP: &str =
+    "#include <iostream>\nint main(){long a,b;std::cin>>a>>b;std::cout<<a+b<<std::endl;}\n";
 const PY: &str = "a, b = map(int, input().split())\nprint(a + b)\n";
 
 async fn make(reg: &Registry, kwargs: serde_json::Value) -> Box<dyn AsyncEnv> {
     match reg
-        .make_async(PYTHON_ENV_ID, &kwargs.as_object().cloned().unwrap_or_default())
+        .make_async(
+            PYTHON_ENV_ID,
+            &kwargs.as_object().cloned().unwrap_or_default(),
+        )
         .await
     {
         Ok(env) => env,
@@ -66,23 +70,31 @@ async fn reset_option_and_run_code_calls_pick_the_language() {
     let reg = registry();
     let mut env = make(&reg, json!({})).await;
     // The task says Python; the option asks for C++ in this episode.
-    env.reset(None, opts(json!({"task": task("python"), "language": "c++"})))
-        .await
-        .expect("reset");
+    env.reset(
+        None,
+        opts(json!({"task": task("python"), "language": "c++"})),
+    )
+    .await
+    .expect("reset");
     let s = env
-        .step(Value::Text(format!("```cpp\nint main(){{ return 1 }}\n```")))
+        .step(Value::Text("```cpp\nint main(){ return 1 }\n```".into()))
         .await
         .expect("step");
     let Value::Execution(obs) = &s.obs else {
         panic!()
     };
-    assert!(obs.compile_failed(), "a compile error is an outcome: {obs:?}");
+    assert!(
+        obs.compile_failed(),
+        "a compile error is an outcome: {obs:?}"
+    );
     assert_eq!(s.reward, 0.0);
     let detail = &s.info["reward_breakdown"]["components"][0]["detail"];
     assert_eq!(detail["verdicts"], json!(["CE", "CE"]));
     // A tool call names its own language.
     let s = env
-        .step(Value::Json(json!({"tool": "run_code", "language": "python", "code": PY})))
+        .step(Value::Json(
+            json!({"tool": "run_code", "language": "python", "code": PY}),
+        ))
         .await
         .expect("step");
     assert_eq!(s.reward, 1.0, "{:?}", s.info);
@@ -128,7 +140,9 @@ async fn session_mode_is_python_only() {
         .await
         .expect("reset");
     let e = env
-        .step(Value::Json(json!({"tool": "run_code", "language": "cpp", "code": CPP})))
+        .step(Value::Json(
+            json!({"tool": "run_code", "language": "cpp", "code": CPP}),
+        ))
         .await
         .expect_err("cpp cell");
     assert!(matches!(e, EnvError::InvalidAction(_)), "{e}");

@@ -44,6 +44,7 @@ fn spec(tests: Vec<TestCase>, checker: Checker, partial: bool) -> JudgeSpec {
         memory_limit_mb: Some(256),
         partial,
         weight: 1.0,
+        driver: None,
     }
 }
 
@@ -75,12 +76,25 @@ async fn solved_and_failed_in_cpp_and_python() {
     // Binary: the run stops at the first failure. Put the failing test first.
     let mut tests = sum_tests();
     tests.rotate_right(1);
-    let r = judged(Language::Cpp, CPP_ABS_SUM, &spec(tests.clone(), Checker::Tokens, false)).await;
+    let r = judged(
+        Language::Cpp,
+        CPP_ABS_SUM,
+        &spec(tests.clone(), Checker::Tokens, false),
+    )
+    .await;
     assert_eq!(verdicts(&r), vec![Some(Verdict::WA), None, None], "{r:?}");
-    assert!(r.tests[0].message.contains("expected \"0\", found \"10\""), "{r:?}");
+    assert!(
+        r.tests[0].message.contains("expected \"0\", found \"10\""),
+        "{r:?}"
+    );
     assert_eq!(r.score(false), 0.0);
     // Partial credit: every test runs.
-    let r = judged(Language::Cpp, CPP_ABS_SUM, &spec(tests, Checker::Tokens, true)).await;
+    let r = judged(
+        Language::Cpp,
+        CPP_ABS_SUM,
+        &spec(tests, Checker::Tokens, true),
+    )
+    .await;
     assert_eq!(
         verdicts(&r),
         vec![Some(Verdict::WA), Some(Verdict::AC), Some(Verdict::AC)]
@@ -93,12 +107,21 @@ async fn ce_tle_mle_re_verdicts() {
     let s = spec(sum_tests(), Checker::Tokens, true);
     let r = judged(Language::Cpp, "int main(){ return nope; }", &s).await;
     assert_eq!(verdicts(&r), vec![Some(Verdict::CE); 3]);
-    assert!(r.detail()["compile_error"].as_str().is_some_and(|m| m.contains("nope")));
+    assert!(
+        r.detail()["compile_error"]
+            .as_str()
+            .is_some_and(|m| m.contains("nope"))
+    );
     assert!(r.compile_failed());
 
     let mut tle = spec(sum_tests()[..1].to_vec(), Checker::Tokens, false);
     tle.time_limit_ms = 500;
-    let r = judged(Language::Cpp, "int main(){volatile long x=0; for(;;) x++;}", &tle).await;
+    let r = judged(
+        Language::Cpp,
+        "int main(){volatile long x=0; for(;;) x++;}",
+        &tle,
+    )
+    .await;
     assert_eq!(verdicts(&r), vec![Some(Verdict::TLE)], "{r:?}");
     assert!(r.timed_out);
 
@@ -128,11 +151,22 @@ async fn huge_outputs_are_judged_whole() {
         input: format!("{n}\n"),
         output: expected,
     }];
-    let src = "n = int(input())\nimport sys\nsys.stdout.write(''.join(f'{i}\\n' for i in range(n)))\n";
-    let r = judged(Language::Python, src, &spec(tests.clone(), Checker::Exact, false)).await;
+    let src =
+        "n = int(input())\nimport sys\nsys.stdout.write(''.join(f'{i}\\n' for i in range(n)))\n";
+    let r = judged(
+        Language::Python,
+        src,
+        &spec(tests.clone(), Checker::Exact, false),
+    )
+    .await;
     assert_eq!(verdicts(&r), vec![Some(Verdict::AC)], "{:?}", r.tests);
     let wrong = "n = int(input())\nprint('\\n'.join(str(i) for i in range(n + 1)))\n";
-    let r = judged(Language::Python, wrong, &spec(tests, Checker::Tokens, false)).await;
+    let r = judged(
+        Language::Python,
+        wrong,
+        &spec(tests, Checker::Tokens, false),
+    )
+    .await;
     assert_eq!(verdicts(&r), vec![Some(Verdict::WA)]);
     assert!(r.tests[0].message.contains("extra output"), "{r:?}");
 }
@@ -160,10 +194,17 @@ async fn special_judges_in_python_and_cpp() {
         );
         assert_eq!(r.tests[1].message, "got 47, want 42");
         let r = judged(Language::Python, "print()", &s).await;
-        assert_eq!(verdicts(&r), vec![Some(Verdict::PE); 3], "{language}: {r:?}");
+        assert_eq!(
+            verdicts(&r),
+            vec![Some(Verdict::PE); 3],
+            "{language}: {r:?}"
+        );
     }
     // A checker that fails (testlib's 3) or crashes is a machinery error, never a verdict.
-    for bad in ["import sys; sys.exit(3)", "raise RuntimeError('checker bug')"] {
+    for bad in [
+        "import sys; sys.exit(3)",
+        "raise RuntimeError('checker bug')",
+    ] {
         let s = spec(
             sum_tests(),
             Checker::Special {
@@ -196,14 +237,24 @@ async fn the_judge_as_a_reward_component() {
     assert!((out.reward - 0.5).abs() < 1e-9, "{out:?}");
     let b = out.breakdown();
     assert_eq!(b["components"][0]["type"], "judge", "{b}");
-    assert_eq!(b["components"][0]["detail"]["verdicts"], json!(["AC", "WA"]), "{b}");
+    assert_eq!(
+        b["components"][0]["detail"]["verdicts"],
+        json!(["AC", "WA"]),
+        "{b}"
+    );
     // A compile error is a reward (with the syntax-error penalty), not an error.
     let bad = Program::new("int main(){ nope }").in_language(Language::Cpp);
     let out = score_program(sandbox(), &reward, &bad, None, EvalOptions::default())
         .await
         .expect("scored");
-    assert!((out.reward + 0.5).abs() < 1e-9, "0 minus the syntax-error penalty: {out:?}");
-    assert_eq!(out.breakdown()["components"][0]["detail"]["verdicts"], json!(["CE", "CE"]));
+    assert!(
+        (out.reward + 0.5).abs() < 1e-9,
+        "0 minus the syntax-error penalty: {out:?}"
+    );
+    assert_eq!(
+        out.breakdown()["components"][0]["detail"]["verdicts"],
+        json!(["CE", "CE"])
+    );
     // Invalid judge specs are refused at load.
     for bad in [
         json!({"version": 1, "components": [{"type": "judge", "tests": []}]}),

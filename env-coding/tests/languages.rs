@@ -40,7 +40,11 @@ async fn run(language: Language, source: &str, stdin: Option<&str>) -> Execution
     let t0 = std::time::Instant::now();
     match sandbox().run(req).await {
         Ok(o) => {
-            eprintln!("{language}: {:?} {:?}", t0.elapsed(), &source[..source.len().min(40)]);
+            eprintln!(
+                "{language}: {:?} {:?}",
+                t0.elapsed(),
+                &source[..source.len().min(40)]
+            );
             o
         }
         Err(e) => panic!("{language}: infrastructure error: {e}"),
@@ -102,7 +106,9 @@ const PROGRAMS: &[Programs] = &[
         language: Language::Java,
         hello: "public class Main { public static void main(String[] a){ System.out.println(\"hello\"); } }\n",
         sum: "import java.util.*;\npublic class Sol { public static void main(String[] a){ Scanner s=new Scanner(System.in); long x=s.nextLong(), y=s.nextLong(); System.out.println(x+y); } }\n",
-        compile_error: Some("public class Main { public static void main(String[] a){ int x = \"no\"; } }\n"),
+        compile_error: Some(
+            "public class Main { public static void main(String[] a){ int x = \"no\"; } }\n",
+        ),
         runtime_error: "public class Main { public static void main(String[] a){ throw new RuntimeException(\"boom\"); } }\n",
         spin: "public class Main { public static void main(String[] a){ long x=0; while(true){ x++; } } }\n",
         memory: "import java.util.*;\npublic class Main { public static void main(String[] a){ List<byte[]> v=new ArrayList<>(); while(true){ v.add(new byte[64<<20]); } } }\n",
@@ -162,13 +168,22 @@ async fn check_language(p: &Programs) {
     if let Some(bad) = p.compile_error {
         let o = run(l, bad, None).await;
         assert!(o.compile_failed(), "{l} compile error: {o:?}");
-        let c = o.compile.as_deref().unwrap_or_else(|| panic!("{l}: no compile result"));
-        assert!(!c.stderr.is_empty() && c.stderr.len() <= 16 << 10, "{l}: {c:?}");
+        let c = o
+            .compile
+            .as_deref()
+            .unwrap_or_else(|| panic!("{l}: no compile result"));
+        assert!(
+            !c.stderr.is_empty() && c.stderr.len() <= 16 << 10,
+            "{l}: {c:?}"
+        );
         assert!(o.exit_code.is_none() && o.stdout.is_empty());
     }
 
     let o = run(l, p.runtime_error, None).await;
-    assert!(!o.success() && !o.timed_out && !o.compile_failed(), "{l} runtime error: {o:?}");
+    assert!(
+        !o.success() && !o.timed_out && !o.compile_failed(),
+        "{l} runtime error: {o:?}"
+    );
 
     let o = run(l, p.spin, None).await;
     assert!(o.timed_out && !o.success(), "{l} spin: {o:?}");
@@ -179,7 +194,10 @@ async fn check_language(p: &Programs) {
         o.memory_exceeded || o.signal.is_some() || o.exit_code != Some(0),
         "{l} memory: {o:?}"
     );
-    assert!(o.peak_rss_bytes <= (512 << 20) + (64 << 20) || !o.memory_exceeded, "{l}: {o:?}");
+    assert!(
+        o.peak_rss_bytes <= (512 << 20) + (64 << 20) || !o.memory_exceeded,
+        "{l}: {o:?}"
+    );
 }
 
 #[tokio::test]
@@ -276,7 +294,10 @@ async fn reserved_names_and_unknown_languages_are_clear_errors() {
     let req = ExecRequest {
         source: "int main(){}".into(),
         language: Language::Cpp,
-        files: vec![(".codegym-bin/main".into(), b"#!/bin/sh\necho pwned\n".to_vec())],
+        files: vec![(
+            ".codegym-bin/main".into(),
+            b"#!/bin/sh\necho pwned\n".to_vec(),
+        )],
         ..ExecRequest::default()
     };
     let e = sandbox().run(req).await.expect_err("reserved path");

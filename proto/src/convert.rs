@@ -192,7 +192,10 @@ pub fn execution_to_proto(e: &ExecutionResult) -> v1::ExecutionResult {
         cpu_ms: e.cpu_ms,
         peak_rss_bytes: e.peak_rss_bytes,
         // Issue 14: the compile step.
-        compile: e.compile.as_deref().map(|c| Box::new(execution_to_proto(c))),
+        compile: e
+            .compile
+            .as_deref()
+            .map(|c| Box::new(execution_to_proto(c))),
     }
 }
 

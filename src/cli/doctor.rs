@@ -50,7 +50,11 @@ fn languages_report(sandbox: &Sandbox) -> String {
                     .chain(t.runtime.iter())
                     .map(|p| p.display().to_string())
                     .collect();
-                let kind = if l.is_compiled() { "compiled" } else { "interpreted" };
+                let kind = if l.is_compiled() {
+                    "compiled"
+                } else {
+                    "interpreted"
+                };
                 format!("[x] {:<10} {kind}: {}", l.name(), tools.join(", "))
             }
             (_, Err(m)) => format!("[ ] {:<10} {}", l.name(), m.reason),

@@ -216,12 +216,13 @@ async fn execute(state: &HttpState, request: RunCodeRequest) -> RunCodeResponse 
         request.run_timeout,
         request.memory_limit_mb,
     );
-    let mut compile_limits = capped_limits(
-        state.sandbox.compile_limits(),
-        request.compile_timeout,
-        -1,
-    );
-    compile_limits.cpu_ms = state.sandbox.compile_limits().cpu_ms.min(compile_limits.wall_ms);
+    let mut compile_limits =
+        capped_limits(state.sandbox.compile_limits(), request.compile_timeout, -1);
+    compile_limits.cpu_ms = state
+        .sandbox
+        .compile_limits()
+        .cpu_ms
+        .min(compile_limits.wall_ms);
     let exec = ExecRequest {
         source: request.code,
         files,

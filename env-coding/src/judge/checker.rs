@@ -15,13 +15,14 @@ fn default_rel() -> f64 {
 }
 
 /// How a test's output is judged.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Checker {
     /// Equal text, except that `\r\n` reads as `\n` and trailing newlines are ignored (verl's
     /// `stdout.rstrip("\n") == expected.rstrip("\n")`). Trailing spaces count.
     Exact,
-    /// Equal as sequences of whitespace-separated tokens (most judges' default).
+    /// Equal as sequences of whitespace-separated tokens (most judges' default; the default).
+    #[default]
     Tokens,
     /// Tokens; a pair of tokens that both parse as numbers is equal when
     /// `|a - e| <= abs_tol` or `|a - e| <= rel_tol * |e|` (so `-0.0` equals `0`), otherwise the
@@ -49,12 +50,6 @@ pub enum Checker {
         language: Language,
         source: String,
     },
-}
-
-impl Default for Checker {
-    fn default() -> Self {
-        Checker::Tokens
-    }
 }
 
 /// A built-in checker's decision: accepted, or a wrong answer with a short reason.
@@ -188,7 +183,10 @@ mod tests {
         assert!(ok(&c, "1 2\r\n3\r\n\n", "1 2\n3"));
         assert!(!ok(&c, "1 2 \n", "1 2\n"));
         assert!(!ok(&c, "1  2", "1 2"));
-        assert_eq!(c.check("a\nb\nc", "a\nx\nc"), Some(Err("output differs at line 2".into())));
+        assert_eq!(
+            c.check("a\nb\nc", "a\nx\nc"),
+            Some(Err("output differs at line 2".into()))
+        );
     }
 
     #[test]
@@ -212,7 +210,10 @@ mod tests {
         assert!(!ok(&c, "0.3333", "0.333333333"));
         assert!(ok(&c, "-0.0", "0"));
         assert!(ok(&c, "0.000000", "-0.0000001"));
-        assert!(ok(&c, "1e18", "1000000000000000000.5"), "relative tolerance");
+        assert!(
+            ok(&c, "1e18", "1000000000000000000.5"),
+            "relative tolerance"
+        );
         assert!(ok(&c, "nan", "nan"));
         assert!(ok(&c, "NaN", "nan"), "both NaN");
         assert!(!ok(&c, "nan", "0"));
@@ -250,7 +251,13 @@ mod tests {
         .expect("parse");
         assert!(c.check("", "").is_none());
         let f: Checker = serde_json::from_value(serde_json::json!({"type": "float"})).expect("f");
-        assert_eq!(f, Checker::Float { abs_tol: 1e-6, rel_tol: 1e-6 });
+        assert_eq!(
+            f,
+            Checker::Float {
+                abs_tol: 1e-6,
+                rel_tol: 1e-6
+            }
+        );
         assert!(serde_json::from_value::<Checker>(serde_json::json!({"type": "fuzzy"})).is_err());
     }
 }

@@ -219,7 +219,9 @@ fn test_limits(spec: &JudgeSpec, base: Limits, expected_len: usize) -> Limits {
         memory_bytes: spec
             .memory_limit_mb
             .map_or(base.memory_bytes, |mb| mb.saturating_mul(1 << 20)),
-        stdout_cap: base.stdout_cap.max(expected_len.saturating_mul(2) + (64 << 10)),
+        stdout_cap: base
+            .stdout_cap
+            .max(expected_len.saturating_mul(2) + (64 << 10)),
         ..base
     }
 }
@@ -327,7 +329,10 @@ async fn verdict_of(
         return Ok(v(Verdict::CE, cap_message(msg)));
     }
     if run.timed_out {
-        return Ok(v(Verdict::TLE, format!("time limit {} ms", spec.time_limit_ms)));
+        return Ok(v(
+            Verdict::TLE,
+            format!("time limit {} ms", spec.time_limit_ms),
+        ));
     }
     if run.memory_exceeded {
         return Ok(v(Verdict::MLE, String::new()));
@@ -338,7 +343,12 @@ async fn verdict_of(
             (Some(c), None) => format!("exit code {c}"),
             (None, None) => "ended abnormally".to_string(),
         };
-        let tail = run.stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+        let tail = run
+            .stderr
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
         return Ok(v(Verdict::RE, cap_message(&format!("{how}: {tail}"))));
     }
     if run.stdout_truncated {
@@ -413,7 +423,10 @@ async fn special(
                     cap_message(r.compile.as_ref().map_or("", |c| c.stderr.as_str()))
                 )
             } else {
-                format!("exit {:?} signal {:?} timed out {}: {msg}", r.exit_code, r.signal, r.timed_out)
+                format!(
+                    "exit {:?} signal {:?} timed out {}: {msg}",
+                    r.exit_code, r.signal, r.timed_out
+                )
             };
             return Err(JudgeError::Checker(why));
         }

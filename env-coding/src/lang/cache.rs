@@ -94,7 +94,11 @@ impl ArtifactCache {
     }
 
     /// The compile of `key`, running `compile` only if no finished or in-flight compile has it.
-    pub async fn get_or_compile<F, Fut, E>(&self, key: CacheKey, compile: F) -> Result<Arc<Compiled>, E>
+    pub async fn get_or_compile<F, Fut, E>(
+        &self,
+        key: CacheKey,
+        compile: F,
+    ) -> Result<Arc<Compiled>, E>
     where
         F: FnOnce() -> Fut,
         Fut: std::future::Future<Output = Result<Compiled, E>>,
@@ -104,7 +108,7 @@ impl ArtifactCache {
             let mut st = self.lock();
             st.clock += 1;
             let now = st.clock;
-            let cell = match st.slots.get_mut(&key) {
+            match st.slots.get_mut(&key) {
                 Some(slot) => {
                     slot.used = now;
                     slot.cell.clone()
@@ -121,8 +125,7 @@ impl ArtifactCache {
                     );
                     cell
                 }
-            };
-            cell
+            }
         };
         let mut ran = false;
         let compiled = cell
@@ -208,7 +211,9 @@ mod tests {
             tokio::task::yield_now().await;
             Ok::<_, ()>(compiled(10))
         };
-        let futs: Vec<_> = (0..8).map(|_| cache.get_or_compile(key("a"), one)).collect();
+        let futs: Vec<_> = (0..8)
+            .map(|_| cache.get_or_compile(key("a"), one))
+            .collect();
         let got = futures::future::join_all(futs).await;
         assert!(got.iter().all(|r| r.is_ok()));
         assert_eq!(calls.load(Ordering::SeqCst), 1);

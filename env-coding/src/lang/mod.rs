@@ -218,7 +218,9 @@ impl std::str::FromStr for Language {
 
 /// A language name codegym does not know.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown language {0:?} (known: python, cpp, c, rust, go, java, nodejs, typescript, bash, ruby, php, lua, perl)")]
+#[error(
+    "unknown language {0:?} (known: python, cpp, c, rust, go, java, nodejs, typescript, bash, ruby, php, lua, perl)"
+)]
 pub struct UnknownLanguage(pub String);
 
 /// The name the submission's source gets in the work dir. Java requires a public class to live in

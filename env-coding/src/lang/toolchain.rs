@@ -84,10 +84,7 @@ fn candidates(language: Language) -> (&'static [&'static str], &'static [&'stati
         Language::Bash => (&[], &["/usr/bin/bash", "/bin/bash"]),
         Language::Ruby => (&[], &["/usr/bin/ruby"]),
         Language::Php => (&[], &["/usr/bin/php"]),
-        Language::Lua => (
-            &[],
-            &["/usr/bin/lua5.4", "/usr/bin/lua5.3", "/usr/bin/lua"],
-        ),
+        Language::Lua => (&[], &["/usr/bin/lua5.4", "/usr/bin/lua5.3", "/usr/bin/lua"]),
         Language::Perl => (&[], &["/usr/bin/perl"]),
     }
 }
@@ -113,7 +110,11 @@ fn resolve(language: Language) -> Result<Toolchain, Missing> {
         Err(format!(
             "{} not found (install the Debian package{} {})",
             list.join(" or "),
-            if language.packages().len() > 1 { "s" } else { "" },
+            if language.packages().len() > 1 {
+                "s"
+            } else {
+                ""
+            },
             language.packages().join(" ")
         ))
     };
@@ -181,7 +182,16 @@ impl Toolchain {
         match self.language {
             // SandboxFusion's flags (`-std=c++17`) plus the judges' usual -O2.
             Language::Cpp => v(&[&cc, "-std=c++17", "-O2", "-pipe", "-o", &out, source_file]),
-            Language::C => v(&[&cc, "-std=gnu11", "-O2", "-pipe", "-o", &out, source_file, "-lm"]),
+            Language::C => v(&[
+                &cc,
+                "-std=gnu11",
+                "-O2",
+                "-pipe",
+                "-o",
+                &out,
+                source_file,
+                "-lm",
+            ]),
             Language::Rust => v(&[
                 &cc,
                 "--edition",

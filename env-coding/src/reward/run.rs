@@ -152,7 +152,10 @@ async fn run_and_score_with(
         // Issue 14: the harness imports the candidate as Python; other languages get an honest
         // zero for unit-test components (use `io_cases` or `judge` for them).
         for (i, c) in spec.components.iter().enumerate() {
-            if matches!(c, Component::CheckFunction { .. } | Component::Asserts { .. }) {
+            if matches!(
+                c,
+                Component::CheckFunction { .. } | Component::Asserts { .. }
+            ) {
                 runs.reports[i] = Some(TestReport {
                     tests: Vec::new(),
                     error: Some(format!(

@@ -28,7 +28,9 @@ use crate::lang::{self, ARTIFACT_DIR, Language};
 
 fn cstrings(v: Vec<String>) -> Result<Vec<CString>, SandboxError> {
     v.into_iter()
-        .map(|s| CString::new(s).map_err(|_| SandboxError::InvalidPath("NUL in an argument".into())))
+        .map(|s| {
+            CString::new(s).map_err(|_| SandboxError::InvalidPath("NUL in an argument".into()))
+        })
         .collect()
 }
 
@@ -77,7 +79,10 @@ pub(crate) async fn run(
                 })
                 .await?;
             if !c.ok {
-                return Ok((supervise::not_run_after_compile(c.result.clone()), Vec::new()));
+                return Ok((
+                    supervise::not_run_after_compile(c.result.clone()),
+                    Vec::new(),
+                ));
             }
             Some(c)
         }
@@ -145,7 +150,8 @@ async fn compile(
         (PathBuf::from(source_file), source.as_bytes()),
         (Path::new(ARTIFACT_DIR).join(".dir"), &b""[..]),
     ];
-    let started = fresh::start_command(inner, id, &files, &limits, command, Vec::new(), false).await?;
+    let started =
+        fresh::start_command(inner, id, &files, &limits, command, Vec::new(), false).await?;
     let (result, fetched) =
         supervise::script(started, None, &limits, vec![format!("{ARTIFACT_DIR}/")]).await?;
     let prefix = format!("{ARTIFACT_DIR}/");

@@ -125,9 +125,13 @@ pub(super) fn code_contests(value: Value) -> Result<Task, String> {
         if lists.input.len() != lists.output.len() {
             return Err(format!("{}: tests with unequal input/output lists", r.name));
         }
-        tests.extend(lists.input.into_iter().zip(lists.output).map(|(input, output)| {
-            TestCase { input, output }
-        }));
+        tests.extend(
+            lists
+                .input
+                .into_iter()
+                .zip(lists.output)
+                .map(|(input, output)| TestCase { input, output }),
+        );
     }
     let time_ms = r
         .time_limit
@@ -184,12 +188,27 @@ pub(super) fn apps(value: Value) -> Result<Task, String> {
         other => other.to_string(),
     };
     let io = json_or_string(r.input_output)?;
-    let inputs = io.get("inputs").and_then(Value::as_array).cloned().unwrap_or_default();
-    let outputs = io.get("outputs").and_then(Value::as_array).cloned().unwrap_or_default();
+    let inputs = io
+        .get("inputs")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let outputs = io
+        .get("outputs")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     if inputs.len() != outputs.len() {
-        return Err(format!("{id}: {} inputs but {} outputs", inputs.len(), outputs.len()));
+        return Err(format!(
+            "{id}: {} inputs but {} outputs",
+            inputs.len(),
+            outputs.len()
+        ));
     }
-    let fn_name = io.get("fn_name").and_then(Value::as_str).map(str::to_string);
+    let fn_name = io
+        .get("fn_name")
+        .and_then(Value::as_str)
+        .map(str::to_string);
     let text = |v: &Value| match v {
         Value::String(s) => s.clone(),
         Value::Array(lines) => lines
@@ -228,11 +247,11 @@ pub(super) fn apps(value: Value) -> Result<Task, String> {
         prompt.push_str("\n\n");
         prompt.push_str(&starter);
     }
-    let reference = r
-        .solutions
-        .map(json_or_string)
-        .transpose()?
-        .and_then(|s| s.as_array().and_then(|a| a.first()).and_then(|s| s.as_str().map(str::to_string)));
+    let reference = r.solutions.map(json_or_string).transpose()?.and_then(|s| {
+        s.as_array()
+            .and_then(|a| a.first())
+            .and_then(|s| s.as_str().map(str::to_string))
+    });
     judge_task(id, prompt, judge, reference, "apps")
 }
 
@@ -296,11 +315,19 @@ fn pickled_str(p: &[u8]) -> Result<String, String> {
             }
             0x8c => (usize::from(*p.get(i + 1).ok_or_else(bad)?), i + 2),
             b'X' => {
-                let b: [u8; 4] = p.get(i + 1..i + 5).ok_or_else(bad)?.try_into().map_err(|_| bad())?;
+                let b: [u8; 4] = p
+                    .get(i + 1..i + 5)
+                    .ok_or_else(bad)?
+                    .try_into()
+                    .map_err(|_| bad())?;
                 (u32::from_le_bytes(b) as usize, i + 5)
             }
             0x8d => {
-                let b: [u8; 8] = p.get(i + 1..i + 9).ok_or_else(bad)?.try_into().map_err(|_| bad())?;
+                let b: [u8; 8] = p
+                    .get(i + 1..i + 9)
+                    .ok_or_else(bad)?
+                    .try_into()
+                    .map_err(|_| bad())?;
                 (u64::from_le_bytes(b) as usize, i + 9)
             }
             _ => return Err(bad()),
@@ -325,11 +352,11 @@ pub(super) fn livecodebench(value: Value) -> Result<Task, String> {
     let functional = cases
         .iter()
         .any(|c| c.testtype.as_deref() == Some("functional"));
-    let fn_name = r
-        .metadata
-        .map(json_or_string)
-        .transpose()?
-        .and_then(|m| m.get("func_name").and_then(Value::as_str).map(str::to_string));
+    let fn_name = r.metadata.map(json_or_string).transpose()?.and_then(|m| {
+        m.get("func_name")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    });
     let tests = cases
         .into_iter()
         .map(|c| {

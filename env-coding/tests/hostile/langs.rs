@@ -200,7 +200,10 @@ async fn check(h: &Hostile) {
     }
 
     let o = run(&f, l, h.fork_bomb, 2_000).await;
-    assert!(!o.success() || o.timed_out || o.exit_code.is_some(), "{l} fork bomb: {o:?}");
+    assert!(
+        !o.success() || o.timed_out || o.exit_code.is_some(),
+        "{l} fork bomb: {o:?}"
+    );
 
     let o = run(&f, l, h.memory_bomb, 10_000).await;
     assert!(!o.success(), "{l} memory bomb: {o:?}");

@@ -275,7 +275,10 @@ impl Toolchain {
                 &format!("--max-old-space-size={mb}"),
                 &format!("{ARTIFACT_DIR}/main.js"),
             ]),
-            Language::Bash | Language::Ruby | Language::Php | Language::Lua | Language::Perl => {
+            // RubyGems' start-up costs ~90 ms of every run (28 vs 116 ms measured); the standard
+            // library (json, set, ...) still loads without it, and no gems can be installed anyway.
+            Language::Ruby => v(&[&rt, "--disable-gems", source_file]),
+            Language::Bash | Language::Php | Language::Lua | Language::Perl => {
                 v(&[&rt, source_file])
             }
             Language::Python => Vec::new(),

@@ -37,16 +37,8 @@ async fn run(language: Language, source: &str, stdin: Option<&str>) -> Execution
         language,
         ..ExecRequest::default()
     };
-    let t0 = std::time::Instant::now();
     match sandbox().run(req).await {
-        Ok(o) => {
-            eprintln!(
-                "{language}: {:?} {:?}",
-                t0.elapsed(),
-                &source[..source.len().min(40)]
-            );
-            o
-        }
+        Ok(o) => o,
         Err(e) => panic!("{language}: infrastructure error: {e}"),
     }
 }

@@ -17,6 +17,7 @@ pub mod sandbox;
 mod shared;
 pub mod tasks;
 pub mod tools;
+mod verdicts;
 
 pub use code_extract::ExtractMode;
 pub use config::{CodingConfig, Mode};

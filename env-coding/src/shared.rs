@@ -11,6 +11,7 @@ use crate::config::{CodingConfig, EnvKwargs, Mode};
 use crate::reward::run::EvalOptions;
 use crate::sandbox::{Limits, Sandbox};
 use crate::tasks::{Task, TaskSet};
+use crate::verdicts::VerdictCache;
 use code_extract::ExtractMode;
 
 pub(crate) struct Shared {
@@ -18,6 +19,8 @@ pub(crate) struct Shared {
     pub config: CodingConfig,
     /// Task sets by the name given in `tasks` (loaded once, shared by every env).
     task_sets: Mutex<HashMap<String, Arc<TaskSet>>>,
+    /// `Evaluate`'s verdicts, shared by identical submissions.
+    pub verdicts: VerdictCache,
 }
 
 impl Shared {
@@ -26,6 +29,7 @@ impl Shared {
         sets.insert(config.tasks.clone(), Arc::new(default_tasks));
         Shared {
             sandbox,
+            verdicts: VerdictCache::new(config.verdict_cache_mib),
             config,
             task_sets: Mutex::new(sets),
         }

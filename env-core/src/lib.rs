@@ -41,7 +41,7 @@ pub use envs::register_classic;
 pub use error::{EnvError, Result};
 pub use offload::{Offload, ThreadOffload};
 pub use registry::{
-    AsyncEnvCreator, AsyncMaker, BatchEvaluator, EnvCreator, EvalItem, Kwargs,
+    AsyncEnvCreator, AsyncMaker, BatchEvaluator, EnvCreator, EvalItem, EvalStream, Kwargs,
     MAX_EPISODE_STEPS_KWARG, MAX_NUM_ENVS, Registry, ResetStepEvaluator, TaskInfo, TaskLister,
     TaskPage,
 };

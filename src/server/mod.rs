@@ -10,6 +10,7 @@
 //! however it ends.
 
 mod deadline;
+mod evaluate;
 mod service;
 pub(crate) mod sessions;
 pub mod status;

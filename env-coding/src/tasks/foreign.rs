@@ -60,6 +60,7 @@ pub(super) fn humaneval(value: serde_json::Value) -> Result<Task, String> {
         prompt: r.prompt,
         reward,
         metadata,
+        deterministic: true,
     })
 }
 
@@ -111,5 +112,6 @@ pub(super) fn mbpp(value: serde_json::Value) -> Result<Task, String> {
         reference_solution: r.code,
         completion_prefix: None,
         metadata,
+        deterministic: true,
     })
 }

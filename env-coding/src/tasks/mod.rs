@@ -12,7 +12,9 @@
 //!
 //! `reward` is a [`RewardSpec`]; `reference_solution` is a whole program (checked by `codegym tasks
 //! check`); `completion_prefix`, when set, is prepended to completions in `codegym evaluate` (the
-//! HumanEval convention: the completion follows the prompt).
+//! HumanEval convention: the completion follows the prompt). `"deterministic": false` marks a task
+//! whose programs' verdicts may differ between runs of the same code (clocks, randomness on purpose):
+//! `Evaluate` then never shares one verdict between identical submissions.
 //!
 //! HumanEval (`task_id, prompt, canonical_solution, test, entry_point`) and MBPP (`task_id, text or
 //! prompt, code, test_list, test_setup_code`) files are recognised by their fields, as JSONL or a JSON
@@ -50,6 +52,10 @@ pub struct Task {
     /// Prepended to completions (HumanEval convention).
     pub completion_prefix: Option<String>,
     pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// Whether a program's verdict depends only on its code, so identical submissions may share one
+    /// (`verdicts.rs`). False for tasks whose programs read clocks, randomness or the environment
+    /// on purpose.
+    pub deterministic: bool,
 }
 
 impl Task {

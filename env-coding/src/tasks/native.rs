@@ -34,6 +34,13 @@ struct Line {
     completion_prefix: Option<String>,
     #[serde(default)]
     metadata: serde_json::Map<String, serde_json::Value>,
+    /// `false` opts the task out of verdict sharing (see `verdicts.rs`).
+    #[serde(default = "yes")]
+    deterministic: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn check_version(v: u32) -> Result<(), String> {
@@ -70,6 +77,7 @@ pub(super) fn parse_task(
         reference_solution: line.reference_solution,
         completion_prefix: line.completion_prefix,
         metadata: line.metadata,
+        deterministic: line.deterministic,
     })
 }
 

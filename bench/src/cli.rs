@@ -86,6 +86,24 @@ pub enum Command {
         #[arg(long, default_value_t = 5.0)]
         seconds: f64,
     },
+    /// `Evaluate` on GRPO-shaped batches (groups of identical programs), verdict sharing on vs off.
+    Grpo {
+        /// Items per `Evaluate` call.
+        #[arg(long, default_value_t = 64)]
+        batch: usize,
+        /// Identical programs per group.
+        #[arg(long, default_value_t = 8)]
+        group: usize,
+        /// Concurrent clients.
+        #[arg(long, default_value_t = 2)]
+        clients: usize,
+        /// Alternating rounds (each measures both servers).
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Seconds measured per cell.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+    },
     /// Serve the rollout benchmark's fake model (prints `listening on URL`; stops at stdin EOF).
     FakeLlm {
         /// Latency per request, in milliseconds.
@@ -156,6 +174,22 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             clients,
             seconds: s,
         } => crate::http::run(&clients, seconds(s)?).await?,
+        Command::Grpo {
+            batch,
+            group,
+            clients,
+            rounds,
+            seconds: s,
+        } => {
+            let args = crate::grpo::GrpoBenchArgs {
+                batch,
+                group,
+                clients,
+                rounds,
+                duration: seconds(s)?,
+            };
+            crate::grpo::run(args).await?
+        }
         Command::FakeLlm { latency_ms } => {
             crate::rollout::serve_fake_llm(Duration::from_millis(latency_ms)).await?;
             return Ok(ExitCode::SUCCESS);

@@ -8,6 +8,7 @@ mod cli;
 mod exec;
 mod grpc;
 mod grpc_coding;
+mod grpo;
 mod http;
 mod latency;
 mod rollout;

@@ -40,7 +40,8 @@ impl CodingEvaluator {
             }
         };
         let has_code = code.is_some();
-        let program = Program::new(code.unwrap_or_default());
+        let mut program = Program::new(code.unwrap_or_default());
+        program.data = task.data.clone();
         let sandbox = &self.shared.sandbox;
         let infra = |e: crate::sandbox::SandboxError| EnvError::Infrastructure(e.to_string());
         let (result, outcome) = match has_code {

@@ -139,10 +139,11 @@ impl CodingEnv {
         let Some(ep) = self.episode.as_mut() else {
             return Err(EnvError::ResetNeeded);
         };
-        let program = Program::new(code);
+        let task = ep.task.clone();
+        let mut program = Program::new(code);
+        program.data = task.data.clone();
         let shared = &self.shared;
         let settings = &self.settings;
-        let task = ep.task.clone();
         let (result, outcome) = run::run_and_score(
             &shared.sandbox,
             &task.reward,
@@ -301,7 +302,10 @@ impl CodingEnv {
             steps: 0,
             ended: false,
             session: None,
-            program: Program::default(),
+            program: Program {
+                data: task.data.clone(),
+                ..Program::default()
+            },
             last: None,
         });
         if self.settings.mode == Mode::Session {
@@ -336,10 +340,14 @@ impl CodingEnv {
                 // Score the empty program so that the breakdown has the task's usual shape.
                 let task = ep.task.clone();
                 let result = no_code_result();
+                let program = Program {
+                    data: task.data.clone(),
+                    ..Program::default()
+                };
                 let outcome = run::score_program(
                     &self.shared.sandbox,
                     &task.reward,
-                    &Program::default(),
+                    &program,
                     Some(&result),
                     self.settings.eval_options(),
                 )

@@ -10,6 +10,7 @@
 mod batch;
 pub mod completions;
 mod config;
+pub mod data;
 mod env;
 mod register;
 pub mod reward;

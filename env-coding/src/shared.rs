@@ -127,12 +127,35 @@ impl Settings {
     ) -> Result<Arc<Task>, EnvError> {
         if let Some(k) = options
             .keys()
-            .find(|k| !matches!(k.as_str(), "task_id" | "task"))
+            .find(|k| !matches!(k.as_str(), "task_id" | "task" | "inputs" | "files"))
         {
             return Err(EnvError::InvalidOptions(format!(
-                "unknown option {k:?} (expected task_id or task)"
+                "unknown option {k:?} (expected task_id, task, inputs or files)"
             )));
         }
+        let task = self.choose_base_task(options, rng)?;
+        // Data tasks (issue 13): `inputs` and `files` options run the task on other data (inline
+        // only: a client never names a server path).
+        if !options.contains_key("inputs") && !options.contains_key("files") {
+            return Ok(task);
+        }
+        let raw = crate::data::RawData {
+            inputs: options.get("inputs").cloned(),
+            files: options.get("files").cloned(),
+            outputs: None,
+        };
+        let mut task = Task::clone(&task);
+        task.data
+            .overlay(raw, None)
+            .map_err(|e| EnvError::InvalidOptions(format!("task {:?}: {e}", task.id)))?;
+        Ok(Arc::new(task))
+    }
+
+    fn choose_base_task(
+        &self,
+        options: &Options,
+        rng: &mut ChaCha8Rng,
+    ) -> Result<Arc<Task>, EnvError> {
         match (options.get("task_id"), options.get("task")) {
             (Some(_), Some(_)) => Err(EnvError::InvalidOptions(
                 "give task_id or task, not both".into(),

@@ -191,6 +191,34 @@ pub fn execution_to_proto(e: &ExecutionResult) -> v1::ExecutionResult {
         wall_ms: e.wall_ms,
         cpu_ms: e.cpu_ms,
         peak_rss_bytes: e.peak_rss_bytes,
+        outputs: e
+            .outputs
+            .iter()
+            .map(|(k, v)| (k.clone(), output_to_proto(v)))
+            .collect(),
+    }
+}
+
+// Issue 13 (data tasks): typed outputs on the wire, their value as JSON text.
+fn output_to_proto(v: &env_core::OutputValue) -> v1::OutputValue {
+    use v1::output_value::Kind;
+    let kind = match v {
+        env_core::OutputValue::Value(j) => Kind::Json(j.to_string()),
+        env_core::OutputValue::Error(e) => Kind::Error(e.clone()),
+    };
+    v1::OutputValue { kind: Some(kind) }
+}
+
+/// A value that does not parse (a foreign sender) keeps its text as the error, never a panic.
+fn output_from_proto(v: v1::OutputValue) -> env_core::OutputValue {
+    use v1::output_value::Kind;
+    match v.kind {
+        Some(Kind::Json(j)) => match serde_json::from_str(&j) {
+            Ok(value) => env_core::OutputValue::Value(value),
+            Err(e) => env_core::OutputValue::Error(format!("invalid output JSON on the wire: {e}")),
+        },
+        Some(Kind::Error(e)) => env_core::OutputValue::Error(e),
+        None => env_core::OutputValue::Error("empty output value".into()),
     }
 }
 
@@ -208,6 +236,11 @@ pub fn execution_from_proto(e: v1::ExecutionResult) -> ExecutionResult {
         wall_ms: e.wall_ms,
         cpu_ms: e.cpu_ms,
         peak_rss_bytes: e.peak_rss_bytes,
+        outputs: e
+            .outputs
+            .into_iter()
+            .map(|(k, v)| (k, output_from_proto(v)))
+            .collect(),
     }
 }
 

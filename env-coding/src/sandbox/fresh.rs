@@ -8,7 +8,6 @@
 use std::ffi::CString;
 use std::io;
 use std::os::fd::OwnedFd;
-use std::path::PathBuf;
 use std::time::Instant;
 
 use tokio::io::unix::AsyncFd;
@@ -18,7 +17,7 @@ use super::cgroup::RunCgroup;
 use super::child::{ChildPlan, cstr};
 use super::config::{Limits, SitePackages};
 use super::isolation;
-use super::prepare::{self, Inner, RunGuard};
+use super::prepare::{self, Inner, RunGuard, RunLayout};
 use super::request::SandboxError;
 use super::spawn;
 use super::supervise::{Exit, Process, Started};
@@ -39,18 +38,22 @@ exec(compile(open(__file__, 'rb').read(), __file__, 'exec'))
 pub(crate) async fn start_script(
     inner: &Inner,
     id: u64,
-    files: &[(PathBuf, &[u8])],
+    layout: &RunLayout<'_>,
     limits: &Limits,
     with_stdin: bool,
 ) -> Result<Started<FreshProcess>, SandboxError> {
-    let mut tail = Vec::with_capacity(2);
+    let mut tail = Vec::with_capacity(2 + layout.args.len());
     if inner.config.site_packages == SitePackages::Full {
         tail.push(c"main.py".to_owned());
     } else {
         tail.push(c"-c".to_owned());
         tail.push(CString::new(SCRIPT_BOOTSTRAP).unwrap_or_default());
     }
-    start(inner, id, files, limits, tail, Vec::new(), with_stdin).await
+    // Data tasks (issue 13): `sys.argv[1:]` (the bootstrap replaces only `argv[0]`).
+    for a in &layout.args {
+        tail.push(CString::new(a.as_str()).map_err(|_| SandboxError::InvalidPath(a.clone()))?);
+    }
+    start(inner, id, layout, limits, tail, Vec::new(), with_stdin).await
 }
 
 /// The session's control pipes: (requests to the driver, replies from it).
@@ -72,7 +75,16 @@ pub(crate) async fn start_session(
         CString::new(driver).unwrap_or_default(),
     ];
     let extra_fds = vec![(req_r, 3), (rep_w, 4)];
-    let run = start(inner, id, &[], limits, tail, extra_fds, false).await?;
+    let run = start(
+        inner,
+        id,
+        &RunLayout::default(),
+        limits,
+        tail,
+        extra_fds,
+        false,
+    )
+    .await?;
     Ok((run, (req_w, rep_r)))
 }
 
@@ -80,7 +92,7 @@ pub(crate) async fn start_session(
 async fn start(
     inner: &Inner,
     id: u64,
-    files: &[(PathBuf, &[u8])],
+    layout: &RunLayout<'_>,
     limits: &Limits,
     argv_tail: Vec<CString>,
     extra_fds: Vec<(OwnedFd, i32)>,
@@ -88,7 +100,7 @@ async fn start(
 ) -> Result<Started<FreshProcess>, SandboxError> {
     let layers = &inner.layers;
     let ids = prepare::run_ids(inner, id);
-    let (mut guard, workdir) = RunGuard::with_workdir(inner, id, files)?;
+    let (mut guard, workdir) = RunGuard::with_workdir(inner, id, layout)?;
     if let Some(root) = &layers.cgroup {
         let name = format!("run-{id}");
         guard.cgroup = Some(

@@ -45,7 +45,7 @@ pub use isolation::{IsolationReport, Layer};
 pub use request::{ExecRequest, SandboxError};
 pub use session::PySession;
 
-use prepare::Inner;
+use prepare::{Inner, RunLayout};
 use warm::WarmBackend;
 
 /// Runs untrusted Python. `Send + Sync`; clone it or share it via `Arc`.
@@ -160,6 +160,26 @@ impl Sandbox {
             ));
         }
         files.push((PathBuf::from("main.py"), req.source.as_bytes()));
+        // Data tasks (issue 13): read-only inputs beside the program's files, never over them.
+        let mut read_only = Vec::with_capacity(req.data.files.len());
+        for (name, data) in &req.data.files {
+            let p = workdir::validate_rel(name)?;
+            if files.iter().any(|(f, _)| f.starts_with(&p) || p.starts_with(f))
+                || p.starts_with("outputs")
+            {
+                return Err(SandboxError::InvalidPath(format!(
+                    "{name} (an input file clashes with a program file or outputs/)"
+                )));
+            }
+            read_only.push((p, &data[..]));
+        }
+        let layout = RunLayout {
+            files,
+            read_only,
+            outputs_dir: !req.data.outputs.is_empty(),
+            args: req.data.argv(),
+        };
+        let outputs = req.data.outputs;
         let _permit = self
             .inner
             .permits
@@ -169,13 +189,14 @@ impl Sandbox {
         let with_stdin = req.stdin.is_some();
         match &self.warm {
             Some(warm) => {
-                let run = warm.start_run(&files, &limits, with_stdin).await?;
-                supervise::script(run, req.stdin, &limits, fetch).await
+                let run = warm.start_run(&layout, &limits, with_stdin).await?;
+                supervise::script(run, req.stdin, &limits, fetch, outputs).await
             }
             None => {
                 let id = self.inner.next_id();
-                let run = fresh::start_script(&self.inner, id, &files, &limits, with_stdin).await?;
-                supervise::script(run, req.stdin, &limits, fetch).await
+                let run =
+                    fresh::start_script(&self.inner, id, &layout, &limits, with_stdin).await?;
+                supervise::script(run, req.stdin, &limits, fetch, outputs).await
             }
         }
     }
@@ -212,16 +233,20 @@ fn self_test(inner: &Inner, warm: Option<&Arc<WarmBackend>>) -> Result<(), Sandb
                 .build()
                 .map_err(SandboxError::setup("self-test runtime"))?;
             rt.block_on(async {
-                let files = [(PathBuf::from("main.py"), &b"import sys\nprint('ok')\n"[..])];
+                let layout = RunLayout {
+                    files: vec![(PathBuf::from("main.py"), &b"import sys\nprint('ok')\n"[..])],
+                    ..RunLayout::default()
+                };
+                let none = Default::default();
                 match warm {
                     Some(warm) => {
-                        let run = warm.start_run_as(u64::MAX - 1, &files, &limits).await?;
-                        supervise::script(run, None, &limits, Vec::new()).await
+                        let run = warm.start_run_as(u64::MAX - 1, &layout, &limits).await?;
+                        supervise::script(run, None, &limits, Vec::new(), none).await
                     }
                     None => {
                         let run =
-                            fresh::start_script(inner, u64::MAX, &files, &limits, false).await?;
-                        supervise::script(run, None, &limits, Vec::new()).await
+                            fresh::start_script(inner, u64::MAX, &layout, &limits, false).await?;
+                        supervise::script(run, None, &limits, Vec::new(), none).await
                     }
                 }
             })

@@ -199,7 +199,7 @@ impl PySession {
                 cgroup_peak,
                 oom: new_oom,
             };
-            return Ok(supervise::assemble(ending, &limits, out, err));
+            return Ok(supervise::assemble(ending, &limits, out, err, Default::default()));
         }
         // The interpreter died or overran: the session ends here.
         let _ = exited;
@@ -218,7 +218,7 @@ impl PySession {
             cgroup_peak,
             oom: oom && !self.oom_seen,
         };
-        let result = supervise::assemble(ending, &limits, out, err);
+        let result = supervise::assemble(ending, &limits, out, err, Default::default());
         self.shutdown().await;
         Ok(result)
     }

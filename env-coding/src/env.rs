@@ -318,6 +318,10 @@ impl CodingEnv {
             serde_json::Value::Object(task.metadata.clone()),
         );
         info.insert("mode".into(), json!(self.settings.mode));
+        // Data tasks (issue 13): the summary of the task's CSV/JSON files, for prompt templates.
+        if let Some(ctx) = &task.data.context {
+            info.insert("data_context".into(), json!(ctx.text));
+        }
         Ok((Value::Text(task.prompt.clone()), info))
     }
 

@@ -257,3 +257,70 @@ fn task_data_round_trips_and_inline_tasks_refuse_paths() {
     let e = Task::from_json(with_path).unwrap_err();
     assert!(e.contains("only allowed in a task file"), "{e}");
 }
+
+/// The env's side: an inline data task in reset options, other inputs as a reset option, the data
+/// context in reset's info, and the same fields in `Evaluate` items.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reset_options_and_evaluate_items_carry_data() {
+    use env_coding::{CodingConfig, PYTHON_ENV_ID, register};
+    use env_core::{EvalItem, Registry, Value};
+
+    let mut reg = Registry::new();
+    register(&mut reg, CodingConfig::default()).unwrap_or_else(|e| panic!("register: {e}"));
+    let kwargs = json!({"extract": "raw"}).as_object().cloned().unwrap_or_default();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let set = task_set(dir.path());
+    let inline = serde_json::to_value(set.get("sales-summary").expect("task").as_ref()).expect("json");
+    let options = |extra: serde_json::Value| {
+        let mut o = json!({"task": inline.clone()});
+        if let (Some(o), Some(extra)) = (o.as_object_mut(), extra.as_object()) {
+            o.extend(extra.clone());
+        }
+        o.as_object().cloned().unwrap_or_default()
+    };
+    let outputs = |obs: &Value| match obs {
+        Value::Execution(r) => r.outputs.clone(),
+        other => panic!("not an execution: {other:?}"),
+    };
+
+    let mut env = reg.make_async(PYTHON_ENV_ID, &kwargs).await.expect("make");
+    let (_, info) = env.reset(Some(1), options(json!({}))).await.expect("reset");
+    let ctx = info["data_context"].as_str().expect("data_context");
+    assert!(ctx.contains("- units: int, no nulls"), "{ctx}");
+    let step = env.step(Value::Text(reference())).await.expect("step");
+    assert_eq!(step.reward, 1.0);
+    assert!(step.terminated);
+
+    // The same task on other inputs (a reset option): the outputs follow, the hidden expectations
+    // (for the west region) no longer hold.
+    env.reset(Some(1), options(json!({"inputs": {"region": "all", "discount": 0.5}})))
+        .await
+        .expect("reset");
+    let step = env.step(Value::Text(reference())).await.expect("step");
+    let out = outputs(&step.obs);
+    assert_eq!(out["rows"], OutputValue::Value(json!(5)));
+    assert_eq!(out["total_revenue"], OutputValue::Value(json!(87.0)));
+    assert!(step.reward < 1.0);
+
+    // Bad data options are the client's error.
+    for bad in [
+        json!({"inputs": {"--x": 1}}),
+        json!({"files": {"../x": {"text": ""}}}),
+        json!({"files": {"a.csv": {"path": "/etc/passwd"}}}),
+    ] {
+        let e = env.reset(None, options(bad.clone())).await.unwrap_err();
+        assert!(matches!(e, env_core::EnvError::InvalidOptions(_)), "{bad}: {e}");
+    }
+
+    // Evaluate items: other files inline.
+    let evaluator = reg.evaluator(PYTHON_ENV_ID).expect("evaluator");
+    let items = vec![EvalItem {
+        seed: None,
+        options: options(json!({"files": {"sales.csv": {"text": "date,region,product,units,price\n"}}})),
+        action: Value::Text(reference()),
+    }];
+    let results = evaluator.evaluate(kwargs.clone(), items).await.expect("evaluate");
+    let step = results.into_iter().next().expect("one").expect("step");
+    assert_eq!(outputs(&step.obs)["rows"], OutputValue::Value(json!(0)));
+    assert_eq!(step.reward, 0.0);
+}

@@ -30,6 +30,7 @@ impl CodingEvaluator {
             None => env_core::entropy_rng(),
         };
         let task = settings.choose_task(&item.options, &mut rng)?;
+        let task = self.shared.with_packages(task).await?;
         let code = match decode_action(item.action, settings.extract)? {
             Action::Code(code) => Some(code),
             Action::NoCode => None,

@@ -296,6 +296,7 @@ impl CodingEnv {
             self.rng = env_core::seeded_rng(seed);
         }
         let task = self.settings.choose_task(&options, &mut self.rng)?;
+        let task = self.shared.with_packages(task).await?;
         self.end_session().await;
         self.episode = Some(Episode {
             task: task.clone(),

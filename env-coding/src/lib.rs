@@ -12,6 +12,7 @@ pub mod completions;
 mod config;
 pub mod data;
 mod env;
+pub mod packages;
 mod register;
 pub mod reward;
 pub mod sandbox;

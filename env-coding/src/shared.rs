@@ -8,6 +8,7 @@ use env_core::{ChaCha8Rng, EnvError, Kwargs, Options};
 use rand::Rng;
 
 use crate::config::{CodingConfig, EnvKwargs, Mode};
+use crate::packages::PackageCache;
 use crate::reward::run::EvalOptions;
 use crate::sandbox::{Limits, Sandbox};
 use crate::tasks::{Task, TaskSet};
@@ -18,17 +19,47 @@ pub(crate) struct Shared {
     pub config: CodingConfig,
     /// Task sets by the name given in `tasks` (loaded once, shared by every env).
     task_sets: Mutex<HashMap<String, Arc<TaskSet>>>,
+    /// Data tasks (issue 13): the package cache, when the server allows requirements.
+    pub packages: Option<Arc<PackageCache>>,
 }
 
 impl Shared {
-    pub fn new(sandbox: Arc<Sandbox>, config: CodingConfig, default_tasks: TaskSet) -> Self {
+    pub fn new(
+        sandbox: Arc<Sandbox>,
+        config: CodingConfig,
+        default_tasks: TaskSet,
+        packages: Option<Arc<PackageCache>>,
+    ) -> Self {
         let mut sets = HashMap::new();
         sets.insert(config.tasks.clone(), Arc::new(default_tasks));
         Shared {
             sandbox,
             config,
             task_sets: Mutex::new(sets),
+            packages,
         }
+    }
+
+    /// Data tasks (issue 13): `task` with its requirements resolved to a site dir (built once per
+    /// set, on first use). A refused or uninstallable package is FAILED_PRECONDITION naming it.
+    pub async fn with_packages(&self, task: Arc<Task>) -> Result<Arc<Task>, EnvError> {
+        if task.data.requirements.is_empty() || task.data.site_dir.is_some() {
+            return Ok(task);
+        }
+        let Some(cache) = &self.packages else {
+            return Err(EnvError::FailedPrecondition(format!(
+                "task {:?}: {}",
+                task.id,
+                crate::packages::PackageError::Disabled
+            )));
+        };
+        let site = cache.ensure(&task.data.requirements).await.map_err(|e| match e {
+            crate::packages::PackageError::Io(_) => EnvError::Infrastructure(e.to_string()),
+            e => EnvError::FailedPrecondition(format!("task {:?}: {e}", task.id)),
+        })?;
+        let mut task = Task::clone(&task);
+        task.data.site_dir = Some(site);
+        Ok(Arc::new(task))
     }
 
     /// The task set named `name`, loaded once. A first load reads files, so it runs on the blocking
@@ -143,6 +174,7 @@ impl Settings {
             inputs: options.get("inputs").cloned(),
             files: options.get("files").cloned(),
             outputs: None,
+            requirements: None,
         };
         let mut task = Task::clone(&task);
         task.data

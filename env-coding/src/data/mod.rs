@@ -59,9 +59,15 @@ pub struct TaskData {
     pub inputs: BTreeMap<String, serde_json::Value>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub outputs: BTreeMap<String, OutputType>,
+    /// pip requirement strings (see [`crate::packages`]): resolved once into a read-only site dir.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub requirements: Vec<String>,
     /// The prompt-ready summary of the CSV/JSON files, computed once when the files are set.
     #[serde(skip)]
     pub context: Option<DataContext>,
+    /// The package cache's site dir for `requirements`, once resolved (first on the runs' path).
+    #[serde(skip)]
+    pub site_dir: Option<std::path::PathBuf>,
 }
 
 /// One entry of `files`: exactly one of the three sources.
@@ -82,11 +88,16 @@ pub struct RawData {
     pub inputs: Option<serde_json::Value>,
     #[serde(default)]
     pub outputs: Option<serde_json::Value>,
+    #[serde(default)]
+    pub requirements: Option<serde_json::Value>,
 }
 
 impl TaskData {
     pub fn is_empty(&self) -> bool {
-        self.files.is_empty() && self.inputs.is_empty() && self.outputs.is_empty()
+        self.files.is_empty()
+            && self.inputs.is_empty()
+            && self.outputs.is_empty()
+            && self.requirements.is_empty()
     }
 
     /// Parses and checks the fields; `base` is the task file's directory (`None`: an inline task,
@@ -129,6 +140,14 @@ impl TaskData {
             }
             if self.inputs.len() > MAX_ENTRIES {
                 return Err(format!("inputs: at most {MAX_ENTRIES}"));
+            }
+        }
+        if let Some(reqs) = raw.requirements {
+            // Syntax and policy are the package cache's to check, when the task is used.
+            self.requirements = serde_json::from_value(reqs)
+                .map_err(|e| format!("requirements: expected a list of strings: {e}"))?;
+            if self.requirements.len() > MAX_ENTRIES {
+                return Err(format!("requirements: at most {MAX_ENTRIES}"));
             }
         }
         if let Some(outputs) = raw.outputs {

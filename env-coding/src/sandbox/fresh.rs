@@ -116,7 +116,20 @@ async fn start(
     argv.extend(argv_tail);
     let wd =
         cstr(&workdir).ok_or_else(|| SandboxError::InvalidPath(workdir.display().to_string()))?;
-    let envp = prepare::environment(inner, &workdir);
+    let mut envp = prepare::environment(inner, &workdir);
+    // Data tasks (issue 13): the task's package site dir leads `PYTHONPATH`.
+    if let Some(site) = &layout.python_path {
+        let old = envp
+            .iter()
+            .position(|e| e.as_bytes().starts_with(b"PYTHONPATH="))
+            .map(|i| envp.remove(i));
+        let mut value = format!("PYTHONPATH={}", site.display()).into_bytes();
+        if let Some(old) = old {
+            value.push(b':');
+            value.extend_from_slice(&old.as_bytes()["PYTHONPATH=".len()..]);
+        }
+        envp.push(CString::new(value).map_err(|_| SandboxError::InvalidPath(site.display().to_string()))?);
+    }
     let landlock =
         prepare::landlock_ruleset(inner, &workdir)?.map(|fd| (fd, isolation::proc_access()));
     let plan = ChildPlan {

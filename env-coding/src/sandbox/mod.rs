@@ -23,6 +23,7 @@ mod cgroup;
 mod child;
 mod config;
 mod fresh;
+pub mod host_tool;
 mod isolation;
 mod prepare;
 mod probe;
@@ -70,7 +71,12 @@ impl Sandbox {
     /// Resolves the interpreter, probes the kernel once, logs the isolation report and checks a
     /// trivial program runs under all layers. Blocking (tens of ms): call at start-up.
     pub fn new(config: SandboxConfig) -> Result<Sandbox, SandboxError> {
-        let python = python::resolve(config.python.as_deref())?;
+        let mut python = python::resolve(config.python.as_deref())?;
+        // Data tasks (issue 13): readable, never writable, trees (the package cache), on every layer
+        // that knows the interpreter's own (mount plan, Landlock).
+        python
+            .prefixes
+            .extend(config.read_only_dirs.iter().filter(|d| d.is_dir()).cloned());
         let tag = format!(
             "codegym-{}-{:08x}",
             std::process::id(),
@@ -178,6 +184,7 @@ impl Sandbox {
             read_only,
             outputs_dir: !req.data.outputs.is_empty(),
             args: req.data.argv(),
+            python_path: req.data.site_dir.clone(),
         };
         let outputs = req.data.outputs;
         let _permit = self

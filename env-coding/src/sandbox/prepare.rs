@@ -139,6 +139,8 @@ pub(crate) struct RunLayout<'a> {
     pub outputs_dir: bool,
     /// `--name value` arguments after `main.py`.
     pub args: Vec<String>,
+    /// A package-cache site dir, first on `sys.path` after the work dir.
+    pub python_path: Option<PathBuf>,
 }
 
 /// The uid/gid an execution runs as, when the supervisor can drop privileges.

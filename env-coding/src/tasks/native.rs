@@ -44,6 +44,8 @@ struct Line {
     inputs: Option<serde_json::Value>,
     #[serde(default)]
     outputs: Option<serde_json::Value>,
+    #[serde(default)]
+    requirements: Option<serde_json::Value>,
 }
 
 fn check_version(v: u32) -> Result<(), String> {
@@ -79,6 +81,7 @@ pub(super) fn parse_task(
         files: line.files,
         inputs: line.inputs,
         outputs: line.outputs,
+        requirements: line.requirements,
     };
     let data = TaskData::from_raw(raw, base).map_err(|e| format!("task {:?}: {e}", line.id))?;
     Ok(Task {

@@ -108,6 +108,7 @@ pub(crate) async fn start(
         "rlimits": rlimits,
         // Data tasks (issue 13): `sys.argv[1:]`.
         "argv": layout.args,
+        "python_path": layout.python_path.as_ref().map(|p| p.display().to_string()),
     });
     let mut fds = vec![
         in_r.as_raw_fd(),

@@ -66,11 +66,17 @@ fn runs_a_file_or_an_episode_on_new_inputs() {
     assert!(o.status.success(), "{o:?}");
     assert_eq!(stdout(&o), "rows = 2\ntotal_revenue = 48.5\n");
 
-    let o = run(dir.path(), &["--solution", "solution.py", "--", "--region", "east"]);
+    let o = run(
+        dir.path(),
+        &["--solution", "solution.py", "--", "--region", "east"],
+    );
     assert_eq!(stdout(&o), "rows = 1\ntotal_revenue = 40.0\n");
 
     // The last solved episode of a dataset, or one chosen by id.
-    let o = run(dir.path(), &["--solution", "out.jsonl", "--", "--region", "east"]);
+    let o = run(
+        dir.path(),
+        &["--solution", "out.jsonl", "--", "--region", "east"],
+    );
     assert_eq!(stdout(&o), "rows = 1\ntotal_revenue = 40.0\n", "{o:?}");
     let o = run(dir.path(), &["--solution", "out.jsonl#ep-2"]);
     assert!(!o.status.success());
@@ -82,8 +88,17 @@ fn runs_a_file_or_an_episode_on_new_inputs() {
     assert_eq!(v["outputs"]["rows"], serde_json::json!({"value": 2}));
 
     // Bad inputs and unknown episodes are clear errors.
-    let o = run(dir.path(), &["--solution", "solution.py", "--", "region", "x"]);
-    assert!(String::from_utf8_lossy(&o.stderr).contains("--NAME VALUE"), "{o:?}");
+    let o = run(
+        dir.path(),
+        &["--solution", "solution.py", "--", "region", "x"],
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--NAME VALUE"),
+        "{o:?}"
+    );
     let o = run(dir.path(), &["--solution", "out.jsonl#nope"]);
-    assert!(String::from_utf8_lossy(&o.stderr).contains("no episode"), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("no episode"),
+        "{o:?}"
+    );
 }

@@ -66,7 +66,12 @@ pub fn register(
         // Not consulted: the env is asynchronous (this is the safe default for readers of the spec).
         call_cost: CallCost::Blocking,
     };
-    let shared = Arc::new(Shared::new(sandbox.clone(), config, default_tasks, packages));
+    let shared = Arc::new(Shared::new(
+        sandbox.clone(),
+        config,
+        default_tasks,
+        packages,
+    ));
     let for_creator = shared.clone();
     let creator: AsyncEnvCreator = Arc::new(move |kwargs: Kwargs| {
         let shared = for_creator.clone();

@@ -53,10 +53,13 @@ impl Shared {
                 crate::packages::PackageError::Disabled
             )));
         };
-        let site = cache.ensure(&task.data.requirements).await.map_err(|e| match e {
-            crate::packages::PackageError::Io(_) => EnvError::Infrastructure(e.to_string()),
-            e => EnvError::FailedPrecondition(format!("task {:?}: {e}", task.id)),
-        })?;
+        let site = cache
+            .ensure(&task.data.requirements)
+            .await
+            .map_err(|e| match e {
+                crate::packages::PackageError::Io(_) => EnvError::Infrastructure(e.to_string()),
+                e => EnvError::FailedPrecondition(format!("task {:?}: {e}", task.id)),
+            })?;
         let mut task = Task::clone(&task);
         task.data.site_dir = Some(site);
         Ok(Arc::new(task))

@@ -138,7 +138,12 @@ async fn scenarios(backend: Backend, n: u32) {
 
     // The reference solves it; the outputs are typed values.
     let (r, o) = score(&sb, &task, &reference()).await;
-    assert!(o.solved, "{backend:?}: {:?}\nstderr: {}", o.breakdown(), r.stderr);
+    assert!(
+        o.solved,
+        "{backend:?}: {:?}\nstderr: {}",
+        o.breakdown(),
+        r.stderr
+    );
     assert_eq!(value(&r, "total_revenue"), json!(48.5));
     assert_eq!(value(&r, "units"), json!(4));
     assert_eq!(value(&r, "rows"), json!(2));
@@ -148,8 +153,17 @@ async fn scenarios(backend: Backend, n: u32) {
     assert_eq!(r.stdout, "['--discount', '0', '--region', 'west']\n");
 
     // Wrong type: units written as a float. Partial credit for the other two outputs.
-    let (r, o) = score(&sb, &task, &program("repr(revenue)", "repr(float(units))", "str(len(rows))")).await;
-    assert!(error(&r, "units").contains("not a valid int"), "{:?}", r.outputs);
+    let (r, o) = score(
+        &sb,
+        &task,
+        &program("repr(revenue)", "repr(float(units))", "str(len(rows))"),
+    )
+    .await;
+    assert!(
+        error(&r, "units").contains("not a valid int"),
+        "{:?}",
+        r.outputs
+    );
     assert!(!o.solved);
     assert!((o.reward - 2.0 / 3.0).abs() < 1e-9, "{}", o.reward);
 
@@ -160,9 +174,19 @@ async fn scenarios(backend: Backend, n: u32) {
     assert!((o.reward - 2.0 / 3.0).abs() < 1e-9);
 
     // A value within tolerance still counts; one beyond it does not.
-    let (_, o) = score(&sb, &task, &program("repr(revenue + 0.005)", "str(units)", "str(len(rows))")).await;
+    let (_, o) = score(
+        &sb,
+        &task,
+        &program("repr(revenue + 0.005)", "str(units)", "str(len(rows))"),
+    )
+    .await;
     assert!(o.solved, "{:?}", o.breakdown());
-    let (r, o) = score(&sb, &task, &program("repr(revenue + 1)", "str(units)", "str(len(rows))")).await;
+    let (r, o) = score(
+        &sb,
+        &task,
+        &program("repr(revenue + 1)", "str(units)", "str(len(rows))"),
+    )
+    .await;
     assert_eq!(value(&r, "total_revenue"), json!(49.5));
     assert!((o.reward - 2.0 / 3.0).abs() < 1e-9);
 
@@ -214,12 +238,28 @@ with open(os.path.join(out, "total_revenue"), "w") as f:
 "#;
     let (r, o) = score(sb, task, src).await;
     if is_root() {
-        assert!(r.stdout.contains("append denied PermissionError"), "{}", r.stdout);
-        assert!(r.stdout.contains("chmod denied PermissionError"), "{}", r.stdout);
+        assert!(
+            r.stdout.contains("append denied PermissionError"),
+            "{}",
+            r.stdout
+        );
+        assert!(
+            r.stdout.contains("chmod denied PermissionError"),
+            "{}",
+            r.stdout
+        );
     }
     assert!(error(&r, "rows").contains("rows"), "{:?}", r.outputs);
-    assert!(error(&r, "units").contains("not a regular file"), "{:?}", r.outputs);
-    assert!(error(&r, "total_revenue").contains("larger than"), "{:?}", r.outputs);
+    assert!(
+        error(&r, "units").contains("not a regular file"),
+        "{:?}",
+        r.outputs
+    );
+    assert!(
+        error(&r, "total_revenue").contains("larger than"),
+        "{:?}",
+        r.outputs
+    );
     assert_eq!(o.reward, 0.0);
     // The program may replace its own copy (it owns the work dir), which changes nothing else.
     let (r, _) = score(
@@ -247,11 +287,18 @@ fn task_data_round_trips_and_inline_tasks_refuse_paths() {
     let set = task_set(dir.path());
     let task: &Arc<Task> = set.get("sales-summary").expect("task");
     let ctx = task.data.context.as_ref().expect("a data context");
-    assert!(ctx.text.contains("File sales.csv: 5 rows, 5 columns"), "{}", ctx.text);
+    assert!(
+        ctx.text.contains("File sales.csv: 5 rows, 5 columns"),
+        "{}",
+        ctx.text
+    );
     // Loaded by path, serialised inline: the inline form parses back to the same task.
     let inline = serde_json::to_value(task.as_ref()).expect("json");
     assert_eq!(inline["files"]["sales.csv"]["text"], json!(SALES));
-    assert_eq!(&Task::from_json(inline.clone()).expect("inline"), task.as_ref());
+    assert_eq!(
+        &Task::from_json(inline.clone()).expect("inline"),
+        task.as_ref()
+    );
     let mut with_path = inline;
     with_path["files"] = json!({"sales.csv": {"path": "data/sales.csv"}});
     let e = Task::from_json(with_path).unwrap_err();
@@ -267,10 +314,14 @@ async fn reset_options_and_evaluate_items_carry_data() {
 
     let mut reg = Registry::new();
     register(&mut reg, CodingConfig::default()).unwrap_or_else(|e| panic!("register: {e}"));
-    let kwargs = json!({"extract": "raw"}).as_object().cloned().unwrap_or_default();
+    let kwargs = json!({"extract": "raw"})
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
     let dir = tempfile::tempdir().expect("tempdir");
     let set = task_set(dir.path());
-    let inline = serde_json::to_value(set.get("sales-summary").expect("task").as_ref()).expect("json");
+    let inline =
+        serde_json::to_value(set.get("sales-summary").expect("task").as_ref()).expect("json");
     let options = |extra: serde_json::Value| {
         let mut o = json!({"task": inline.clone()});
         if let (Some(o), Some(extra)) = (o.as_object_mut(), extra.as_object()) {
@@ -293,9 +344,12 @@ async fn reset_options_and_evaluate_items_carry_data() {
 
     // The same task on other inputs (a reset option): the outputs follow, the hidden expectations
     // (for the west region) no longer hold.
-    env.reset(Some(1), options(json!({"inputs": {"region": "all", "discount": 0.5}})))
-        .await
-        .expect("reset");
+    env.reset(
+        Some(1),
+        options(json!({"inputs": {"region": "all", "discount": 0.5}})),
+    )
+    .await
+    .expect("reset");
     let step = env.step(Value::Text(reference())).await.expect("step");
     let out = outputs(&step.obs);
     assert_eq!(out["rows"], OutputValue::Value(json!(5)));
@@ -309,17 +363,25 @@ async fn reset_options_and_evaluate_items_carry_data() {
         json!({"files": {"a.csv": {"path": "/etc/passwd"}}}),
     ] {
         let e = env.reset(None, options(bad.clone())).await.unwrap_err();
-        assert!(matches!(e, env_core::EnvError::InvalidOptions(_)), "{bad}: {e}");
+        assert!(
+            matches!(e, env_core::EnvError::InvalidOptions(_)),
+            "{bad}: {e}"
+        );
     }
 
     // Evaluate items: other files inline.
     let evaluator = reg.evaluator(PYTHON_ENV_ID).expect("evaluator");
     let items = vec![EvalItem {
         seed: None,
-        options: options(json!({"files": {"sales.csv": {"text": "date,region,product,units,price\n"}}})),
+        options: options(
+            json!({"files": {"sales.csv": {"text": "date,region,product,units,price\n"}}}),
+        ),
         action: Value::Text(reference()),
     }];
-    let results = evaluator.evaluate(kwargs.clone(), items).await.expect("evaluate");
+    let results = evaluator
+        .evaluate(kwargs.clone(), items)
+        .await
+        .expect("evaluate");
     let step = results.into_iter().next().expect("one").expect("step");
     assert_eq!(outputs(&step.obs)["rows"], OutputValue::Value(json!(0)));
     assert_eq!(step.reward, 0.0);

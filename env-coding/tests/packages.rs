@@ -54,7 +54,10 @@ fn task(requirements: &[&str]) -> serde_json::Map<String, serde_json::Value> {
         "requirements": requirements,
         "reward": {"version": 1, "components": [{"type": "contains", "text": "0.9.0"}]}
     });
-    json!({"task": task}).as_object().cloned().unwrap_or_default()
+    json!({"task": task})
+        .as_object()
+        .cloned()
+        .unwrap_or_default()
 }
 
 const PROGRAM: &str = r#"
@@ -70,8 +73,14 @@ for what, path, mode in [("new", os.path.join(target, "pwned.py"), "w"),
         print(what, "denied", type(e).__name__)
 "#;
 
-async fn run_task(reg: &Registry, options: serde_json::Map<String, serde_json::Value>) -> Result<String, EnvError> {
-    let kwargs = json!({"extract": "raw"}).as_object().cloned().unwrap_or_default();
+async fn run_task(
+    reg: &Registry,
+    options: serde_json::Map<String, serde_json::Value>,
+) -> Result<String, EnvError> {
+    let kwargs = json!({"extract": "raw"})
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
     let mut env = reg.make_async(PYTHON_ENV_ID, &kwargs).await?;
     env.reset(None, options).await?;
     let step = env.step(Value::Text(PROGRAM.into())).await?;
@@ -87,7 +96,10 @@ fn entries(cache: &Path) -> Vec<PathBuf> {
         .map(|d| {
             d.flatten()
                 .map(|e| e.path())
-                .filter(|p| !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')))
+                .filter(|p| {
+                    !p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+                })
                 .collect()
         })
         .unwrap_or_default()
@@ -111,10 +123,16 @@ async fn pypi_package_on_both_backends_built_once() {
     assert_eq!(built.len(), 1);
     let manifest = std::fs::read_to_string(built[0].join("manifest.json")).expect("manifest");
     assert!(manifest.contains("tabulate-0.9.0"), "{manifest}");
-    let inode = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).expect("meta"));
+    let inode =
+        |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).expect("meta"));
     let before = inode(&built[0].join("site"));
 
-    let warm = registry(cache.path(), Backend::WarmFork, 1, PackagesConfig::default());
+    let warm = registry(
+        cache.path(),
+        Backend::WarmFork,
+        1,
+        PackagesConfig::default(),
+    );
     let out = run_task(&warm, task(&[PACKAGE])).await.expect("warm run");
     assert_read_only(&out, cache.path());
     assert_eq!(entries(cache.path()), built, "reused, not rebuilt");
@@ -126,17 +144,38 @@ async fn pypi_package_on_both_backends_built_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wheelhouse_offline_shared_by_concurrent_builders() {
     let wheelhouse = tempfile::tempdir().expect("tempdir");
-    let args: Vec<OsString> = ["-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d"]
-        .iter()
-        .map(OsString::from)
-        .chain([wheelhouse.path().as_os_str().to_owned(), PACKAGE.into()])
-        .collect();
-    let env: Vec<(String, String)> = ["PATH", "HOME", "PIP_CERT", "PIP_INDEX_URL", "HTTPS_PROXY", "https_proxy"]
-        .iter()
-        .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
-        .collect();
+    let args: Vec<OsString> = [
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "-d",
+    ]
+    .iter()
+    .map(OsString::from)
+    .chain([wheelhouse.path().as_os_str().to_owned(), PACKAGE.into()])
+    .collect();
+    let env: Vec<(String, String)> = [
+        "PATH",
+        "HOME",
+        "PIP_CERT",
+        "PIP_INDEX_URL",
+        "HTTPS_PROXY",
+        "https_proxy",
+    ]
+    .iter()
+    .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
+    .collect();
     let py = python();
-    let dl = run_host_tool(&py, &args, &env, wheelhouse.path(), Duration::from_secs(120)).expect("pip download");
+    let dl = run_host_tool(
+        &py,
+        &args,
+        &env,
+        wheelhouse.path(),
+        Duration::from_secs(120),
+    )
+    .expect("pip download");
     assert_eq!(dl.exit_code, Some(0), "{}", dl.stderr);
 
     let cache = tempfile::tempdir().expect("tempdir");
@@ -160,23 +199,42 @@ async fn wheelhouse_offline_shared_by_concurrent_builders() {
     assert!(a.report().to_string().contains(PACKAGE), "{}", a.report());
 
     // Not in the wheelhouse: a clear error naming it, from the offline source.
-    let missing = a.ensure(&["codegym-no-such-package==1.0".into()]).await.unwrap_err();
+    let missing = a
+        .ensure(&["codegym-no-such-package==1.0".into()])
+        .await
+        .unwrap_err();
     match &missing {
         PackageError::Install { requirement, .. } => {
             assert!(requirement.contains("codegym-no-such-package"), "{missing}")
         }
         other => panic!("{other}"),
     }
-    assert_eq!(entries(cache.path()).len(), 1, "a failed build leaves nothing");
+    assert_eq!(
+        entries(cache.path()).len(),
+        1,
+        "a failed build leaves nothing"
+    );
 
     // Through the env: the same errors are FAILED_PRECONDITION (EnvError::FailedPrecondition).
     let reg = registry(cache.path(), Backend::Fresh, 2, config.clone());
-    let out = run_task(&reg, task(&[PACKAGE])).await.expect("run from the wheelhouse");
+    let out = run_task(&reg, task(&[PACKAGE]))
+        .await
+        .expect("run from the wheelhouse");
     assert_read_only(&out, cache.path());
-    let e = run_task(&reg, task(&["codegym-no-such-package==1.0"])).await.unwrap_err();
-    assert!(matches!(&e, EnvError::FailedPrecondition(m) if m.contains("codegym-no-such-package")), "{e}");
-    let e = run_task(&reg, task(&["tabulate @ https://example.com/t.whl"])).await.unwrap_err();
-    assert!(matches!(&e, EnvError::FailedPrecondition(m) if m.contains("refused")), "{e}");
+    let e = run_task(&reg, task(&["codegym-no-such-package==1.0"]))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, EnvError::FailedPrecondition(m) if m.contains("codegym-no-such-package")),
+        "{e}"
+    );
+    let e = run_task(&reg, task(&["tabulate @ https://example.com/t.whl"]))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, EnvError::FailedPrecondition(m) if m.contains("refused")),
+        "{e}"
+    );
 
     // Policy: an allow-list without the package refuses it.
     let strict = registry(
@@ -189,7 +247,10 @@ async fn wheelhouse_offline_shared_by_concurrent_builders() {
         },
     );
     let e = run_task(&strict, task(&[PACKAGE])).await.unwrap_err();
-    assert!(matches!(&e, EnvError::FailedPrecondition(m) if m.contains("allow-list")), "{e}");
+    assert!(
+        matches!(&e, EnvError::FailedPrecondition(m) if m.contains("allow-list")),
+        "{e}"
+    );
 }
 
 /// A server without packages refuses tasks that need them.
@@ -198,5 +259,8 @@ async fn requirements_need_the_server_to_allow_them() {
     let mut reg = Registry::new();
     register(&mut reg, CodingConfig::default()).unwrap_or_else(|e| panic!("register: {e}"));
     let e = run_task(&reg, task(&[PACKAGE])).await.unwrap_err();
-    assert!(matches!(&e, EnvError::FailedPrecondition(m) if m.contains("packages.enabled")), "{e}");
+    assert!(
+        matches!(&e, EnvError::FailedPrecondition(m) if m.contains("packages.enabled")),
+        "{e}"
+    );
 }

@@ -445,6 +445,34 @@ mod tests {
     }
 
     #[test]
+    fn typed_outputs_round_trip() {
+        // Issue 13: outputs travel as JSON text or an error; a foreign sender's bad JSON is an error.
+        use env_core::OutputValue;
+        let mut e = ExecutionResult::default();
+        e.outputs
+            .insert("rows".into(), OutputValue::Value(serde_json::json!(2)));
+        e.outputs.insert(
+            "file".into(),
+            OutputValue::Value(serde_json::json!({"size": 1, "text": "x"})),
+        );
+        e.outputs
+            .insert("bad".into(), OutputValue::Error("missing".into()));
+        assert_eq!(execution_from_proto(execution_to_proto(&e)), e);
+        let mut wire = execution_to_proto(&e);
+        wire.outputs.insert(
+            "x".into(),
+            v1::OutputValue {
+                kind: Some(v1::output_value::Kind::Json("{".into())),
+            },
+        );
+        wire.outputs
+            .insert("y".into(), v1::OutputValue { kind: None });
+        let back = execution_from_proto(wire);
+        assert!(matches!(back.outputs["x"], OutputValue::Error(_)));
+        assert!(matches!(back.outputs["y"], OutputValue::Error(_)));
+    }
+
+    #[test]
     fn json_objects_are_validated() {
         assert!(json_object("", "kwargs_json").unwrap().is_empty());
         assert_eq!(json_object(r#"{"a":1}"#, "kwargs_json").unwrap()["a"], 1);

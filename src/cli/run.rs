@@ -182,10 +182,6 @@ fn solution_source(spec: &str) -> anyhow::Result<String> {
         .flat_map(|t| t["env_steps"].as_array().into_iter().flatten())
         .filter_map(|s| s["action"]["code"].as_str())
         .next_back();
-    code.map(str::to_string).with_context(|| {
-        format!(
-            "episode {} of {path} ran no program",
-            record["episode_id"]
-        )
-    })
+    code.map(str::to_string)
+        .with_context(|| format!("episode {} of {path} ran no program", record["episode_id"]))
 }

@@ -70,7 +70,11 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         config.coding.packages.enabled = true;
     }
     if let Some(dir) = &args.wheelhouse {
-        anyhow::ensure!(dir.is_dir(), "--wheelhouse {}: not a directory", dir.display());
+        anyhow::ensure!(
+            dir.is_dir(),
+            "--wheelhouse {}: not a directory",
+            dir.display()
+        );
         config.coding.packages.wheelhouse = Some(dir.clone());
     }
     for dir in &args.tasks_dirs {

@@ -200,7 +200,11 @@ fn describe(out: &mut String, name: &str, t: &Table) {
         let nulls = t.rows.len() - cells.len();
         let kind = infer(&cells);
         let mut line = format!("  - {col}: {kind}");
-        line.push_str(if nulls > 0 { ", nullable" } else { ", no nulls" });
+        line.push_str(if nulls > 0 {
+            ", nullable"
+        } else {
+            ", no nulls"
+        });
         if nulls > 0 {
             let _ = write!(line, " ({nulls} null)");
         }
@@ -265,10 +269,16 @@ mod tests {
         assert!(t.contains("File sales.csv: 4 rows, 4 columns"), "{t}");
         assert!(t.contains("- date: datetime, no nulls"), "{t}");
         assert!(t.contains("- region: str, no nulls, 3 distinct"), "{t}");
-        assert!(t.contains("- units: int, nullable (1 null), min 1, max 5"), "{t}");
+        assert!(
+            t.contains("- units: int, nullable (1 null), min 1, max 5"),
+            "{t}"
+        );
         assert!(t.contains("- price: float, no nulls, min 3, max 12"), "{t}");
         assert!(t.contains("2024-01-02 | east | <null> | 12"), "{t}");
-        assert!(!t.contains("north, far"), "only {SAMPLE_ROWS} sample rows: {t}");
+        assert!(
+            !t.contains("north, far"),
+            "only {SAMPLE_ROWS} sample rows: {t}"
+        );
         assert!(!t.contains("notes.txt"));
     }
 
@@ -278,7 +288,11 @@ mod tests {
         let ctx = DataContext::of(&files(&[("d.json", json)])).unwrap();
         assert!(ctx.text.contains("- id: int, no nulls"), "{}", ctx.text);
         assert!(ctx.text.contains("- ok: bool"), "{}", ctx.text);
-        assert!(ctx.text.contains("- tag: str, nullable (1 null)"), "{}", ctx.text);
+        assert!(
+            ctx.text.contains("- tag: str, nullable (1 null)"),
+            "{}",
+            ctx.text
+        );
         assert!(DataContext::of(&files(&[("a.txt", "x")])).is_none());
         let wide: String = (0..2000).map(|i| format!("column_{i},")).collect();
         let big = DataContext::of(&files(&[("w.csv", &format!("{wide}\n"))])).unwrap();

@@ -154,7 +154,9 @@ impl TaskData {
             for (name, kind) in object(outputs, "outputs")? {
                 outputs::check_name(&name)?;
                 let kind: OutputType = serde_json::from_value(kind).map_err(|e| {
-                    format!("outputs.{name}: {e} (str, int, float, bool, datetime, timedelta, file)")
+                    format!(
+                        "outputs.{name}: {e} (str, int, float, bool, datetime, timedelta, file)"
+                    )
                 })?;
                 self.outputs.insert(name, kind);
             }
@@ -201,7 +203,11 @@ fn check_file_name(name: &str) -> Result<(), String> {
         .find(|c| matches!(c, std::path::Component::Normal(_)))
         .map(|c| c.as_os_str().to_string_lossy().into_owned())
         .unwrap_or_default();
-    let reserved = ["main.py", crate::reward::harness::CANDIDATE_FILE, OUTPUTS_DIR];
+    let reserved = [
+        "main.py",
+        crate::reward::harness::CANDIDATE_FILE,
+        OUTPUTS_DIR,
+    ];
     if reserved.contains(&first.as_str()) || name.len() > 255 {
         return Err(format!(
             "files: {name:?} is reserved or too long (main.py, {}, {OUTPUTS_DIR}/)",
@@ -244,9 +250,7 @@ fn load_file(name: &str, spec: FileSpec, base: Option<&Path>) -> Result<Vec<u8>,
             let (bytes, cut) = crate::tools::read_file(base, &p, MAX_FILE_BYTES)
                 .map_err(|e| format!("files.{name}: {e}"))?;
             if cut {
-                return Err(format!(
-                    "files.{name}: {p} exceeds {MAX_FILE_BYTES} bytes"
-                ));
+                return Err(format!("files.{name}: {p} exceeds {MAX_FILE_BYTES} bytes"));
             }
             bytes
         }
@@ -302,10 +306,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(&*d.files["b.bin"], &[0u8, 255]);
-        assert_eq!(
-            d.argv(),
-            ["--flag", "true", "--n", "3", "--region", "west"]
-        );
+        assert_eq!(d.argv(), ["--flag", "true", "--n", "3", "--region", "west"]);
         let back = TaskData::from_raw(raw(serde_json::to_value(&d).unwrap()), None).unwrap();
         assert_eq!(back, d);
     }
@@ -338,8 +339,7 @@ mod tests {
         std::fs::create_dir(dir.path().join("data")).unwrap();
         std::fs::write(dir.path().join("data/s.csv"), "a\n1\n").unwrap();
         std::fs::write(outside.path().join("secret"), "s3cret").unwrap();
-        std::os::unix::fs::symlink(outside.path().join("secret"), dir.path().join("link"))
-            .unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret"), dir.path().join("link")).unwrap();
         let ok = TaskData::from_raw(
             raw(json!({"files": {"s.csv": {"path": "data/s.csv"}}})),
             Some(dir.path()),

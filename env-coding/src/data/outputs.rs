@@ -70,9 +70,9 @@ pub fn collect(
         .map(|(name, kind)| {
             let rel = format!("{OUTPUTS_DIR}/{name}");
             let value = match crate::tools::read_file(workdir, &rel, MAX_OUTPUT_BYTES) {
-                Ok((_, true)) => OutputValue::Error(format!(
-                    "{rel}: larger than {MAX_OUTPUT_BYTES} bytes"
-                )),
+                Ok((_, true)) => {
+                    OutputValue::Error(format!("{rel}: larger than {MAX_OUTPUT_BYTES} bytes"))
+                }
                 Ok((bytes, false)) => parse(*kind, &bytes),
                 Err(e) if e.contains("ENOENT") => {
                     OutputValue::Error(format!("missing: the program did not write {rel}"))
@@ -143,7 +143,11 @@ pub fn parse_datetime(s: &str) -> Option<(String, f64)> {
     if let Ok(d) = DateTime::parse_from_rfc3339(s) {
         return Some((d.to_rfc3339(), d.timestamp_micros() as f64 / 1e6));
     }
-    for fmt in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M"] {
+    for fmt in [
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%d %H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M",
+    ] {
         if let Ok(n) = NaiveDateTime::parse_from_str(s, fmt) {
             return Some((n.format("%Y-%m-%dT%H:%M:%S%.f").to_string(), secs(n)));
         }
@@ -160,9 +164,7 @@ pub fn parse_timedelta(s: &str) -> Option<f64> {
     }
     let (days, clock) = match s.split_once(", ") {
         Some((d, c)) => {
-            let n = d
-                .strip_suffix(" days")
-                .or_else(|| d.strip_suffix(" day"))?;
+            let n = d.strip_suffix(" days").or_else(|| d.strip_suffix(" day"))?;
             (n.trim().parse::<i64>().ok()?, c)
         }
         None => (0, s),

@@ -231,7 +231,9 @@ fn make_readable(dir: &Path) {
         if t.is_dir() {
             make_readable(&e.path());
         } else if t.is_file() {
-            let exec = e.metadata().is_ok_and(|m| m.permissions().mode() & 0o111 != 0);
+            let exec = e
+                .metadata()
+                .is_ok_and(|m| m.permissions().mode() & 0o111 != 0);
             let mode = if exec { 0o755 } else { 0o644 };
             let _ = std::fs::set_permissions(e.path(), std::fs::Permissions::from_mode(mode));
         }
@@ -345,7 +347,9 @@ mod tests {
         assert_ne!(a, key("py", "wheelhouse:/w", &["six==1.16.0".into()]));
         assert_ne!(a, key("py2", "index:", &["six==1.16.0".into()]));
         assert_eq!(
-            failed_requirement("ERROR: No matching distribution found for nonexistent-pkg-xyz==9\n"),
+            failed_requirement(
+                "ERROR: No matching distribution found for nonexistent-pkg-xyz==9\n"
+            ),
             Some("nonexistent-pkg-xyz==9".into())
         );
         assert_eq!(failed_requirement("boom"), None);

@@ -126,7 +126,10 @@ impl PackageCache {
 
     /// The site dir holding `requirements`, built on first use. Blocking work runs on the blocking
     /// pool; concurrent callers for the same set build it once.
-    pub async fn ensure(self: &Arc<Self>, requirements: &[String]) -> Result<PathBuf, PackageError> {
+    pub async fn ensure(
+        self: &Arc<Self>,
+        requirements: &[String],
+    ) -> Result<PathBuf, PackageError> {
         self.check(requirements)?;
         let me = self.clone();
         let reqs = requirements.to_vec();
@@ -172,7 +175,11 @@ fn project_name(req: &str) -> Result<String, String> {
         return Err("empty or longer than 200 characters".into());
     }
     let ok_chars = r.chars().all(|c| {
-        c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '[' | ']' | ',' | '<' | '>' | '=' | '!' | '~' | '*' | ' ')
+        c.is_ascii_alphanumeric()
+            || matches!(
+                c,
+                '.' | '_' | '-' | '[' | ']' | ',' | '<' | '>' | '=' | '!' | '~' | '*' | ' '
+            )
     });
     if !ok_chars || r.starts_with('-') || !r.starts_with(|c: char| c.is_ascii_alphanumeric()) {
         return Err("only `name[extras] version-specifiers` requirements are accepted (no options, URLs, paths or markers)".into());
@@ -190,7 +197,10 @@ mod tests {
     #[test]
     fn requirement_syntax_and_policy() {
         assert_eq!(project_name("Six==1.16.0").unwrap(), "six");
-        assert_eq!(project_name("zope.interface[test] >=5, <7").unwrap(), "zope-interface");
+        assert_eq!(
+            project_name("zope.interface[test] >=5, <7").unwrap(),
+            "zope-interface"
+        );
         for bad in [
             "",
             "-r /etc/passwd",
@@ -215,8 +225,14 @@ mod tests {
         let six = vec!["six==1.16.0".to_string()];
         assert!(cache(true, &[]).check(&six).is_ok());
         assert!(cache(true, &["Six"]).check(&six).is_ok());
-        assert!(matches!(cache(true, &["numpy"]).check(&six), Err(PackageError::Refused(..))));
-        assert!(matches!(cache(false, &[]).check(&six), Err(PackageError::Disabled)));
+        assert!(matches!(
+            cache(true, &["numpy"]).check(&six),
+            Err(PackageError::Refused(..))
+        ));
+        assert!(matches!(
+            cache(false, &[]).check(&six),
+            Err(PackageError::Disabled)
+        ));
         assert!(cache(false, &[]).check(&[]).is_ok());
     }
 }

@@ -189,7 +189,11 @@ pub fn output(
 
 /// Numbers within `tolerance` (absolute, plus 1e-9 relative), datetimes within `tolerance`
 /// seconds, a file output by its text, anything else exactly.
-fn output_matches(actual: &serde_json::Value, expected: &serde_json::Value, tolerance: f64) -> bool {
+fn output_matches(
+    actual: &serde_json::Value,
+    expected: &serde_json::Value,
+    tolerance: f64,
+) -> bool {
     use serde_json::Value as J;
     match (actual, expected) {
         (J::Number(a), J::Number(e)) => match (a.as_f64(), e.as_f64()) {

@@ -128,7 +128,10 @@ async fn start(
             value.push(b':');
             value.extend_from_slice(&old.as_bytes()["PYTHONPATH=".len()..]);
         }
-        envp.push(CString::new(value).map_err(|_| SandboxError::InvalidPath(site.display().to_string()))?);
+        envp.push(
+            CString::new(value)
+                .map_err(|_| SandboxError::InvalidPath(site.display().to_string()))?,
+        );
     }
     let landlock =
         prepare::landlock_ruleset(inner, &workdir)?.map(|fd| (fd, isolation::proc_access()));

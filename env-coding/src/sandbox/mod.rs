@@ -170,7 +170,9 @@ impl Sandbox {
         let mut read_only = Vec::with_capacity(req.data.files.len());
         for (name, data) in &req.data.files {
             let p = workdir::validate_rel(name)?;
-            if files.iter().any(|(f, _)| f.starts_with(&p) || p.starts_with(f))
+            if files
+                .iter()
+                .any(|(f, _)| f.starts_with(&p) || p.starts_with(f))
                 || p.starts_with("outputs")
             {
                 return Err(SandboxError::InvalidPath(format!(

@@ -199,7 +199,13 @@ impl PySession {
                 cgroup_peak,
                 oom: new_oom,
             };
-            return Ok(supervise::assemble(ending, &limits, out, err, Default::default()));
+            return Ok(supervise::assemble(
+                ending,
+                &limits,
+                out,
+                err,
+                Default::default(),
+            ));
         }
         // The interpreter died or overran: the session ends here.
         let _ = exited;

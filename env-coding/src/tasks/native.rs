@@ -164,6 +164,10 @@ mod tests {
                 .contains("unknown field")
         );
         let bad_reward = json!({"schema_version": 1, "id": "a", "prompt": "p", "reward": {"version": 1, "components": []}});
-        assert!(parse_task(bad_reward, None, None).unwrap_err().contains("reward"));
+        assert!(
+            parse_task(bad_reward, None, None)
+                .unwrap_err()
+                .contains("reward")
+        );
     }
 }

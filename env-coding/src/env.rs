@@ -171,7 +171,7 @@ impl CodingEnv {
             let session = self
                 .shared
                 .sandbox
-                .open_session(self.settings.limits)
+                .open_session_with(self.settings.limits, &ep.task.data)
                 .await
                 .map_err(infra)?;
             ep.session = Some(session);

@@ -159,25 +159,31 @@ impl Settings {
         options: &Options,
         rng: &mut ChaCha8Rng,
     ) -> Result<Arc<Task>, EnvError> {
-        if let Some(k) = options
-            .keys()
-            .find(|k| !matches!(k.as_str(), "task_id" | "task" | "inputs" | "files"))
-        {
+        if let Some(k) = options.keys().find(|k| {
+            !matches!(
+                k.as_str(),
+                "task_id" | "task" | "inputs" | "files" | "requirements"
+            )
+        }) {
             return Err(EnvError::InvalidOptions(format!(
-                "unknown option {k:?} (expected task_id, task, inputs or files)"
+                "unknown option {k:?} (expected task_id, task, inputs, files or requirements)"
             )));
         }
         let task = self.choose_base_task(options, rng)?;
         // Data tasks (issue 13): `inputs` and `files` options run the task on other data (inline
-        // only: a client never names a server path).
-        if !options.contains_key("inputs") && !options.contains_key("files") {
+        // only: a client never names a server path); `requirements` replace the task's (subject to
+        // the server's package policy when the task is used).
+        if !["inputs", "files", "requirements"]
+            .iter()
+            .any(|k| options.contains_key(*k))
+        {
             return Ok(task);
         }
         let raw = crate::data::RawData {
             inputs: options.get("inputs").cloned(),
             files: options.get("files").cloned(),
             outputs: None,
-            requirements: None,
+            requirements: options.get("requirements").cloned(),
         };
         let mut task = Task::clone(&task);
         task.data

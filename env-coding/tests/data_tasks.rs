@@ -386,3 +386,48 @@ async fn reset_options_and_evaluate_items_carry_data() {
     assert_eq!(outputs(&step.obs)["rows"], OutputValue::Value(json!(0)));
     assert_eq!(step.reward, 0.0);
 }
+
+/// Session mode: the interpreter's work dir has the read-only input files; the reward replays the
+/// session's program with the task's inputs and reads its typed outputs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_mode_sees_the_files_and_scores_outputs() {
+    use env_coding::{CodingConfig, PYTHON_ENV_ID, register};
+    use env_core::{Registry, Value};
+
+    let mut reg = Registry::new();
+    register(&mut reg, CodingConfig::default()).unwrap_or_else(|e| panic!("register: {e}"));
+    let kwargs = json!({"extract": "raw", "mode": "session"})
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let set = task_set(dir.path());
+    let inline =
+        serde_json::to_value(set.get("sales-summary").expect("task").as_ref()).expect("json");
+    let mut env = reg.make_async(PYTHON_ENV_ID, &kwargs).await.expect("make");
+    let options = json!({"task": inline})
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    env.reset(None, options).await.expect("reset");
+    let step = env
+        .step(Value::Text(
+            "import os\nprint(open('sales.csv').readline().strip(), os.access('sales.csv', os.W_OK))".into(),
+        ))
+        .await
+        .expect("step");
+    match &step.obs {
+        Value::Execution(r) => {
+            let writable = if is_root() { "False" } else { "True" };
+            assert_eq!(
+                r.stdout,
+                format!("date,region,product,units,price {writable}\n"),
+                "{}",
+                r.stderr
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    let step = env.step(Value::Text(reference())).await.expect("step");
+    assert_eq!(step.reward, 1.0, "{:?}", step.info);
+}

@@ -66,25 +66,21 @@ pub(crate) async fn start_session(
     id: u64,
     limits: &Limits,
     driver: &str,
+    layout: &RunLayout<'_>,
 ) -> Result<(Started<FreshProcess>, Control), SandboxError> {
     let (req_r, req_w) = prepare::pipe_pair()?;
     let (rep_r, rep_w) = prepare::pipe_pair()?;
-    let tail = vec![
+    let mut tail = vec![
         c"-u".to_owned(),
         c"-c".to_owned(),
         CString::new(driver).unwrap_or_default(),
     ];
+    // Data tasks (issue 13): cells see the task's inputs in `sys.argv[1:]`, as scripts do.
+    for a in &layout.args {
+        tail.push(CString::new(a.as_str()).map_err(|_| SandboxError::InvalidPath(a.clone()))?);
+    }
     let extra_fds = vec![(req_r, 3), (rep_w, 4)];
-    let run = start(
-        inner,
-        id,
-        &RunLayout::default(),
-        limits,
-        tail,
-        extra_fds,
-        false,
-    )
-    .await?;
+    let run = start(inner, id, layout, limits, tail, extra_fds, false).await?;
     Ok((run, (req_w, rep_r)))
 }
 

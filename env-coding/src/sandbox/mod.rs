@@ -221,9 +221,32 @@ impl Sandbox {
 
     /// Starts a persistent interpreter for the env's `session` mode.
     pub async fn open_session(&self, limits: Option<Limits>) -> Result<PySession, SandboxError> {
+        self.open_session_with(limits, &crate::data::TaskData::default())
+            .await
+    }
+
+    /// A session whose work dir holds a data task's read-only input files and `outputs/`, with its
+    /// inputs in `sys.argv[1:]` and its packages importable (issue 13). Typed outputs are read by
+    /// the reward runs, which replay the session's program.
+    pub async fn open_session_with(
+        &self,
+        limits: Option<Limits>,
+        data: &crate::data::TaskData,
+    ) -> Result<PySession, SandboxError> {
         let limits = limits.unwrap_or(self.inner.config.limits);
         let id = self.inner.next_id();
-        PySession::open(self.inner.clone(), id, limits).await
+        let mut read_only = Vec::with_capacity(data.files.len());
+        for (name, bytes) in &data.files {
+            read_only.push((workdir::validate_rel(name)?, &bytes[..]));
+        }
+        let layout = RunLayout {
+            read_only,
+            outputs_dir: !data.outputs.is_empty(),
+            python_path: data.site_dir.clone(),
+            args: data.argv(),
+            ..RunLayout::default()
+        };
+        PySession::open(self.inner.clone(), id, limits, &layout).await
     }
 }
 

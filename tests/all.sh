@@ -15,6 +15,12 @@ fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet "./trainer-bridge/python[test]"
 
+# Issue 13 (task packages): the sandbox's interpreter runs pip (as a host tool) to build the task
+# package cache; Debian's system python3 has no pip module until python3-pip is installed.
+if ! "$PYTHON" -m pip --version >/dev/null 2>&1; then
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends python3-pip
+fi
+
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo build --workspace --locked

@@ -34,6 +34,7 @@ impl CodingEvaluator {
             None => env_core::entropy_rng(),
         };
         let task = settings.choose_task(&item.options, &mut rng)?;
+        let task = self.shared.with_packages(task).await?;
         let code = match decode_action(item.action, settings.extract)? {
             Action::Code(code) => Some(code),
             Action::NoCode => None,
@@ -59,7 +60,8 @@ impl CodingEvaluator {
         options: EvalOptions,
     ) -> Result<Step<Value>> {
         let has_code = code.is_some();
-        let program = Program::new(code.unwrap_or_default());
+        let mut program = Program::new(code.unwrap_or_default());
+        program.data = task.data.clone();
         let sandbox = &self.shared.sandbox;
         let infra = |e: crate::sandbox::SandboxError| EnvError::Infrastructure(e.to_string());
         let (result, outcome) = match has_code {

@@ -37,6 +37,8 @@ pub struct CodingConfig {
     /// Memory for `Evaluate`'s shared verdicts, in MiB (`0`: every item runs its own program).
     /// Identical (task, program, limits) items are scored once; see `verdicts.rs`.
     pub verdict_cache_mib: u64,
+    /// Data tasks (issue 13): whether and which task requirements are installed, and the cache.
+    pub packages: crate::packages::PackagesConfig,
 }
 
 impl Default for CodingConfig {
@@ -50,6 +52,7 @@ impl Default for CodingConfig {
             max_episode_steps: 4,
             per_test_timeout_ms: 3_000,
             verdict_cache_mib: 64,
+            packages: crate::packages::PackagesConfig::default(),
         }
     }
 }

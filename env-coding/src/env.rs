@@ -139,10 +139,11 @@ impl CodingEnv {
         let Some(ep) = self.episode.as_mut() else {
             return Err(EnvError::ResetNeeded);
         };
-        let program = Program::new(code);
+        let task = ep.task.clone();
+        let mut program = Program::new(code);
+        program.data = task.data.clone();
         let shared = &self.shared;
         let settings = &self.settings;
-        let task = ep.task.clone();
         let (result, outcome) = run::run_and_score(
             &shared.sandbox,
             &task.reward,
@@ -170,7 +171,7 @@ impl CodingEnv {
             let session = self
                 .shared
                 .sandbox
-                .open_session(self.settings.limits)
+                .open_session_with(self.settings.limits, &ep.task.data)
                 .await
                 .map_err(infra)?;
             ep.session = Some(session);
@@ -295,13 +296,17 @@ impl CodingEnv {
             self.rng = env_core::seeded_rng(seed);
         }
         let task = self.settings.choose_task(&options, &mut self.rng)?;
+        let task = self.shared.with_packages(task).await?;
         self.end_session().await;
         self.episode = Some(Episode {
             task: task.clone(),
             steps: 0,
             ended: false,
             session: None,
-            program: Program::default(),
+            program: Program {
+                data: task.data.clone(),
+                ..Program::default()
+            },
             last: None,
         });
         if self.settings.mode == Mode::Session {
@@ -314,6 +319,10 @@ impl CodingEnv {
             serde_json::Value::Object(task.metadata.clone()),
         );
         info.insert("mode".into(), json!(self.settings.mode));
+        // Data tasks (issue 13): the summary of the task's CSV/JSON files, for prompt templates.
+        if let Some(ctx) = &task.data.context {
+            info.insert("data_context".into(), json!(ctx.text));
+        }
         Ok((Value::Text(task.prompt.clone()), info))
     }
 
@@ -336,10 +345,14 @@ impl CodingEnv {
                 // Score the empty program so that the breakdown has the task's usual shape.
                 let task = ep.task.clone();
                 let result = no_code_result();
+                let program = Program {
+                    data: task.data.clone(),
+                    ..Program::default()
+                };
                 let outcome = run::score_program(
                     &self.shared.sandbox,
                     &task.reward,
-                    &Program::default(),
+                    &program,
                     Some(&result),
                     self.settings.eval_options(),
                 )

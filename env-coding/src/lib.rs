@@ -10,7 +10,9 @@
 mod batch;
 pub mod completions;
 mod config;
+pub mod data;
 mod env;
+pub mod packages;
 mod register;
 pub mod reward;
 pub mod sandbox;

@@ -159,7 +159,8 @@ impl Default for EpisodeConfig {
 }
 
 /// Prompt templates. Placeholders in braces are replaced: `{prompt}` (the task's observation text),
-/// and in feedback `{exit_code}`, `{stdout}`, `{stderr}`, `{status}`, `{reward}`.
+/// in the task template also `{data_context}` (issue 13: the summary of a data task's CSV/JSON files
+/// from `reset`'s info, empty for other tasks), and in feedback `{exit_code}`, `{stdout}`, `{stderr}`, `{status}`, `{reward}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Prompts {
@@ -199,13 +200,26 @@ impl Prompts {
     /// task template rendered over the task's prompt. `ListTasks` sends the same opening, so that
     /// trainers prompt the model exactly as rollouts do.
     pub fn opening(&self, mode: EpisodeMode, task_prompt: &str) -> (String, String) {
+        self.opening_with_data(mode, task_prompt, "")
+    }
+
+    /// [`Prompts::opening`] with a data task's context for `{data_context}` (issue 13).
+    pub fn opening_with_data(
+        &self,
+        mode: EpisodeMode,
+        task_prompt: &str,
+        data_context: &str,
+    ) -> (String, String) {
         let system = match mode {
             EpisodeMode::CodeBlock => &self.system,
             EpisodeMode::Tools => &self.tools_system,
         };
         (
             system.clone(),
-            crate::episode::format::render(&self.task, &[("prompt", task_prompt)]),
+            crate::episode::format::render(
+                &self.task,
+                &[("prompt", task_prompt), ("data_context", data_context)],
+            ),
         )
     }
 }
@@ -276,5 +290,27 @@ impl RolloutConfig {
             return bad("no output file");
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod data_context_tests {
+    // Issue 13: `{data_context}` in the task template.
+    use super::*;
+
+    #[test]
+    fn task_template_can_include_the_data_context() {
+        let prompts = Prompts {
+            task: "{prompt}\n\nData:\n{data_context}".into(),
+            ..Prompts::default()
+        };
+        let (_, user) = prompts.opening_with_data(
+            EpisodeMode::CodeBlock,
+            "Sum it.",
+            "File a.csv: 2 rows, 1 columns",
+        );
+        assert_eq!(user, "Sum it.\n\nData:\nFile a.csv: 2 rows, 1 columns");
+        let (_, plain) = Prompts::default().opening(EpisodeMode::CodeBlock, "Sum it.");
+        assert_eq!(plain, "Sum it.");
     }
 }

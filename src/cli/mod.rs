@@ -10,6 +10,7 @@ mod envs;
 mod evaluate;
 mod export;
 mod rollout;
+mod run;
 mod serve;
 mod signal;
 mod tasks;
@@ -51,6 +52,9 @@ enum Command {
     Rollout(rollout::Args),
     /// Turn a rollout dataset into training data (RL / SFT / DPO; JSONL or Parquet).
     Export(export::Args),
+    /// Run a solution (a file or a rollout episode) on a data task's files and new inputs; print
+    /// its typed outputs.
+    Run(run::Args),
 }
 
 /// Parses arguments, installs the tracing subscriber, runs the command on a tokio runtime.
@@ -75,6 +79,7 @@ pub fn main() -> ExitCode {
             Command::Evaluate(args) => evaluate::run(args).await,
             Command::Rollout(args) => rollout::run(args).await,
             Command::Export(args) => export::run(args).await,
+            Command::Run(args) => run::run(args).await,
         }
     });
     match result {

@@ -47,6 +47,14 @@ pub struct Args {
     /// JSON config file: `{"server": {...}, "coding": {...}}` (see README); flags override it.
     #[arg(long)]
     config: Option<PathBuf>,
+    // Data tasks (issue 13): per-task packages.
+    /// Allow task `requirements` (pip, wheels only), cached under `coding.packages.cache_dir`.
+    #[arg(long)]
+    packages: bool,
+    /// Install task requirements only from the wheels in DIR, never from an index (air-gapped
+    /// clusters); implies --packages.
+    #[arg(long, value_name = "DIR")]
+    wheelhouse: Option<PathBuf>,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -57,6 +65,17 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     apply_flags(&args, &mut config.server);
     if args.require_isolation {
         config.coding.sandbox.min_isolation = env_coding::sandbox::IsolationLevel::Strict;
+    }
+    if args.packages || args.wheelhouse.is_some() {
+        config.coding.packages.enabled = true;
+    }
+    if let Some(dir) = &args.wheelhouse {
+        anyhow::ensure!(
+            dir.is_dir(),
+            "--wheelhouse {}: not a directory",
+            dir.display()
+        );
+        config.coding.packages.wheelhouse = Some(dir.clone());
     }
     for dir in &args.tasks_dirs {
         anyhow::ensure!(

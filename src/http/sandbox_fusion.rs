@@ -219,6 +219,7 @@ async fn execute(state: &HttpState, request: RunCodeRequest) -> RunCodeResponse 
         files,
         stdin: request.stdin.map(String::into_bytes),
         limits: Some(limits),
+        ..ExecRequest::default()
     };
     match state.sandbox.run_fetching(exec, request.fetch_files).await {
         Ok((result, fetched)) => {

@@ -69,9 +69,10 @@ fn env_code(e: &EnvError) -> Code {
         | EnvError::VersionNotFound { .. }
         | EnvError::UnregisteredEnv(_) => Code::NotFound,
         EnvError::AlreadyRegistered(_) => Code::AlreadyExists,
-        EnvError::ResetNeeded | EnvError::EpisodeEnded | EnvError::ClosedEnvironment => {
-            Code::FailedPrecondition
-        }
+        EnvError::ResetNeeded
+        | EnvError::EpisodeEnded
+        | EnvError::ClosedEnvironment
+        | EnvError::FailedPrecondition(_) => Code::FailedPrecondition,
         EnvError::Unsupported(_) => Code::Unimplemented,
         EnvError::ResourceExhausted(_) => Code::ResourceExhausted,
         // Retryable by definition: the sandbox or another resource behind the env failed.
@@ -110,6 +111,10 @@ mod tests {
             (ServerError::SessionNotFound("s".into()), Code::NotFound),
             (EnvError::ResetNeeded.into(), Code::FailedPrecondition),
             (EnvError::EpisodeEnded.into(), Code::FailedPrecondition),
+            (
+                EnvError::FailedPrecondition("cannot install x".into()).into(),
+                Code::FailedPrecondition,
+            ),
             (
                 EnvError::InvalidAction("a".into()).into(),
                 Code::InvalidArgument,

@@ -148,6 +148,19 @@ pub enum Component {
         #[serde(default = "one")]
         weight: f64,
     },
+    // Data tasks (issue 13).
+    /// The typed output `name` of the plain run (see [`crate::data`]) equals `expected`: numbers
+    /// (and `timedelta` seconds) within `tolerance` (absolute; relative 1e-9 besides), datetimes
+    /// within `tolerance` seconds, strings and bools exactly, a `file` output by its text. One
+    /// component per output gives partial credit per output; a missing or malformed output scores 0.
+    Output {
+        name: String,
+        expected: serde_json::Value,
+        #[serde(default)]
+        tolerance: f64,
+        #[serde(default = "one")]
+        weight: f64,
+    },
 }
 
 impl Component {
@@ -162,6 +175,7 @@ impl Component {
             Component::IoCases { .. } => "io_cases",
             Component::CheckFunction { .. } => "check_function",
             Component::Asserts { .. } => "asserts",
+            Component::Output { .. } => "output",
         }
     }
 
@@ -174,7 +188,8 @@ impl Component {
             | Component::Numeric { weight, .. }
             | Component::IoCases { weight, .. }
             | Component::CheckFunction { weight, .. }
-            | Component::Asserts { weight, .. } => *weight,
+            | Component::Asserts { weight, .. }
+            | Component::Output { weight, .. } => *weight,
         }
     }
 
@@ -187,6 +202,7 @@ impl Component {
                 | Component::Contains { .. }
                 | Component::Regex { .. }
                 | Component::Numeric { .. }
+                | Component::Output { .. }
         )
     }
 }
@@ -242,6 +258,20 @@ impl RewardSpec {
                         if re.captures_len() < 2 {
                             return Err("numeric component: pattern needs a capture group".into());
                         }
+                    }
+                }
+                Component::Output {
+                    name,
+                    expected,
+                    tolerance,
+                    ..
+                } => {
+                    crate::data::outputs::check_name(name)
+                        .map_err(|e| format!("output component: {e}"))?;
+                    if expected.is_null() || !tolerance.is_finite() || *tolerance < 0.0 {
+                        return Err(format!(
+                            "output component {name:?}: expected must not be null, tolerance finite and >= 0"
+                        ));
                     }
                 }
                 Component::IoCases { cases, .. } if cases.is_empty() => {

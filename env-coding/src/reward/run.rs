@@ -11,6 +11,7 @@ use futures::future::join_all;
 
 use super::harness::{self, CANDIDATE_FILE, TestReport, TestSuite};
 use super::{Component, ComponentScore, RewardOutcome, RewardSpec, score};
+use crate::data::TaskData;
 use crate::sandbox::{ExecRequest, Limits, Sandbox, SandboxError};
 
 /// A program to score: `main.py` plus files (session mode accumulates both).
@@ -18,6 +19,9 @@ use crate::sandbox::{ExecRequest, Limits, Sandbox, SandboxError};
 pub struct Program {
     pub source: String,
     pub files: Vec<(String, Vec<u8>)>,
+    /// Data tasks (issue 13): the task's input files, inputs and declared outputs, given to its
+    /// runs (the unit-test harness gets the files only).
+    pub data: TaskData,
 }
 
 impl Program {
@@ -25,6 +29,7 @@ impl Program {
         Program {
             source: source.into(),
             files: Vec::new(),
+            data: TaskData::default(),
         }
     }
 
@@ -136,6 +141,7 @@ fn plan(
             files: extra,
             stdin,
             limits: opts.limits,
+            data: program.data.clone(),
         };
     let run_plain = match plain {
         PlainRun::Given(_) => false,
@@ -180,6 +186,11 @@ fn plan(
             Some(input.stdin.clone()),
             extra,
         );
+        // Tests read the input files, but take no arguments and write no outputs.
+        req.data = TaskData {
+            files: program.data.files.clone(),
+            ..TaskData::default()
+        };
         // The record lists every test with its error: make room for it whatever the caller's cap.
         let mut limits = opts.limits.unwrap_or(*sandbox.limits());
         limits.stdout_cap = limits.stdout_cap.max(1 << 20);
@@ -324,6 +335,12 @@ fn score_component(
             let expected: Vec<&str> = spec_cases.iter().map(|c| c.stdout.as_str()).collect();
             score::io_cases(&runs, &expected, *mode, *weight)
         }
+        Component::Output {
+            name,
+            expected,
+            tolerance,
+            weight,
+        } => score::output(plain, name, expected, *tolerance, *weight),
         Component::CheckFunction { weight, .. } | Component::Asserts { weight, .. } => {
             let report = report.unwrap_or_else(|| TestReport {
                 tests: Vec::new(),

@@ -92,6 +92,9 @@ pub struct SandboxConfig {
     pub uid_count: u32,
     /// How one-shot scripts start (sessions always get a fresh interpreter).
     pub backend: Backend,
+    /// Data tasks (issue 13): host dirs runs may read but never write (the package cache), visible
+    /// even under hidden dirs (bound back read-only) and readable under Landlock.
+    pub read_only_dirs: Vec<PathBuf>,
 }
 
 /// How a script's interpreter is started.
@@ -138,6 +141,7 @@ impl Default for SandboxConfig {
             uid_base: 1_500_000,
             uid_count: 65_536,
             backend: Backend::Auto,
+            read_only_dirs: Vec::new(),
         }
     }
 }

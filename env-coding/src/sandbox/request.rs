@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use super::config::{IsolationLevel, Limits};
+use crate::data::TaskData;
 
 /// One execution: `source` becomes `main.py` in a fresh work dir, run with `python -I main.py`.
 #[derive(Debug, Clone, Default)]
@@ -16,6 +17,10 @@ pub struct ExecRequest {
     pub stdin: Option<Vec<u8>>,
     /// `None`: the sandbox's default limits.
     pub limits: Option<Limits>,
+    // Data tasks (issue 13).
+    /// Read-only input files (owned by the server, mode 0444), `--name value` arguments after
+    /// `main.py`, and the typed outputs read back from `outputs/` after the run.
+    pub data: TaskData,
 }
 
 impl ExecRequest {

@@ -30,6 +30,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::data::TaskData;
 use crate::reward::RewardSpec;
 
 pub use native::NATIVE_SCHEMA_VERSION;
@@ -56,13 +57,16 @@ pub struct Task {
     /// (`verdicts.rs`). False for tasks whose programs read clocks, randomness or the environment
     /// on purpose.
     pub deterministic: bool,
+    /// Data tasks (issue 13): input files, CLI inputs, typed outputs (empty for plain tasks).
+    #[serde(flatten)]
+    pub data: TaskData,
 }
 
 impl Task {
     /// A task from its native JSON form (the `options.task` of `reset`); `schema_version` optional.
     pub fn from_json(value: serde_json::Value) -> Result<Task, String> {
         // An inline task defaults to the current version; an explicit other version is still refused.
-        native::parse_task(value, Some(NATIVE_SCHEMA_VERSION))
+        native::parse_task(value, Some(NATIVE_SCHEMA_VERSION), None)
     }
 
     /// The program scored for `completion` (HumanEval convention).
@@ -146,7 +150,12 @@ impl TaskSet {
         let format = detect(first);
         let tasks = match format {
             TaskFormat::Native => {
-                native::parse_records(records).map_err(|(line, m)| err(line, m))?
+                // Data files given by path are relative to the task file's directory.
+                let base = match path.parent() {
+                    Some(p) if !p.as_os_str().is_empty() => p,
+                    _ => Path::new("."),
+                };
+                native::parse_records(records, Some(base)).map_err(|(line, m)| err(line, m))?
             }
             TaskFormat::HumanEval => records
                 .into_iter()

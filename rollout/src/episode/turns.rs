@@ -51,9 +51,18 @@ async fn setup(
         None => Err(EnvError::ClosedEnvironment),
     };
     st.env_ms += millis(t.elapsed());
-    let (obs, _info) = reset.map_err(env_ending)?;
+    let (obs, info) = reset.map_err(env_ending)?;
     let task = format::observation_text(&obs);
-    let (system, user) = config.episode.prompts.opening(config.episode.mode, &task);
+    // Data tasks (issue 13): the env's summary of the task's sample files, for `{data_context}`.
+    let data_context = info
+        .get("data_context")
+        .and_then(|v| v.as_str())
+        .unwrap_or_default();
+    let (system, user) =
+        config
+            .episode
+            .prompts
+            .opening_with_data(config.episode.mode, &task, data_context);
     st.messages.push(ChatMessage::text(Role::System, system));
     st.messages.push(ChatMessage::text(Role::User, user));
     Ok(())

@@ -17,13 +17,15 @@
 //!   imports the other;
 //! - `session.rs` + `session_driver.py`: a persistent interpreter per episode (fresh backend);
 //! - `supervise.rs`: driving a started execution to its end, and the one function that assembles
-//!   every [`ExecutionResult`].
+//!   every [`ExecutionResult`];
+//! - `metrics.rs`: what the sandbox reports to the `metrics` facade.
 
 mod cgroup;
 mod child;
 mod config;
 mod fresh;
 mod isolation;
+pub mod metrics;
 mod prepare;
 mod probe;
 mod python;
@@ -160,22 +162,42 @@ impl Sandbox {
             ));
         }
         files.push((PathBuf::from("main.py"), req.source.as_bytes()));
+        let queued = metrics::Level::enter(metrics::QUEUE_DEPTH);
         let _permit = self
             .inner
             .permits
             .acquire()
             .await
             .map_err(|_| SandboxError::Closed)?;
-        let with_stdin = req.stdin.is_some();
+        drop(queued);
+        let _in_flight = metrics::Level::enter(metrics::IN_FLIGHT);
+        let admitted = std::time::Instant::now();
+        let out = self.run_admitted(&files, &limits, req.stdin, fetch).await;
+        metrics::finished(
+            out.as_ref().map(|(r, _)| r).map_err(|_| ()),
+            admitted.elapsed(),
+        );
+        out
+    }
+
+    /// One run that holds a concurrency slot, on the configured backend.
+    async fn run_admitted(
+        &self,
+        files: &[(PathBuf, &[u8])],
+        limits: &Limits,
+        stdin: Option<Vec<u8>>,
+        fetch: Vec<String>,
+    ) -> Result<(ExecutionResult, Vec<(String, Vec<u8>)>), SandboxError> {
+        let with_stdin = stdin.is_some();
         match &self.warm {
             Some(warm) => {
-                let run = warm.start_run(&files, &limits, with_stdin).await?;
-                supervise::script(run, req.stdin, &limits, fetch).await
+                let run = warm.start_run(files, limits, with_stdin).await?;
+                supervise::script(run, stdin, limits, fetch).await
             }
             None => {
                 let id = self.inner.next_id();
-                let run = fresh::start_script(&self.inner, id, &files, &limits, with_stdin).await?;
-                supervise::script(run, req.stdin, &limits, fetch).await
+                let run = fresh::start_script(&self.inner, id, files, limits, with_stdin).await?;
+                supervise::script(run, stdin, limits, fetch).await
             }
         }
     }

@@ -14,7 +14,9 @@
 #   restricted       the Kubernetes "restricted" Pod Security profile: non-root uid, every
 #                    capability dropped, no-new-privileges, Docker's default seccomp profile
 #   documented-caps  deploy/k8s's securityContext: every capability dropped but CHOWN,
-#                    DAC_OVERRIDE, SETUID, SETGID, KILL and SYS_ADMIN, Docker's default seccomp
+#                    DAC_OVERRIDE, SETUID, SETGID, KILL and SYS_ADMIN, a read-only root file
+#                    system (podman mounts tmpfs on /tmp, /var/tmp, /run), no-new-privileges,
+#                    Docker's default seccomp
 #
 # Usage: tests/container.sh CODEGYM_BINARY [REPORT_DIR]   (root; needs podman, runc, mmdebstrap)
 set -euo pipefail
@@ -43,7 +45,7 @@ declare -A opts=(
   [podman-default]=""
   [docker-default]="--security-opt seccomp=$profile"
   [restricted]="--security-opt seccomp=$profile --user 65534:65534 --cap-drop ALL --security-opt no-new-privileges"
-  [documented-caps]="--security-opt seccomp=$profile --cap-drop ALL --cap-add CHOWN,DAC_OVERRIDE,SETUID,SETGID,KILL,SYS_ADMIN"
+  [documented-caps]="--security-opt seccomp=$profile --cap-drop ALL --cap-add CHOWN,DAC_OVERRIDE,SETUID,SETGID,KILL,SYS_ADMIN --read-only --security-opt no-new-privileges"
 )
 declare -A want_level=(
   [podman-default]=basic [docker-default]=basic [restricted]=basic [documented-caps]=strict

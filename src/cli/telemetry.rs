@@ -34,7 +34,9 @@ impl Telemetry {
 /// must run inside the tokio runtime.
 pub fn init(format: LogFormat, otlp: Option<&str>) -> anyhow::Result<Option<Telemetry>> {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    // Each layer has its own filter, so `RUST_LOG=warn` quiets the log without dropping spans.
+    // Each layer has its own filter, so `RUST_LOG=warn` quiets the log without dropping spans. The
+    // rollout's spans are at debug level: the log (info by default) does not carry them, and the
+    // trace gets the engine's debug events (retries, failed calls) as span events.
     let log = fmt::layer().with_writer(std::io::stderr);
     let log = match format {
         LogFormat::Text => log.with_filter(filter).boxed(),
@@ -58,7 +60,7 @@ pub fn init(format: LogFormat, otlp: Option<&str>) -> anyhow::Result<Option<Tele
         .build();
     let spans = tracing_opentelemetry::layer()
         .with_tracer(provider.tracer("codegym"))
-        .with_filter(Targets::new().with_target("rollout", tracing::Level::INFO));
+        .with_filter(Targets::new().with_target("rollout", tracing::Level::DEBUG));
     tracing_subscriber::registry().with(log).with(spans).init();
     Ok(Some(Telemetry { provider }))
 }

@@ -113,7 +113,7 @@ async fn observed<T>(
 ) -> Result<T, EnvError> {
     use tracing::Instrument;
     let start = std::time::Instant::now();
-    let out = call.instrument(tracing::info_span!("env_call", op)).await;
+    let out = call.instrument(tracing::debug_span!("env_call", op)).await;
     crate::metrics::env_call(op, out.is_ok(), start.elapsed());
     out
 }

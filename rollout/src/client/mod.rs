@@ -163,6 +163,7 @@ impl ChatClient {
     /// count in the model-call metrics per call, retries included.
     #[tracing::instrument(
         name = "model_call",
+        level = "debug",
         skip_all,
         fields(endpoint, attempts = tracing::field::Empty, outcome = tracing::field::Empty)
     )]

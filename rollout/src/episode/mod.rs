@@ -86,6 +86,7 @@ struct EpisodeState {
 /// metrics per episode.
 #[tracing::instrument(
     name = "episode",
+    level = "debug",
     skip_all,
     fields(task_id = %plan.task_id, sample_index = plan.sample_index, seed = plan.seed, stop_reason = tracing::field::Empty)
 )]

@@ -86,6 +86,28 @@ async fn line_with(
     found.expect("the server prints its addresses")
 }
 
+/// Pids of the warm fork servers whose parent is `parent` (the server process).
+fn fork_servers(parent: u32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let status = std::fs::read_to_string(e.path().join("status")).unwrap_or_default();
+        let ppid = status
+            .lines()
+            .find_map(|l| l.strip_prefix("PPid:"))
+            .and_then(|v| v.trim().parse::<u32>().ok());
+        let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        if ppid == Some(parent)
+            && String::from_utf8_lossy(&cmdline).contains("The fork server of the warm-fork")
+        {
+            out.push(pid);
+        }
+    }
+    out
+}
+
 fn code(text: &str) -> Option<v1::Value> {
     Some(value_to_proto(&Value::Text(text.into())))
 }
@@ -217,6 +239,54 @@ async fn serve_metrics_follow_sessions_steps_executions_and_errors() {
     c.close(v1::CloseRequest { session_id: id }).await.unwrap();
     let closed = scrape(&metrics).await;
     assert_eq!(value(&closed, "codegym_sessions_open", &[]), 0.0);
+
+    // A dead fork server is replaced on the next run, and counted.
+    let servers = fork_servers(child.id().expect("serve runs"));
+    assert_eq!(servers.len(), 1, "one warm fork server: {servers:?}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(servers[0]),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let id = c
+        .make(make("codegym/Python-v0"))
+        .await
+        .unwrap()
+        .into_inner()
+        .session_id;
+    c.reset(v1::ResetRequest {
+        session_id: id.clone(),
+        seed: None,
+        options_json: r#"{"task_id": "sum-of-squares"}"#.into(),
+    })
+    .await
+    .unwrap();
+    let step = c
+        .step(v1::StepRequest {
+            session_id: id,
+            action: code(solution),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(step.terminated, "the run after the restart succeeds");
+    let restarted = scrape(&metrics).await;
+    assert_eq!(
+        value(
+            &restarted,
+            "codegym_sandbox_fork_server_restarts_total",
+            &[]
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            &restarted,
+            "codegym_sandbox_executions_total",
+            &[("outcome", "error")]
+        ),
+        0.0
+    );
 
     // Only /metrics is served.
     let other = reqwest::get(format!("http://{metrics}/admin"))

@@ -172,3 +172,49 @@ async fn a_rollout_exports_a_span_per_episode_with_model_and_env_call_children()
             .all(|s| attr(s, "outcome").as_deref() == Some("ok"))
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_or_unreachable_collector_never_costs_the_rollout() {
+    let llm = FakeLlm::start(script(0)).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let rollout = |endpoint: &str, out: &str| {
+        let mut args = rollout_args(&llm.base_url(), &task_ids(1), 1, &dir.path().join(out));
+        args.extend(["--otlp-endpoint".to_string(), endpoint.to_string()]);
+        #[allow(clippy::disallowed_methods)] // the test runs the binary under test
+        let child = tokio::process::Command::new(BIN)
+            .args(&args)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn codegym");
+        async move {
+            tokio::time::timeout(LIMIT, child.wait_with_output())
+                .await
+                .expect("the rollout ends")
+                .unwrap()
+        }
+    };
+    // Not a URL: refused at start, before any episode, with the reason.
+    let bad = rollout("not a url", "bad.jsonl").await;
+    assert!(!bad.status.success());
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        stderr.contains("cannot set up the OTLP exporter for not a url"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("bad.jsonl").exists());
+    // Nobody listening: the episodes are played and written all the same.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = closed.local_addr().unwrap();
+    drop(closed);
+    let done = rollout(&format!("http://{addr}"), "unreachable.jsonl").await;
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert!(done.status.success(), "{stderr}");
+    assert_eq!(
+        rollout_util::records(&dir.path().join("unreachable.jsonl")).len(),
+        1
+    );
+}

@@ -11,7 +11,8 @@ use metrics::{counter, describe_counter, describe_gauge, gauge};
 
 /// Sessions open now (unary, stream and HTTP WebSocket): the session cap's used slots.
 pub const SESSIONS_OPEN: &str = "codegym_sessions_open";
-/// Env steps answered, by `outcome`: `running`, `terminated` or `truncated`.
+/// Env steps answered over gRPC (unary `Step` and the `Session` stream; not the HTTP facades), by
+/// `outcome`: `running`, `terminated` or `truncated`.
 pub const STEPS: &str = "codegym_steps_total";
 /// Failed requests, by gRPC `code` (the name, e.g. `RESOURCE_EXHAUSTED`): one per status sent,
 /// unary or on a `Session` stream.

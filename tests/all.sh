@@ -27,3 +27,26 @@ cargo build --workspace --locked
 cargo test --workspace --locked
 
 CODEGYM_BIN="$PWD/target/debug/codegym" .venv/bin/python -m pytest trainer-bridge/python/tests -q
+
+# ---- heavy suites (browser, containers, Ray) ------------------------------------------------------
+# Issue 16. Real third-party runtimes, installed here from Debian and npm: headless Chromium for the
+# HTML report, podman for the sandbox inside containers; the Ray cluster test has its own sub-block.
+heavy_start=$SECONDS
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q >/dev/null
+# chromium: the report's browser test; podman + runc + mmdebstrap: the container test (runc because
+# crun refuses hybrid cgroup hosts; mmdebstrap builds the base image, no registry is reachable).
+apt-get install -y -q --no-install-recommends chromium podman runc mmdebstrap curl >/dev/null
+
+# -- browser: `codegym report` in headless Chromium (playwright-core from npm, Debian's Chromium).
+rm -rf target/report-browser
+CODEGYM_REPORT_KEEP_DIR="$PWD/target/report-browser" \
+    cargo test --locked -p codegym --test report -- a_rollout_report_is_self_contained
+(cd tests/browser && npm ci --no-audit --no-fund --loglevel=error \
+    && CODEGYM_REPORT_HTML="$PWD/../../target/report-browser/report.html" node --test)
+
+# -- containers: the sandbox under podman with the default seccomp profiles, the restricted profile
+# and the documented capabilities (deploy/README.md has what each leaves).
+tests/container.sh target/debug/codegym target/container-test
+
+echo "heavy suites took $((SECONDS - heavy_start)) s"

@@ -113,6 +113,21 @@ struct Flags {
     /// Progress display.
     #[arg(long, value_enum)]
     progress: Option<ProgressArg>,
+    /// Serve Prometheus metrics (episodes, model calls, tokens, env calls) at `http://ADDR/metrics`
+    /// while the run lasts; port 0 picks a free port (logged as `metrics listening on ADDR` on stderr).
+    #[arg(long, value_name = "ADDR")]
+    metrics_addr: Option<std::net::SocketAddr>,
+    /// Export the run's traces (a span per episode, child spans per model and env call) to this
+    /// OTLP/gRPC endpoint, e.g. `http://127.0.0.1:4317`.
+    #[arg(long, value_name = "URL", env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    otlp_endpoint: Option<String>,
+}
+
+impl Args {
+    /// The OTLP endpoint traces go to, if any (the subscriber is set up before the command runs).
+    pub fn otlp_endpoint(&self) -> Option<&str> {
+        self.flags.otlp_endpoint.as_deref()
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -153,6 +168,14 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     config.validate()?;
+    if let Some(addr) = args.metrics_addr {
+        let local = super::metrics::install(addr, || {
+            rollout::metrics::describe();
+            env_coding::sandbox::metrics::describe();
+        })
+        .await?;
+        eprintln!("metrics listening on {local}");
+    }
     let backend = if config.env_servers.is_empty() {
         // In process the task file is the user's own: allow its directory.
         let mut coding = env_coding::CodingConfig::default();

@@ -55,6 +55,11 @@ pub struct Args {
     /// clusters); implies --packages.
     #[arg(long, value_name = "DIR")]
     wheelhouse: Option<PathBuf>,
+    /// Serve Prometheus metrics (sessions, steps, sandbox executions and latency, queue depth,
+    /// fork-server restarts, errors by gRPC code) at `http://ADDR/metrics`; port 0 picks a free port
+    /// (printed as `metrics listening on ADDR` after the other listeners' lines).
+    #[arg(long, value_name = "ADDR")]
+    metrics_addr: Option<SocketAddr>,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -150,6 +155,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
+    if let Some(addr) = args.metrics_addr {
+        let local = super::metrics::install(addr, codegym::metrics::describe).await?;
+        println!("metrics listening on {local}");
+    }
     std::io::stdout().flush()?;
     server::serve_with_http(Arc::new(registry), config.server, listener, http, shutdown).await?;
     Ok(ExitCode::SUCCESS)

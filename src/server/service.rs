@@ -138,6 +138,7 @@ impl v1::env_service_server::EnvService for EnvServer {
         let session = self.state.sessions.get(&req.session_id)?;
         let action = parse_action(req)?;
         let step = deadline::within(deadline, session.call(move |env| env.step(action))).await?;
+        crate::metrics::step(&step);
         Ok(Response::new(convert::step_to_proto(&step)))
     }
 

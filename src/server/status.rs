@@ -82,14 +82,18 @@ fn env_code(e: &EnvError) -> Code {
     }
 }
 
+// Both conversions are where a failure leaves the server (a unary status, an error on a stream),
+// so errors are counted here, once each.
 impl From<ServerError> for Status {
     fn from(e: ServerError) -> Status {
+        crate::metrics::grpc_error(e.code());
         Status::new(e.code(), e.to_string())
     }
 }
 
 impl From<&ServerError> for proto::v1::Error {
     fn from(e: &ServerError) -> Self {
+        crate::metrics::grpc_error(e.code());
         proto::v1::Error {
             code: e.code() as i32,
             message: e.to_string(),

@@ -17,7 +17,8 @@
 //!   imports the other;
 //! - `session.rs` + `session_driver.py`: a persistent interpreter per episode (fresh backend);
 //! - `supervise.rs`: driving a started execution to its end, and the one function that assembles
-//!   every [`ExecutionResult`].
+//!   every [`ExecutionResult`];
+//! - `metrics.rs`: what the sandbox reports to the `metrics` facade.
 
 mod cgroup;
 mod child;
@@ -25,6 +26,7 @@ mod config;
 mod fresh;
 pub mod host_tool;
 mod isolation;
+pub mod metrics;
 mod prepare;
 mod probe;
 mod python;
@@ -36,10 +38,13 @@ mod supervise;
 mod warm;
 mod workdir;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use env_core::ExecutionResult;
+
+use crate::data::OutputType;
 
 pub use config::{Backend, IsolationLevel, Limits, SandboxConfig, SitePackages};
 pub use isolation::{IsolationReport, Layer};
@@ -189,23 +194,45 @@ impl Sandbox {
             python_path: req.data.site_dir.clone(),
         };
         let outputs = req.data.outputs;
+        let queued = metrics::Level::enter(metrics::QUEUE_DEPTH);
         let _permit = self
             .inner
             .permits
             .acquire()
             .await
             .map_err(|_| SandboxError::Closed)?;
-        let with_stdin = req.stdin.is_some();
+        drop(queued);
+        let _in_flight = metrics::Level::enter(metrics::IN_FLIGHT);
+        let admitted = std::time::Instant::now();
+        let out = self
+            .run_admitted(&layout, &limits, req.stdin, fetch, outputs)
+            .await;
+        metrics::finished(
+            out.as_ref().map(|(r, _)| r).map_err(|_| ()),
+            admitted.elapsed(),
+        );
+        out
+    }
+
+    /// One run that holds a concurrency slot, on the configured backend.
+    async fn run_admitted(
+        &self,
+        layout: &RunLayout<'_>,
+        limits: &Limits,
+        stdin: Option<Vec<u8>>,
+        fetch: Vec<String>,
+        outputs: BTreeMap<String, OutputType>,
+    ) -> Result<(ExecutionResult, Vec<(String, Vec<u8>)>), SandboxError> {
+        let with_stdin = stdin.is_some();
         match &self.warm {
             Some(warm) => {
-                let run = warm.start_run(&layout, &limits, with_stdin).await?;
-                supervise::script(run, req.stdin, &limits, fetch, outputs).await
+                let run = warm.start_run(layout, limits, with_stdin).await?;
+                supervise::script(run, stdin, limits, fetch, outputs).await
             }
             None => {
                 let id = self.inner.next_id();
-                let run =
-                    fresh::start_script(&self.inner, id, &layout, &limits, with_stdin).await?;
-                supervise::script(run, req.stdin, &limits, fetch, outputs).await
+                let run = fresh::start_script(&self.inner, id, layout, limits, with_stdin).await?;
+                supervise::script(run, stdin, limits, fetch, outputs).await
             }
         }
     }

@@ -36,14 +36,17 @@ impl EnvBackend {
         kwargs: &Kwargs,
         route: usize,
     ) -> Result<EnvSession, EnvError> {
-        match self {
-            EnvBackend::InProcess(registry) => Ok(EnvSession::Local(
-                registry.make_async(env_id, kwargs).await?,
-            )),
-            EnvBackend::Remote(remote) => Ok(EnvSession::Remote(
-                remote.make(env_id, kwargs, route).await?,
-            )),
-        }
+        observed("make", async {
+            match self {
+                EnvBackend::InProcess(registry) => Ok(EnvSession::Local(
+                    registry.make_async(env_id, kwargs).await?,
+                )),
+                EnvBackend::Remote(remote) => Ok(EnvSession::Remote(
+                    remote.make(env_id, kwargs, route).await?,
+                )),
+            }
+        })
+        .await
     }
 }
 
@@ -70,27 +73,49 @@ impl EnvSession {
         seed: Option<u64>,
         options: Options,
     ) -> Result<(Value, Info), EnvError> {
-        match self {
-            EnvSession::Local(env) => env.reset(seed, options).await,
-            EnvSession::Remote(r) => r.reset(seed, &options).await,
-        }
+        observed("reset", async {
+            match self {
+                EnvSession::Local(env) => env.reset(seed, options).await,
+                EnvSession::Remote(r) => r.reset(seed, &options).await,
+            }
+        })
+        .await
     }
 
     /// Gymnasium's `step(action) -> (obs, reward, terminated, truncated, info)`.
     pub async fn step(&mut self, action: Value) -> Result<Step<Value>, EnvError> {
-        match self {
-            EnvSession::Local(env) => env.step(action).await,
-            EnvSession::Remote(r) => r.step(action).await,
-        }
+        observed("step", async {
+            match self {
+                EnvSession::Local(env) => env.step(action).await,
+                EnvSession::Remote(r) => r.step(action).await,
+            }
+        })
+        .await
     }
 
     /// Releases the environment (its sandbox, or the server's session).
     pub async fn close(self) -> Result<(), EnvError> {
-        match self {
-            EnvSession::Local(mut env) => env.close().await,
-            EnvSession::Remote(r) => r.close().await,
-        }
+        observed("close", async {
+            match self {
+                EnvSession::Local(mut env) => env.close().await,
+                EnvSession::Remote(r) => r.close().await,
+            }
+        })
+        .await
     }
+}
+
+/// One env call in an `env_call` span (a child of the episode's), counted and timed in the
+/// rollout metrics.
+async fn observed<T>(
+    op: &'static str,
+    call: impl std::future::Future<Output = Result<T, EnvError>>,
+) -> Result<T, EnvError> {
+    use tracing::Instrument;
+    let start = std::time::Instant::now();
+    let out = call.instrument(tracing::debug_span!("env_call", op)).await;
+    crate::metrics::env_call(op, out.is_ok(), start.elapsed());
+    out
 }
 
 #[cfg(test)]

@@ -159,8 +159,32 @@ impl ChatClient {
     }
 
     /// Sends one request to endpoint `endpoint`, retrying per the SDK convention while
-    /// `retry_budget` (the episode's remaining retries) lasts.
+    /// `retry_budget` (the episode's remaining retries) lasts. One `model_call` span and one
+    /// count in the model-call metrics per call, retries included.
+    #[tracing::instrument(
+        name = "model_call",
+        level = "debug",
+        skip_all,
+        fields(endpoint, attempts = tracing::field::Empty, outcome = tracing::field::Empty)
+    )]
     pub async fn chat(
+        &self,
+        endpoint: usize,
+        req: &ChatRequest<'_>,
+        retry_budget: &mut u32,
+    ) -> CallOutcome {
+        let out = self.chat_with_retries(endpoint, req, retry_budget).await;
+        crate::metrics::model_call(&out.call);
+        let span = tracing::Span::current();
+        span.record("attempts", out.call.attempts);
+        span.record(
+            "outcome",
+            out.call.error.as_ref().map_or("ok", |e| e.kind.as_str()),
+        );
+        out
+    }
+
+    async fn chat_with_retries(
         &self,
         endpoint: usize,
         req: &ChatRequest<'_>,

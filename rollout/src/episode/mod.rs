@@ -81,12 +81,21 @@ struct EpisodeState {
     retry_budget: u32,
 }
 
-/// Plays one episode to its end and returns its record. Never fails: failures are recorded.
+/// Plays one episode to its end and returns its record. Never fails: failures are recorded. One
+/// `episode` span (parent of its `model_call` and `env_call` spans) and one count in the episode
+/// metrics per episode.
+#[tracing::instrument(
+    name = "episode",
+    level = "debug",
+    skip_all,
+    fields(task_id = %plan.task_id, sample_index = plan.sample_index, seed = plan.seed, stop_reason = tracing::field::Empty)
+)]
 pub async fn run_episode(
     ctx: &EpisodeContext,
     plan: EpisodePlan,
     cancel: &CancellationToken,
 ) -> TrajectoryRecord {
+    let _playing = crate::metrics::Playing::start();
     let started = Instant::now();
     let started_at_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -129,7 +138,7 @@ pub async fn run_episode(
         sample_index: plan.sample_index,
     };
     let config = &ctx.config;
-    TrajectoryRecord {
+    let record = TrajectoryRecord {
         schema_version: SCHEMA_VERSION,
         run_id: ctx.run_id.clone(),
         episode_id: key.episode_id(),
@@ -161,7 +170,10 @@ pub async fn run_episode(
             env_ms: st.env_ms,
         },
         engine: EngineInfo::default(),
-    }
+    };
+    crate::metrics::episode(&record);
+    tracing::Span::current().record("stop_reason", record.stop_reason.as_str());
+    record
 }
 
 pub(crate) fn millis(d: Duration) -> u64 {

@@ -152,6 +152,7 @@ impl WarmBackend {
                 return Ok(server.clone());
             }
             tracing::warn!("the fork server exited; starting a new one");
+            super::metrics::fork_server_restarted();
             let server = Arc::new(ForkServer::start(&this.inner)?);
             *slot = Some(server.clone());
             Ok(server)

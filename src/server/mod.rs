@@ -165,7 +165,10 @@ pub async fn serve_with_http(
                 .await;
             draining.cancel();
             if !drain.is_zero() {
-                tracing::info!(?drain, "shutdown requested: NOT_SERVING, refusing new sessions while open ones go on");
+                tracing::info!(
+                    ?drain,
+                    "shutdown requested: NOT_SERVING, refusing new sessions while open ones go on"
+                );
                 tokio::time::sleep(drain).await;
             }
             tracing::info!("shutting down: draining in-flight requests and streams");

@@ -43,7 +43,10 @@ async fn setup(
         .await;
     st.env_ms += millis(t.elapsed());
     st.session = Some(made.map_err(env_ending)?);
-    let options = ctx.backend.task_options(&plan.task_id).map_err(env_ending)?;
+    let options = ctx
+        .backend
+        .task_options(&plan.task_id)
+        .map_err(env_ending)?;
     let t = Instant::now();
     let reset = match st.session.as_mut() {
         Some(s) => s.reset(Some(plan.seed), options).await,

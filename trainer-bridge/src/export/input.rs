@@ -70,7 +70,8 @@ fn parse_line(text: &str) -> Result<TrajectoryRecord, String> {
         .get("schema_version")
         .and_then(serde_json::Value::as_u64);
     match version {
-        Some(v) if (u64::from(OLDEST_READABLE_VERSION)..=u64::from(SCHEMA_VERSION)).contains(&v) => {}
+        Some(v)
+            if (u64::from(OLDEST_READABLE_VERSION)..=u64::from(SCHEMA_VERSION)).contains(&v) => {}
         Some(v) => {
             return Err(format!(
                 "unsupported schema_version {v} (this build reads {OLDEST_READABLE_VERSION} to {SCHEMA_VERSION})"

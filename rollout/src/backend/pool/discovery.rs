@@ -18,18 +18,26 @@ pub(crate) struct Target {
 impl Target {
     /// Parses `http://host:port` (an IPv6 host in brackets). Only plaintext gRPC is spoken.
     pub fn parse(url: &str) -> Result<Target, EnvError> {
-        let bad = |why: &str| EnvError::InvalidKwargs(format!("bad env server address {url:?}: {why}"));
+        let bad =
+            |why: &str| EnvError::InvalidKwargs(format!("bad env server address {url:?}: {why}"));
         let uri: tonic::codegen::http::Uri = url.parse().map_err(|e| bad(&format!("{e}")))?;
         match uri.scheme_str() {
             Some("http") => {}
-            Some(other) => return Err(bad(&format!("scheme {other:?} is not supported (use http://)"))),
+            Some(other) => {
+                return Err(bad(&format!(
+                    "scheme {other:?} is not supported (use http://)"
+                )));
+            }
             None => return Err(bad("expected http://host:port")),
         }
         if uri.path() != "/" && !uri.path().is_empty() {
             return Err(bad("a path is not allowed"));
         }
         let host = uri.host().ok_or_else(|| bad("no host"))?;
-        let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
         let port = uri.port_u16().ok_or_else(|| bad("no port"))?;
         Ok(Target { host, port })
     }
@@ -81,15 +89,24 @@ mod tests {
             ("http://", ""),
         ] {
             let err = Target::parse(bad).unwrap_err().to_string();
-            assert!(err.contains(why) && err.contains("bad env server address"), "{bad}: {err}");
+            assert!(
+                err.contains(why) && err.contains("bad env server address"),
+                "{bad}: {err}"
+            );
         }
     }
 
     #[tokio::test]
     async fn literal_addresses_resolve_to_themselves() {
-        let t = [Target::parse("http://127.0.0.1:9").unwrap(), Target::parse("http://[::1]:9").unwrap()];
+        let t = [
+            Target::parse("http://127.0.0.1:9").unwrap(),
+            Target::parse("http://[::1]:9").unwrap(),
+        ];
         let addrs = resolve_all(&t).await.unwrap();
-        assert_eq!(addrs, vec!["127.0.0.1:9".parse().unwrap(), "[::1]:9".parse().unwrap()]);
+        assert_eq!(
+            addrs,
+            vec!["127.0.0.1:9".parse().unwrap(), "[::1]:9".parse().unwrap()]
+        );
         let err = resolve_all(&[Target::parse("http://no-such-host.invalid:9").unwrap()])
             .await
             .unwrap_err();

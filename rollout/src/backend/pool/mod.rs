@@ -90,7 +90,9 @@ impl EnvPoolConfig {
             ("place_timeout_secs", self.place_timeout_secs),
         ] {
             if !(v.is_finite() && v > 0.0) {
-                return Err(format!("env_pool.{name} must be a positive number, got {v}"));
+                return Err(format!(
+                    "env_pool.{name} must be a positive number, got {v}"
+                ));
             }
         }
         Ok(())
@@ -135,7 +137,12 @@ impl Pool {
             tracing::warn!(servers = ?addrs, "no env server is serving yet; sessions wait for one");
         }
         let stop = CancellationToken::new();
-        tokio::spawn(maintain(servers.clone(), targets, config.clone(), stop.clone()));
+        tokio::spawn(maintain(
+            servers.clone(),
+            targets,
+            config.clone(),
+            stop.clone(),
+        ));
         Ok(Pool {
             servers,
             config,

@@ -191,7 +191,10 @@ mod tests {
         s.replace(&[kept], |_| unreachable!("no new server"));
         let after = s.snapshot();
         assert_eq!(after.len(), 1);
-        assert!(Arc::ptr_eq(&after[0], before.iter().find(|b| b.addr == kept).unwrap()));
+        assert!(Arc::ptr_eq(
+            &after[0],
+            before.iter().find(|b| b.addr == kept).unwrap()
+        ));
         assert_eq!(after[0].load(), 1);
     }
 }

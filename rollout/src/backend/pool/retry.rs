@@ -52,7 +52,11 @@ impl OpenFailure {
 pub(crate) fn is_transport(code: Code) -> bool {
     matches!(
         code,
-        Code::Unavailable | Code::Cancelled | Code::Unknown | Code::Internal | Code::DeadlineExceeded
+        Code::Unavailable
+            | Code::Cancelled
+            | Code::Unknown
+            | Code::Internal
+            | Code::DeadlineExceeded
     )
 }
 
@@ -81,16 +85,28 @@ mod tests {
     fn only_capacity_and_transport_failures_move_a_session() {
         let c = |code| OpenFailure::from_status(&tonic::Status::new(code, "m"));
         assert!(matches!(c(Code::ResourceExhausted), OpenFailure::Busy(_)));
-        for code in [Code::Unavailable, Code::Cancelled, Code::Unknown, Code::DeadlineExceeded] {
+        for code in [
+            Code::Unavailable,
+            Code::Cancelled,
+            Code::Unknown,
+            Code::DeadlineExceeded,
+        ] {
             assert!(matches!(c(code), OpenFailure::Unavailable(_)), "{code:?}");
         }
-        for code in [Code::NotFound, Code::InvalidArgument, Code::FailedPrecondition] {
+        for code in [
+            Code::NotFound,
+            Code::InvalidArgument,
+            Code::FailedPrecondition,
+        ] {
             assert!(matches!(c(code), OpenFailure::Fatal(_)), "{code:?}");
         }
         let answer = |code| OpenFailure::from_answer(&tonic::Status::new(code, "m"));
         // The server's own INTERNAL (an env that panicked) is about the env, not the server.
         assert!(matches!(answer(Code::Internal), OpenFailure::Fatal(_)));
-        assert!(matches!(answer(Code::Unavailable), OpenFailure::Unavailable(_)));
+        assert!(matches!(
+            answer(Code::Unavailable),
+            OpenFailure::Unavailable(_)
+        ));
         assert!(matches!(
             status_error(&tonic::Status::invalid_argument("no")),
             EnvError::InvalidAction(_)

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use env_core::{EnvError, Info, Kwargs, Options, Step, Value};
 use proto::convert;
-use proto::v1::{self, session_request::Kind as Req, session_response::Kind as Resp};
 use proto::v1::env_service_client::EnvServiceClient;
+use proto::v1::{self, session_request::Kind as Req, session_response::Kind as Resp};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
@@ -58,17 +58,16 @@ impl PooledSession {
         let mut client = EnvServiceClient::new(lease.server().channel.clone());
         // One request is in flight at a time; a little room lets `close` follow without waiting.
         let (tx, rx) = mpsc::channel(4);
-        let inbound = match tokio::time::timeout(deadline, client.session(ReceiverStream::new(rx)))
-            .await
-        {
-            Ok(Ok(response)) => response.into_inner(),
-            Ok(Err(status)) => return Err(OpenFailure::from_status(&status)),
-            Err(_) => {
-                return Err(OpenFailure::Unavailable(format!(
-                    "no answer to opening a session within {deadline:?}"
-                )));
-            }
-        };
+        let inbound =
+            match tokio::time::timeout(deadline, client.session(ReceiverStream::new(rx))).await {
+                Ok(Ok(response)) => response.into_inner(),
+                Ok(Err(status)) => return Err(OpenFailure::from_status(&status)),
+                Err(_) => {
+                    return Err(OpenFailure::Unavailable(format!(
+                        "no answer to opening a session within {deadline:?}"
+                    )));
+                }
+            };
         let mut session = PooledSession {
             lease,
             tx,
@@ -217,7 +216,11 @@ impl PooledSession {
             if message.request_id != request_id {
                 // Answers come in order; an older one belongs to a call abandoned at its deadline
                 // (which lost the session), so this cannot happen on a live session.
-                tracing::debug!(got = message.request_id, want = request_id, "skipping a stale answer");
+                tracing::debug!(
+                    got = message.request_id,
+                    want = request_id,
+                    "skipping a stale answer"
+                );
                 continue;
             }
             return match message.kind {

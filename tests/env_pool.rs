@@ -187,6 +187,15 @@ async fn a_server_killed_mid_rollout_loses_no_episode_and_restarts_are_recorded(
         assert_ne!(r.env_server.as_deref(), Some(victim.addr.as_str()));
         assert_eq!(r.turns[0].index, 0);
     }
+    let restarts: usize = all.iter().map(|r| r.restarts.len()).sum();
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(sidecar(&out, ".summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(summary["env_restarts"], serde_json::json!(restarts));
+    assert!(
+        stdout.contains(&format!("env restarts: {restarts}")),
+        "{stdout}"
+    );
     // After the kill no new session went to the dead server: the ones on it are the restarted ones
     // and the episodes that had finished before.
     let survivors: HashSet<String> = servers.iter().map(|s| s.addr.clone()).collect();

@@ -44,9 +44,9 @@ impl EnvBackend {
             EnvBackend::InProcess(registry) => Ok(EnvSession::Local(
                 registry.make_async(env_id, kwargs).await?,
             )),
-            EnvBackend::Remote(remote) => Ok(EnvSession::Remote(
+            EnvBackend::Remote(remote) => Ok(EnvSession::Remote(Box::new(
                 remote.make(env_id, kwargs, avoid).await?,
-            )),
+            ))),
         }
     }
 
@@ -77,7 +77,8 @@ impl EnvBackend {
 /// abandons the env: the episode ends with it.
 pub enum EnvSession {
     Local(Box<dyn AsyncEnv>),
-    Remote(pool::PooledSession),
+    // Boxed: a stream's state is large, and an episode holds its session for its whole life.
+    Remote(Box<pool::PooledSession>),
 }
 
 impl std::fmt::Debug for EnvSession {

@@ -82,6 +82,7 @@ def test_a_draining_server_gets_no_new_sessions(tmp_path):
             assert {s.server for s in after} == {open_}
             for s in [before, *after]:
                 s.close()
+        draining_proc.kill()  # rather than wait out its drain period
 
 
 def test_a_killed_server_loses_its_sessions_and_the_episode_replays_elsewhere(tmp_path):

@@ -21,3 +21,10 @@ cargo build --workspace --locked
 cargo test --workspace --locked
 
 CODEGYM_BIN="$PWD/target/debug/codegym" .venv/bin/python -m pytest trainer-bridge/python/tests -q
+
+# --- Heavy suites: multi-process tests kept in one clearly named step (issue 16). ---
+# Pool / Ray (branch pool): a local multi-node Ray cluster (ray from PyPI, the package's `ray`
+# extra) with one `codegym serve` per node, a rollout over it with a server killed mid-rollout.
+# Cost measured on the 2-core machine: ~30 s for the suite, plus installing ray (one wheel).
+.venv/bin/python -m pip install --quiet "./trainer-bridge/python[ray]"
+CODEGYM_HEAVY=1 CODEGYM_BIN="$PWD/target/debug/codegym" .venv/bin/python -m pytest trainer-bridge/python/tests/heavy -q -m heavy

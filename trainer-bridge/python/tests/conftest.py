@@ -13,6 +13,10 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
+
+# tests/heavy/ (a local multi-node Ray cluster, ...) runs only in CI's heavy step, which installs
+# what it needs and sets CODEGYM_HEAVY=1 (see tests/all.sh).
+collect_ignore = [] if os.environ.get("CODEGYM_HEAVY") == "1" else ["heavy"]
 # Generous: the server may be starting on two loaded cores alongside other test suites.
 STARTUP_TIMEOUT_S = 120.0
 

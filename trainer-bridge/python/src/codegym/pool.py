@@ -21,9 +21,11 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -87,6 +89,23 @@ class _Server:
     load: int = 0
     busy_until: float = 0.0
     health_stub: Any = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class Restart:
+    """An attempt of an episode lost with its server."""
+
+    server: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Played(Generic[T]):
+    """What `ServerPool.play` returns: the episode's result, where it ran, the attempts it lost."""
+
+    result: T
+    server: str
+    restarts: list[Restart]
 
 
 class ServerPool:
@@ -233,6 +252,28 @@ class ServerPool:
                     grpc.StatusCode.UNAVAILABLE, f"no env server took the session (last: {last})", "Session"
                 )
             time.sleep(pause)
+
+    def play(
+        self, env_id: str, episode: Callable[[PooledSession], T], *, max_restarts: int = 3, **kwargs: Any
+    ) -> Played[T]:
+        """Plays one episode: `episode(session)` on a new session, again from its start on another
+        server each time its server is lost (up to `max_restarts` times, then `ServerLost` is
+        raised). `episode` must be a pure function of what the env answers (reset with a fixed seed),
+        so a replay is the same episode."""
+        restarts: list[Restart] = []
+        avoid = None
+        while True:
+            session = self.session(env_id, avoid=avoid, **kwargs)
+            try:
+                result = episode(session)
+                return Played(result, session.server, restarts)
+            except ServerLost as lost:
+                if len(restarts) >= max_restarts:
+                    raise
+                restarts.append(Restart(lost.server, lost.details))
+                avoid = lost.server
+            finally:
+                session.close()
 
     def close(self) -> None:
         self._stop.set()

@@ -10,6 +10,7 @@ mod grpc;
 mod grpc_coding;
 mod http;
 mod latency;
+mod pool;
 mod rollout;
 mod rollout_harness;
 

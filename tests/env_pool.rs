@@ -368,3 +368,47 @@ async fn a_name_with_several_addresses_is_several_servers() {
         BTreeSet::from([first.addr.clone(), second.addr.clone()])
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_env_servers_and_pool_settings_are_refused_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("never.jsonl");
+    let tasks = task_ids(1);
+    let config = dir.path().join("pool.json");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["https://127.0.0.1:1".into()], "not supported"),
+        (vec!["127.0.0.1:1".into()], "expected http://host:port"),
+        (
+            vec!["http://no-such-host.invalid:1".into()],
+            "cannot resolve no-such-host.invalid",
+        ),
+    ];
+    for (servers, why) in cases {
+        let args = pool_args("http://127.0.0.1:1/v1", &tasks, 1, &out, &servers);
+        let (code, _, stderr) = finish(rollout(BIN, &args)).await;
+        assert_ne!(code, 0, "{servers:?}");
+        assert!(stderr.contains(why), "{servers:?}: {stderr}");
+        assert!(!out.exists());
+    }
+    for (json, why) in [
+        (
+            r#"{"env_pool": {"call_timeout_secs": -1}}"#,
+            "env_pool.call_timeout_secs must be a positive number",
+        ),
+        (r#"{"env_pool": {"max_restart": 1}}"#, "max_restart"),
+    ] {
+        std::fs::write(&config, json).unwrap();
+        let mut args = pool_args(
+            "http://127.0.0.1:1/v1",
+            &tasks,
+            1,
+            &out,
+            &["http://127.0.0.1:1".into()],
+        );
+        args.extend(["--config".to_string(), config.display().to_string()]);
+        let (code, _, stderr) = finish(rollout(BIN, &args)).await;
+        assert_ne!(code, 0, "{json}");
+        assert!(stderr.contains(why), "{json}: {stderr}");
+        assert!(!out.exists());
+    }
+}

@@ -72,6 +72,9 @@ pub enum Command {
         /// The `codegym` binary to run as servers (default: the one beside this binary).
         #[arg(long)]
         codegym_bin: Option<PathBuf>,
+        /// A `codegym serve --config` file for every server.
+        #[arg(long)]
+        server_config: Option<PathBuf>,
     },
     /// Rollout engine overhead against the ideal schedule, with the fake LLM server.
     Rollout {
@@ -180,6 +183,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             latency_ms,
             concurrency,
             codegym_bin,
+            server_config,
         } => {
             crate::pool::run(crate::pool::PoolBenchArgs {
                 servers,
@@ -188,6 +192,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
                 latency: Duration::from_millis(latency_ms),
                 concurrency,
                 codegym_bin,
+                server_config,
             })
             .await?
         }

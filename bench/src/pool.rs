@@ -28,6 +28,8 @@ pub struct PoolBenchArgs {
     pub latency: Duration,
     pub concurrency: usize,
     pub codegym_bin: Option<PathBuf>,
+    /// A `codegym serve --config` file for every server.
+    pub server_config: Option<PathBuf>,
 }
 
 /// A `codegym serve` process, killed on drop.
@@ -36,10 +38,13 @@ struct Server {
     url: String,
 }
 
-async fn start_server(bin: &PathBuf) -> anyhow::Result<Server> {
+async fn start_server(bin: &PathBuf, config: Option<&PathBuf>) -> anyhow::Result<Server> {
     let mut cmd = tokio::process::Command::new(bin);
-    cmd.args(["serve", "--addr", "127.0.0.1:0"])
-        .env("RUST_LOG", "warn")
+    cmd.args(["serve", "--addr", "127.0.0.1:0"]);
+    if let Some(config) = config {
+        cmd.arg("--config").arg(config);
+    }
+    cmd.env("RUST_LOG", "warn")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true);
@@ -82,7 +87,7 @@ fn codegym_bin(args: &PoolBenchArgs) -> anyhow::Result<PathBuf> {
 async fn measure(args: &PoolBenchArgs, bin: &PathBuf, n: usize) -> anyhow::Result<String> {
     let mut servers = Vec::new();
     for _ in 0..n {
-        servers.push(start_server(bin).await?);
+        servers.push(start_server(bin, args.server_config.as_ref()).await?);
     }
     let model = FakeServer::start(FakeServerPlace::Process, args.latency).await?;
     let tasks = env_coding::tasks::TaskSet::builtin_examples();
@@ -171,7 +176,7 @@ pub async fn run(args: PoolBenchArgs) -> anyhow::Result<String> {
         args.latency.as_millis(),
         args.concurrency
     );
-    t.push_str("| servers | episodes | steps | wall s | episodes/s | steps/s | episodes per server | server CPU | engine CPU |\n");
+    t.push_str("| servers | episodes | steps | wall s | episodes/s | steps/s | episodes per server | server processes' own CPU | engine CPU |\n");
     t.push_str("|---:|---:|---:|---:|---:|---:|---|---:|---:|\n");
     for &n in &args.servers {
         t.push_str(&measure(&args, &bin, n).await?);

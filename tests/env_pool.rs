@@ -412,3 +412,70 @@ async fn bad_env_servers_and_pool_settings_are_refused_before_the_run() {
         assert!(!out.exists());
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_appears_behind_the_name_joins_the_pool() {
+    // The name first resolves to one server; mid-run /etc/hosts (in the rollout's own mount
+    // namespace, rewritten in place) adds a second, which the periodic re-resolution picks up.
+    let model = FakeLlm::start(script(200)).await.unwrap();
+    let first = Server::start(&["--addr", "127.0.0.4:0"]).await;
+    let port = first.addr.rsplit(':').next().unwrap().to_string();
+    let second = Server::start(&["--addr", &format!("127.0.0.5:{port}")]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = dir.path().join("hosts");
+    std::fs::write(&hosts, "127.0.0.1 localhost\n127.0.0.4 grow.codegym.test\n").unwrap();
+    let config = dir.path().join("pool.json");
+    std::fs::write(&config, r#"{"env_pool": {"resolve_interval_secs": 0.1}}"#).unwrap();
+    let out = dir.path().join("grow.jsonl");
+    let tasks = task_ids(4);
+    let name = format!("http://grow.codegym.test:{port}");
+    let mut args: Vec<String> = [
+        "--mount",
+        "sh",
+        "-c",
+        "mount --bind \"$0\" /etc/hosts && exec \"$@\"",
+        &hosts.display().to_string(),
+        BIN,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(pool_args(&model.base_url(), &tasks, 4, &out, &[name]));
+    args.extend([
+        "--concurrency".to_string(),
+        "2".to_string(),
+        "--config".to_string(),
+        config.display().to_string(),
+    ]);
+    let run = rollout("unshare", &args);
+    let started = tokio::time::Instant::now();
+    while records_so_far(&out) < 2 {
+        assert!(started.elapsed() < LIMIT, "no records");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    std::fs::write(
+        &hosts,
+        "127.0.0.1 localhost\n127.0.0.4 grow.codegym.test\n127.0.0.5 grow.codegym.test\n",
+    )
+    .unwrap();
+    let (code, stdout, stderr) = finish(run).await;
+    assert_eq!(code, 0, "stdout: {stdout}\nstderr: {stderr}");
+    let all = assert_complete(&out, 16);
+    assert!(
+        all.iter()
+            .take(2)
+            .all(|r| r.env_server.as_deref() == Some(first.addr.as_str())),
+        "the first episodes ran before the second server was listed"
+    );
+    assert_eq!(
+        servers_used(&all),
+        BTreeSet::from([first.addr.clone(), second.addr.clone()]),
+        "the server that appeared got no session"
+    );
+}
+
+fn records_so_far(path: &Path) -> usize {
+    std::fs::read_to_string(path)
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+}

@@ -49,4 +49,10 @@ CODEGYM_REPORT_KEEP_DIR="$PWD/target/report-browser" \
 # and the documented capabilities (deploy/README.md has what each leaves).
 tests/container.sh target/debug/codegym target/container-test
 
+# -- Ray: a local multi-node Ray cluster (ray from PyPI, the package's `ray`
+# extra) with one `codegym serve` per node, a rollout over it with a server killed mid-rollout.
+# Cost measured on the 2-core machine: ~30 s for the suite, plus installing ray (one wheel).
+.venv/bin/python -m pip install --quiet "./trainer-bridge/python[ray]"
+CODEGYM_HEAVY=1 CODEGYM_BIN="$PWD/target/debug/codegym" .venv/bin/python -m pytest trainer-bridge/python/tests/heavy -q -m heavy
+
 echo "heavy suites took $((SECONDS - heavy_start)) s"

@@ -52,6 +52,30 @@ pub enum Command {
         #[arg(long, default_value = "auto", value_parser = parse_backend)]
         backend: env_coding::sandbox::Backend,
     },
+    /// Rollout throughput against 1, 2, 3... local `codegym serve` processes (the remote pool).
+    Pool {
+        /// Comma-separated server counts, one row each.
+        #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
+        servers: Vec<usize>,
+        /// Samples of each bundled example task.
+        #[arg(long, default_value_t = 16)]
+        samples: u32,
+        /// Model turns per episode (the fake model's program fails, so every episode takes all).
+        #[arg(long, default_value_t = 2)]
+        turns: u32,
+        /// Fake model latency per request, in milliseconds.
+        #[arg(long, default_value_t = 50)]
+        latency_ms: u64,
+        /// Episodes in flight.
+        #[arg(long, default_value_t = 64)]
+        concurrency: usize,
+        /// The `codegym` binary to run as servers (default: the one beside this binary).
+        #[arg(long)]
+        codegym_bin: Option<PathBuf>,
+        /// A `codegym serve --config` file for every server.
+        #[arg(long)]
+        server_config: Option<PathBuf>,
+    },
     /// Rollout engine overhead against the ideal schedule, with the fake LLM server.
     Rollout {
         /// Episodes of the throughput run.
@@ -169,6 +193,26 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
                 env_calls,
             };
             crate::rollout::run(args).await?
+        }
+        Command::Pool {
+            servers,
+            samples,
+            turns,
+            latency_ms,
+            concurrency,
+            codegym_bin,
+            server_config,
+        } => {
+            crate::pool::run(crate::pool::PoolBenchArgs {
+                servers,
+                samples,
+                turns,
+                latency: Duration::from_millis(latency_ms),
+                concurrency,
+                codegym_bin,
+                server_config,
+            })
+            .await?
         }
         Command::Http {
             clients,

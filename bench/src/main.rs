@@ -11,6 +11,7 @@ mod grpc_coding;
 mod grpo;
 mod http;
 mod latency;
+mod pool;
 mod rollout;
 mod rollout_harness;
 

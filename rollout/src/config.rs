@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::backend::pool::EnvPoolConfig;
 use crate::dataset::record::{EpisodeMode, SamplingParams};
 
 /// Default OpenAI-compatible endpoint: the Hugging Face router.
@@ -31,9 +32,11 @@ pub struct RolloutConfig {
     pub episode_timeout_secs: f64,
     pub model: ModelConfig,
     pub episode: EpisodeConfig,
-    /// gRPC addresses of `codegym serve` instances (`http://host:port`); empty runs environments
-    /// in-process.
+    /// gRPC addresses of `codegym serve` instances (`http://host:port`; a name with several
+    /// addresses is several servers); empty runs environments in-process.
     pub env_servers: Vec<String>,
+    /// How the env servers are health-checked, chosen and retried.
+    pub env_pool: EnvPoolConfig,
     pub output: OutputConfig,
 }
 
@@ -50,6 +53,7 @@ impl Default for RolloutConfig {
             model: ModelConfig::default(),
             episode: EpisodeConfig::default(),
             env_servers: Vec::new(),
+            env_pool: EnvPoolConfig::default(),
             output: OutputConfig::default(),
         }
     }
@@ -286,6 +290,7 @@ impl RolloutConfig {
         if self.model.requests_per_minute == Some(0) {
             return bad("requests_per_minute must be at least 1");
         }
+        self.env_pool.validate().map_err(ConfigError)?;
         if self.output.out.as_os_str().is_empty() {
             return bad("no output file");
         }

@@ -101,7 +101,9 @@ struct Flags {
     /// Requests per minute per endpoint.
     #[arg(long)]
     rpm: Option<u32>,
-    /// `codegym serve` address (`http://host:port`, repeatable); default: environments in-process.
+    /// `codegym serve` address (`http://host:port`, repeatable; a name with several addresses is
+    /// several servers); default: environments in-process. Sessions go to the least-loaded healthy
+    /// server and tasks are sent inline, so the servers need no task files.
     #[arg(long = "env-server")]
     env_servers: Vec<String>,
     /// The JSONL dataset to write (`FILE.manifest.json` and `FILE.summary.json` go beside it).
@@ -158,8 +160,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else if let Some(missing) = config.tasks.iter().find(|t| task_set.get(t).is_none()) {
         anyhow::bail!("task {missing:?} is not in {}", args.tasks);
     }
-    if args.tasks != env_coding::tasks::BUILTIN_EXAMPLES_NAME {
-        // The env loads the same file; an absolute path also works for a server on this machine.
+    let remote = !config.env_servers.is_empty();
+    if args.tasks != env_coding::tasks::BUILTIN_EXAMPLES_NAME && !remote {
+        // The env loads the same file.
         let path =
             std::fs::canonicalize(&args.tasks).unwrap_or_else(|_| PathBuf::from(&args.tasks));
         config.env_kwargs.insert(
@@ -193,7 +196,17 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             .context("cannot set up the environments")?;
         EnvBackend::in_process(Arc::new(registry))
     } else {
-        EnvBackend::Remote(RemoteBackend::new(&config.env_servers)?)
+        // Every task travels inline in `reset`: the servers need neither the file nor a
+        // `--tasks-dir`, and a server on another machine sees exactly the tasks loaded here.
+        let inline = config
+            .tasks
+            .iter()
+            .filter_map(|id| task_set.get(id).map(|t| (id.clone(), t.to_json())))
+            .collect();
+        let pool = RemoteBackend::connect(&config.env_servers, config.env_pool.clone())
+            .await
+            .context("cannot set up the env servers")?;
+        EnvBackend::Remote(pool.with_inline_tasks(inline))
     };
     let cancel = CancellationToken::new();
     tokio::spawn(watch_signals(cancel.clone()));

@@ -24,6 +24,10 @@ pub struct Args {
     /// Largest request message in bytes.
     #[arg(long)]
     max_request_bytes: Option<usize>,
+    /// On SIGTERM/SIGINT, answer health checks NOT_SERVING and refuse new sessions for this many
+    /// seconds while open sessions go on, then stop (default 0: stop at once).
+    #[arg(long)]
+    drain_secs: Option<u64>,
     /// Refuse to start unless every sandbox isolation layer is available.
     #[arg(long)]
     require_isolation: bool,
@@ -183,5 +187,8 @@ fn apply_flags(args: &Args, server: &mut ServerConfig) {
     }
     if let Some(b) = args.max_request_bytes {
         server.max_request_bytes = b;
+    }
+    if let Some(s) = args.drain_secs {
+        server.drain_ms = s.saturating_mul(1000);
     }
 }

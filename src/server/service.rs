@@ -37,7 +37,7 @@ pub(crate) async fn make_env(
     state: &Arc<State>,
     req: v1::MakeRequest,
 ) -> Result<(Box<dyn AsyncEnv>, EnvSpec, Permit), ServerError> {
-    if state.shutdown.is_cancelled() {
+    if state.draining.is_cancelled() {
         return Err(ServerError::ShuttingDown);
     }
     let kwargs = convert::json_object(&req.kwargs_json, "kwargs_json")?;

@@ -11,7 +11,14 @@ use serde::{Deserialize, Serialize};
 pub use env_core::ExecutionResult;
 
 /// Version of the record layout written in every record's `schema_version`.
-pub const SCHEMA_VERSION: u32 = 1;
+///
+/// 2 added the optional `env_server` and `restarts` (issue 16); a version-1 record is a valid
+/// version-2 record without them, so readers accept every version from
+/// [`OLDEST_READABLE_VERSION`] up to this one.
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// The oldest `schema_version` this build still reads.
+pub const OLDEST_READABLE_VERSION: u32 = 1;
 
 /// Name written in [`EngineInfo::name`].
 pub const ENGINE_NAME: &str = "codegym-rollout";
@@ -70,6 +77,31 @@ pub struct TrajectoryRecord {
     pub timings: Timings,
     /// What wrote the record.
     pub engine: EngineInfo,
+    // --- Scale-out (issue 16): where the episode ran and what it survived.
+    /// The env server (`host:port`) of the attempt recorded here, when the env was remote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_server: Option<String>,
+    /// Earlier attempts of this episode, lost with their env server and restarted from the first
+    /// turn with the same seed; the record's messages and turns are the last attempt's only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restarts: Vec<RestartRecord>,
+}
+
+/// An attempt of an episode abandoned because its env server was lost (died, broke the
+/// connection, stopped answering, or could no longer run the session).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RestartRecord {
+    /// The server the lost attempt ran on (`host:port`).
+    pub env_server: String,
+    /// What was seen of the loss.
+    pub reason: String,
+    /// Model calls the lost attempt had made.
+    pub turns: u32,
+    /// Tokens the lost attempt spent (not counted in the record's `usage`).
+    #[serde(default)]
+    pub usage: Usage,
+    /// Milliseconds from the episode's start to the loss.
+    pub after_ms: u64,
 }
 
 impl TrajectoryRecord {

@@ -69,6 +69,16 @@ impl Task {
         native::parse_task(value, Some(NATIVE_SCHEMA_VERSION), None)
     }
 
+    /// The task's native JSON form, which [`Task::from_json`] reads back (tasks sent inline in
+    /// `reset`'s `task` option, e.g. by a rollout to remote env servers).
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut value = serde_json::to_value(self).unwrap_or_default();
+        if let serde_json::Value::Object(map) = &mut value {
+            map.insert("schema_version".into(), NATIVE_SCHEMA_VERSION.into());
+        }
+        value
+    }
+
     /// The program scored for `completion` (HumanEval convention).
     pub fn program_from_completion(&self, completion: &str) -> String {
         match &self.completion_prefix {
@@ -321,6 +331,18 @@ pub(crate) fn read_maybe_gzip(path: &Path) -> std::io::Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_task_round_trips_through_its_inline_json() {
+        // Native and foreign (HumanEval-style, with a completion prefix) tasks alike.
+        let humaneval = r#"{"task_id": "HumanEval/0", "prompt": "def f(x):\n", "canonical_solution": "    return x\n", "test": "def check(candidate):\n    assert candidate(1) == 1\n", "entry_point": "f"}"#;
+        let foreign = TaskSet::parse(humaneval, Path::new("he.jsonl")).unwrap();
+        let builtin = TaskSet::builtin_examples();
+        for task in builtin.iter().chain(foreign.iter()) {
+            let back = Task::from_json(task.to_json()).unwrap();
+            assert_eq!(&back, task.as_ref(), "{}", task.id);
+        }
+    }
 
     #[test]
     fn builtin_examples_parse() {

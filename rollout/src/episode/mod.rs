@@ -16,8 +16,8 @@ use crate::backend::{EnvBackend, EnvSession};
 use crate::client::ChatClient;
 use crate::config::RolloutConfig;
 use crate::dataset::record::{
-    ChatMessage, EngineInfo, EpisodeKey, ErrorKind, ErrorRecord, ModelInfo, SCHEMA_VERSION,
-    StopReason, Timings, TrajectoryRecord, TurnRecord, Usage,
+    ChatMessage, EngineInfo, EpisodeKey, ErrorKind, ErrorRecord, ModelInfo, RestartRecord,
+    SCHEMA_VERSION, StopReason, Timings, TrajectoryRecord, TurnRecord, Usage,
 };
 
 /// What every episode of a run shares.
@@ -37,8 +37,6 @@ pub struct EpisodePlan {
     pub seed: u64,
     /// Index of the LLM endpoint the episode is pinned to.
     pub endpoint: usize,
-    /// Index of the env server (remote backend) the episode is pinned to.
-    pub env_route: usize,
 }
 
 /// How an episode ended.
@@ -79,6 +77,8 @@ struct EpisodeState {
     env_ms: u64,
     served_model: Option<String>,
     retry_budget: u32,
+    /// The env server an earlier attempt of this episode lost: the next session goes elsewhere.
+    avoid_server: Option<std::net::SocketAddr>,
 }
 
 /// Plays one episode to its end and returns its record. Never fails: failures are recorded. One
@@ -106,23 +106,58 @@ pub async fn run_episode(
         retry_budget: ctx.config.model.episode_retry_budget,
         ..EpisodeState::default()
     };
-    let ending = if cancel.is_cancelled() {
-        Ending::error(
-            StopReason::Cancelled,
-            ErrorKind::Cancelled,
-            "run interrupted before the episode started",
-        )
-    } else {
-        tokio::select! {
-            ending = turns::drive(ctx, &plan, &mut st) => ending,
-            () = tokio::time::sleep_until(deadline) => Ending::error(
-                StopReason::Timeout,
-                ErrorKind::EpisodeTimeout,
-                format!("episode deadline of {} s passed", ctx.config.episode_timeout_secs),
-            ),
-            () = cancel.cancelled() => Ending::error(StopReason::Cancelled, ErrorKind::Cancelled, "run interrupted"),
+    let mut restarts = Vec::new();
+    let ending = loop {
+        let ending = if cancel.is_cancelled() {
+            Ending::error(
+                StopReason::Cancelled,
+                ErrorKind::Cancelled,
+                "run interrupted before the episode started",
+            )
+        } else {
+            tokio::select! {
+                ending = turns::drive(ctx, &plan, &mut st) => ending,
+                () = tokio::time::sleep_until(deadline) => Ending::error(
+                    StopReason::Timeout,
+                    ErrorKind::EpisodeTimeout,
+                    format!("episode deadline of {} s passed", ctx.config.episode_timeout_secs),
+                ),
+                () = cancel.cancelled() => Ending::error(StopReason::Cancelled, ErrorKind::Cancelled, "run interrupted"),
+            }
+        };
+        // The env's state went with its server: play the episode again from its first turn, with
+        // the same seed, on another server. What the lost attempt did is kept as a restart.
+        let lost = st.session.as_ref().and_then(EnvSession::lost);
+        match lost {
+            Some((server, reason))
+                if ending.stop == StopReason::Error
+                    && restarts.len() < ctx.backend.max_restarts() as usize =>
+            {
+                tracing::info!(task = %plan.task_id, sample = plan.sample_index, %server, %reason, "restarting the episode on another env server");
+                restarts.push(RestartRecord {
+                    env_server: server.to_string(),
+                    reason,
+                    turns: u32::try_from(st.turns.len()).unwrap_or(u32::MAX),
+                    usage: st.usage,
+                    after_ms: millis(started.elapsed()),
+                });
+                // Time spent is real time of this episode; everything else starts over.
+                st = EpisodeState {
+                    retry_budget: st.retry_budget,
+                    model_ms: st.model_ms,
+                    env_ms: st.env_ms,
+                    avoid_server: Some(server),
+                    ..EpisodeState::default()
+                };
+            }
+            _ => break ending,
         }
     };
+    let env_server = st
+        .session
+        .as_ref()
+        .and_then(EnvSession::server)
+        .map(|s| s.to_string());
     if let Some(session) = st.session.take() {
         let t = Instant::now();
         // A server that does not answer a close must not hold the episode's record back for long.
@@ -170,6 +205,8 @@ pub async fn run_episode(
             env_ms: st.env_ms,
         },
         engine: EngineInfo::default(),
+        env_server,
+        restarts,
     };
     crate::metrics::episode(&record);
     tracing::Span::current().record("stop_reason", record.stop_reason.as_str());

@@ -39,12 +39,14 @@ async fn setup(
     let t = Instant::now();
     let made = ctx
         .backend
-        .make(&config.env_id, &config.env_kwargs, plan.env_route)
+        .make(&config.env_id, &config.env_kwargs, st.avoid_server)
         .await;
     st.env_ms += millis(t.elapsed());
     st.session = Some(made.map_err(env_ending)?);
-    let mut options = serde_json::Map::new();
-    options.insert("task_id".into(), json!(plan.task_id));
+    let options = ctx
+        .backend
+        .task_options(&plan.task_id)
+        .map_err(env_ending)?;
     let t = Instant::now();
     let reset = match st.session.as_mut() {
         Some(s) => s.reset(Some(plan.seed), options).await,

@@ -27,6 +27,11 @@ pub const TOKENS: &str = "codegym_rollout_tokens_total";
 pub const ENV_CALLS: &str = "codegym_rollout_env_calls_total";
 /// Env call seconds, by `op`.
 pub const ENV_CALL_SECONDS: &str = "codegym_rollout_env_call_seconds";
+/// Sessions the env pool placed on another server, by `reason` (`busy`: RESOURCE_EXHAUSTED,
+/// `unavailable`: UNAVAILABLE or unreachable).
+pub const ENV_SERVER_RETRIES: &str = "codegym_rollout_env_server_retries_total";
+/// Episodes played again from their first turn after losing their env server.
+pub const EPISODE_RESTARTS: &str = "codegym_rollout_episode_restarts_total";
 
 /// Registers the help texts.
 pub fn describe() {
@@ -50,6 +55,14 @@ pub fn describe() {
         ENV_CALL_SECONDS,
         metrics::Unit::Seconds,
         "Env call latency, by operation"
+    );
+    describe_counter!(
+        ENV_SERVER_RETRIES,
+        "Sessions placed on another env server, by reason"
+    );
+    describe_counter!(
+        EPISODE_RESTARTS,
+        "Episodes restarted after losing their env server"
     );
 }
 
@@ -96,4 +109,14 @@ pub(crate) fn env_call(op: &'static str, ok: bool, elapsed: Duration) {
     let outcome = if ok { "ok" } else { "error" };
     counter!(ENV_CALLS, "op" => op, "outcome" => outcome).increment(1);
     histogram!(ENV_CALL_SECONDS, "op" => op).record(elapsed.as_secs_f64());
+}
+
+/// The env pool tried another server for a new session.
+pub(crate) fn env_server_retry(reason: &'static str) {
+    counter!(ENV_SERVER_RETRIES, "reason" => reason).increment(1);
+}
+
+/// An episode restarts on another env server.
+pub(crate) fn episode_restart() {
+    counter!(EPISODE_RESTARTS).increment(1);
 }

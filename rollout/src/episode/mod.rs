@@ -134,6 +134,7 @@ pub async fn run_episode(
                     && restarts.len() < ctx.backend.max_restarts() as usize =>
             {
                 tracing::info!(task = %plan.task_id, sample = plan.sample_index, %server, %reason, "restarting the episode on another env server");
+                crate::metrics::episode_restart();
                 restarts.push(RestartRecord {
                     env_server: server.to_string(),
                     reason,

@@ -196,11 +196,13 @@ impl Pool {
                     Err(OpenFailure::Fatal(e)) => return Err(e),
                     Err(OpenFailure::Busy(why)) => {
                         tracing::debug!(server = %server.addr, %why, "env server full; trying another");
+                        crate::metrics::env_server_retry("busy");
                         server.mark_busy(Duration::from_millis(c.busy_cool_down_ms));
                         last = format!("{} is full: {why}", server.addr);
                     }
                     Err(OpenFailure::Unavailable(why)) => {
                         tracing::info!(server = %server.addr, %why, "env server unavailable; trying another");
+                        crate::metrics::env_server_retry("unavailable");
                         server.set_health(health::Health::Down);
                         last = format!("{} is unavailable: {why}", server.addr);
                     }

@@ -182,6 +182,13 @@ async fn answer(state: &Shared, headers: &HeaderMap, body: &Bytes) -> Response {
         state.faults.fetch_add(1, Ordering::SeqCst);
         return fault_response(state, fault).await;
     }
+    if script.reject_response_format && request.get("response_format").is_some() {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "response_format is not supported by this model",
+        );
+    }
     let messages: &[Value] = request
         .get("messages")
         .and_then(Value::as_array)
@@ -373,6 +380,15 @@ fn completion(
         ),
         Reply::Code(p) => {
             let t = format!("Here is my solution.\n\n```python\n{p}\n```\n");
+            (json!({"role": "assistant", "content": t}), "stop", t)
+        }
+        Reply::Json(v) => {
+            let t = if request.get("response_format").is_some() {
+                v.to_string()
+            } else {
+                let pretty = serde_json::to_string_pretty(v).unwrap_or_default();
+                format!("Here is the answer.\n\n```json\n{pretty}\n```\n")
+            };
             (json!({"role": "assistant", "content": t}), "stop", t)
         }
         Reply::ToolCall { name, arguments } => {

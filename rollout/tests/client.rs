@@ -33,6 +33,7 @@ async fn call(client: &ChatClient, budget: &mut u32) -> CallOutcome {
         messages: &messages,
         tools: None,
         seed: Some(42),
+        response_format: None,
     };
     client.chat(0, &req, budget).await
 }

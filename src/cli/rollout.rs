@@ -63,7 +63,7 @@ struct Flags {
     /// Environment id.
     #[arg(long)]
     env_id: Option<String>,
-    /// Model calls per episode at most.
+    /// Model calls per episode at most (autocoder mode: runs of the model's tests at most).
     #[arg(long)]
     max_turns: Option<u32>,
     /// Messages kept after the system and task messages when calling the model.
@@ -119,6 +119,8 @@ struct Flags {
 enum ModeArg {
     CodeBlock,
     Tools,
+    /// Plan, solution, model-written tests, diagnose-and-fix loop (issue 13).
+    Autocoder,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -216,6 +218,7 @@ fn apply_flags(a: &Flags, c: &mut RolloutConfig) -> anyhow::Result<()> {
         c.episode.mode = match m {
             ModeArg::CodeBlock => EpisodeMode::CodeBlock,
             ModeArg::Tools => EpisodeMode::Tools,
+            ModeArg::Autocoder => EpisodeMode::Autocoder,
         };
     }
     if let Some(m) = &a.env_mode {

@@ -1,8 +1,9 @@
 //! One episode: make an env session, reset it on the task, then alternate model calls and env steps
-//! (code-block or tools mode, see [`turns`]) until the task is solved, the model stops, the turn
+//! (code-block or tools mode, see [`turns`]; AutoCoder mode, see [`autocoder`]) until the task is solved, the model stops, the turn
 //! limit, an error, the deadline or cancellation. Whatever happens, the result is a complete
 //! [`TrajectoryRecord`] with everything that happened up to that point.
 
+mod autocoder;
 pub mod format;
 mod primitives;
 mod turns;
@@ -79,6 +80,8 @@ struct EpisodeState {
     env_ms: u64,
     served_model: Option<String>,
     retry_budget: u32,
+    /// AutoCoder mode: the summary, kept current as the loop goes.
+    autocoder: Option<crate::dataset::record::AutoCoderSummary>,
 }
 
 /// Plays one episode to its end and returns its record. Never fails: failures are recorded.
@@ -161,6 +164,7 @@ pub async fn run_episode(
             env_ms: st.env_ms,
         },
         engine: EngineInfo::default(),
+        autocoder: st.autocoder,
     }
 }
 

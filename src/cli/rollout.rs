@@ -166,6 +166,11 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         {
             coding.task_dirs.push(dir.to_path_buf());
         }
+        // AutoCoder mode (issue 13): the model's tests need pytest and its own requirements from
+        // the package cache; in process the machine is the user's own, as with `serve --packages`.
+        if config.episode.mode == EpisodeMode::Autocoder {
+            coding.packages.enabled = true;
+        }
         // Probing the sandbox blocks for tens of milliseconds: not on the runtime.
         let registry = tokio::task::spawn_blocking(move || codegym::registry(coding))
             .await?

@@ -347,3 +347,32 @@ async fn unusable_answers_are_asked_again_then_end_without_code() {
     assert_eq!(r.final_reward, 0.0);
     assert!(r.turns.iter().all(|t| t.env_steps.is_empty()));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_requirement_is_an_outcome_and_the_solution_is_scored_without_it() {
+    // A URL requirement (the server takes plain names only): the tests cannot run and the model is
+    // told why; the final solution, which does not need it, is scored without it.
+    let server = FakeLlm::start(script(vec![
+        plan(),
+        code(GOOD, &["git+https://example.com/evil.git"]),
+        tests(TESTS_OK),
+    ]))
+    .await
+    .unwrap();
+    let r = episode(7, &server, 1).await;
+    assert_common(&r);
+    let run = r.turns[2]
+        .stage
+        .as_ref()
+        .unwrap()
+        .model_tests
+        .clone()
+        .unwrap();
+    let why = run.not_run.expect("the tests did not run");
+    assert!(why.contains("evil.git"), "{why}");
+    assert_eq!(run.pass_rate, 0.0);
+    let step = &r.turns[2].env_steps[0];
+    assert!(step.error.is_some() && step.execution.is_none());
+    assert_eq!(final_code(&r), GOOD);
+    assert!(r.solved && r.final_reward == 1.0, "{:?}", r.error);
+}

@@ -86,6 +86,15 @@ fn diagnose(kind: &str) -> serde_json::Value {
 }
 
 async fn episode(n: u32, server: &FakeLlm, max_turns: u32) -> TrajectoryRecord {
+    episode_with(n, server, max_turns, serde_json::Map::new()).await
+}
+
+async fn episode_with(
+    n: u32,
+    server: &FakeLlm,
+    max_turns: u32,
+    env_kwargs: serde_json::Map<String, serde_json::Value>,
+) -> TrajectoryRecord {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run.jsonl");
     let mut c = rollout::RolloutConfig::default();
@@ -95,6 +104,7 @@ async fn episode(n: u32, server: &FakeLlm, max_turns: u32) -> TrajectoryRecord {
     c.model.backoff_initial_ms = 1;
     c.model.backoff_max_ms = 50;
     c.tasks = vec![TASK.into()];
+    c.env_kwargs = env_kwargs;
     c.episode.mode = EpisodeMode::Autocoder;
     c.episode.max_turns = max_turns;
     // The first build of pytest into the package cache downloads it.
@@ -373,6 +383,26 @@ async fn a_refused_requirement_is_an_outcome_and_the_solution_is_scored_without_
     assert_eq!(run.pass_rate, 0.0);
     let step = &r.turns[2].env_steps[0];
     assert!(step.error.is_some() && step.execution.is_none());
+    assert_eq!(final_code(&r), GOOD);
+    assert!(r.solved && r.final_reward == 1.0, "{:?}", r.error);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_mode_envs_run_the_loop_the_same_way() {
+    // A persistent interpreter per reset: the runner and the final solution run there.
+    let server = FakeLlm::start(script(vec![
+        plan(),
+        code(WRONG, &[]),
+        tests(TESTS_OK),
+        diagnose("logic"),
+        code(GOOD, &[]),
+    ]))
+    .await
+    .unwrap();
+    let kwargs = json!({"mode": "session"}).as_object().cloned().unwrap();
+    let r = episode_with(8, &server, 3, kwargs).await;
+    assert_common(&r);
+    assert_eq!(runs(&r), [0.5, 1.0]);
     assert_eq!(final_code(&r), GOOD);
     assert!(r.solved && r.final_reward == 1.0, "{:?}", r.error);
 }

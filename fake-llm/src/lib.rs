@@ -5,8 +5,8 @@
 //! scripted by [`FakeScript`]: rule-based replies, latency, and injected faults (429 with retry
 //! headers, 5xx, hangs, malformed bodies, empty choices, context-length errors), with logprobs and
 //! token ids on request, JSON replies that follow the request's `response_format` (bare JSON) or not
-//! (a fenced ```json block), and endpoints that refuse `response_format`. Its latency is exact: an absolute `timerfd` deadline from the request's
-//! arrival, the answer prepared meanwhile.
+//! (a fenced ```json block), and endpoints that refuse `response_format`. Its latency is exact: an
+//! absolute `timerfd` deadline from the request's arrival, the answer prepared meanwhile.
 //!
 //! It is the only fake in the project: it stands in for a remote paid service, everything else in
 //! rollout tests is real.

@@ -110,7 +110,7 @@ fn an_autocoder_episode_runs_with_its_requirements() {
     let dir = tempfile::tempdir().expect("tempdir");
     setup(dir.path());
     let program = format!("import tabulate\n{SOLUTION}");
-    let record = serde_json::json!({"episode_id": "ac", "solved": true,
+    let record = serde_json::json!({"episode_id": "sales#0", "solved": true,
         "autocoder": {"code": program, "requirements": ["tabulate==0.9.0"], "tests": "", "test_runs": 1},
         "turns": [{"env_steps": [
             {"action": {"kind": "model_tests", "solution": "x", "tests": "", "requirements": []}},

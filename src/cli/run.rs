@@ -152,7 +152,8 @@ fn parse_inputs(args: &[String]) -> anyhow::Result<serde_json::Map<String, serde
 /// The program: the file itself, or the last program of an episode of a rollout dataset (with an
 /// AutoCoder episode's requirements, `autocoder.requirements`).
 fn solution_source(spec: &str) -> anyhow::Result<(String, Vec<String>)> {
-    let (path, episode) = match spec.rsplit_once('#') {
+    // Episode ids hold a `#` themselves (`TASK#SAMPLE`): the path ends at the first one.
+    let (path, episode) = match spec.split_once('#') {
         Some((p, e)) if !e.is_empty() => (p, Some(e)),
         _ => (spec, None),
     };

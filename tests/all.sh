@@ -23,7 +23,7 @@ fi
 
 # Issue 13 (AutoCoder mode): the model's tests run pytest==8.3.5 from PyPI through that same package
 # cache (rollout/tests/autocoder.rs, tests/autocoder_cli.rs; cache in $TMPDIR, reused across runs):
-# nothing more to install, ~2 MB downloaded on a cold cache.
+# nothing more to install; a cold cache fetches pytest and its 3 dependencies (~2 MB installed).
 
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings

@@ -21,6 +21,10 @@ if ! "$PYTHON" -m pip --version >/dev/null 2>&1; then
     apt-get update -qq && apt-get install -y -qq --no-install-recommends python3-pip
 fi
 
+# Issue 13 (AutoCoder mode): the model's tests run pytest==8.3.5 from PyPI through that same package
+# cache (rollout/tests/autocoder.rs, tests/autocoder_cli.rs; cache in $TMPDIR, reused across runs):
+# nothing more to install; a cold cache fetches pytest and its 3 dependencies (~2 MB installed).
+
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo build --workspace --locked

@@ -102,3 +102,30 @@ fn runs_a_file_or_an_episode_on_new_inputs() {
         "{o:?}"
     );
 }
+
+/// An AutoCoder episode (issue 13): its final program runs with the requirements it was scored with
+/// (`autocoder.requirements`), resolved by the package cache (PyPI).
+#[test]
+fn an_autocoder_episode_runs_with_its_requirements() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    setup(dir.path());
+    let program = format!("import tabulate\n{SOLUTION}");
+    let record = serde_json::json!({"episode_id": "sales#0", "solved": true,
+        "autocoder": {"code": program, "requirements": ["tabulate==0.9.0"], "tests": "", "test_runs": 1},
+        "turns": [{"env_steps": [
+            {"action": {"kind": "model_tests", "solution": "x", "tests": "", "requirements": []}},
+            {"action": {"kind": "run_python", "code": program}}]}]});
+    std::fs::write(dir.path().join("ac.jsonl"), format!("{record}\n")).expect("dataset");
+    let cache = dir.path().join("cache");
+    let o = run(
+        dir.path(),
+        &[
+            "--solution",
+            "ac.jsonl",
+            "--package-cache",
+            cache.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(stdout(&o), "rows = 2\ntotal_revenue = 48.5\n");
+}

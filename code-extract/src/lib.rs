@@ -28,6 +28,13 @@ pub enum ExtractMode {
 /// least as many marks. An unclosed block runs to the end of the text, because models often stop
 /// generating before the closing fence.
 pub fn first_python_block(text: &str) -> Option<&str> {
+    first_block(text, &["", "python", "py", "python3"])
+}
+
+/// The body of the first fenced block whose language (first word of the info string, compared
+/// lower-cased) is one of `langs` (`""`: no language), by the rules of [`first_python_block`].
+/// AutoCoder mode (issue 13) reads its fenced-JSON fallback with `&["json"]`.
+pub fn first_block<'t>(text: &'t str, langs: &[&str]) -> Option<&'t str> {
     let mut offset = 0;
     let mut lines = text.split_inclusive('\n');
     while let Some(line) = lines.next() {
@@ -40,9 +47,9 @@ pub fn first_python_block(text: &str) -> Option<&str> {
             .next()
             .unwrap_or("")
             .to_ascii_lowercase();
-        let is_python = matches!(lang.as_str(), "" | "python" | "py" | "python3");
-        // Skip the whole block even when it is not Python, so that a fence inside it is not read as
-        // the start of another block.
+        let wanted = langs.contains(&lang.as_str());
+        // Skip the whole block even when it is not wanted, so that a fence inside it is not read
+        // as the start of another block.
         let body_start = offset;
         let mut body_end = None;
         for inner in lines.by_ref() {
@@ -59,7 +66,7 @@ pub fn first_python_block(text: &str) -> Option<&str> {
         }
         // An unclosed fence with nothing after it is a stray marker, not a block.
         let body = &text[body_start..body_end.unwrap_or(text.len())];
-        if is_python && (body_end.is_some() || !body.trim().is_empty()) {
+        if wanted && (body_end.is_some() || !body.trim().is_empty()) {
             return Some(body);
         }
     }
@@ -152,5 +159,15 @@ mod tests {
         ] {
             assert_eq!(serde_json::to_value(mode).unwrap(), serde_json::json!(name));
         }
+    }
+
+    #[test]
+    fn blocks_of_other_languages() {
+        let t = "```python\nx = 1\n```\nand\n```JSON\n{\"a\": 1}\n```\n";
+        assert_eq!(first_block(t, &["json"]), Some("{\"a\": 1}\n"));
+        assert_eq!(first_block("```\n{}\n```", &["json"]), None);
+        // A json fence inside a python block is not a block of its own.
+        let nested = "````python\n```json\n{}\n```\n````";
+        assert_eq!(first_block(nested, &["json"]), None);
     }
 }

@@ -148,6 +148,8 @@ pub struct EpisodeConfig {
     /// Characters of stdout and of stderr shown to the model in feedback (head and tail kept).
     pub feedback_max_chars: usize,
     pub prompts: Prompts,
+    /// AutoCoder mode (issue 13).
+    pub autocoder: AutoCoderConfig,
 }
 
 impl Default for EpisodeConfig {
@@ -158,6 +160,29 @@ impl Default for EpisodeConfig {
             max_history_messages: None,
             feedback_max_chars: 2_000,
             prompts: Prompts::default(),
+            autocoder: AutoCoderConfig::default(),
+        }
+    }
+}
+
+/// AutoCoder mode (issue 13, `episode::autocoder`). There `max_turns` bounds the runs of the
+/// model's tests (each run after the first follows a diagnosis and a fix).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AutoCoderConfig {
+    /// Requirements added to every run of the model's tests, resolved by the env server's package
+    /// cache (pinned: the cache is keyed by the exact strings). Empty: the sandbox interpreter's own
+    /// pytest is used.
+    pub test_requirements: Vec<String>,
+    /// Ask for `response_format: json_schema` first (endpoints that refuse it get fenced JSON).
+    pub structured_outputs: bool,
+}
+
+impl Default for AutoCoderConfig {
+    fn default() -> Self {
+        AutoCoderConfig {
+            test_requirements: vec!["pytest==8.3.5".to_string()],
+            structured_outputs: true,
         }
     }
 }
@@ -172,6 +197,8 @@ pub struct Prompts {
     pub system: String,
     /// System prompt of tools mode.
     pub tools_system: String,
+    /// System prompt of AutoCoder mode (issue 13; the stage instructions follow it).
+    pub autocoder_system: String,
     /// First user message.
     pub task: String,
     /// User message after each execution in code-block mode (tools mode answers with tool
@@ -189,6 +216,11 @@ impl Default for Prompts {
             tools_system: "You are an expert Python programmer. Solve the task using the tools: \
                            run_python executes code and checks it. When the checks pass, or you are \
                            done, answer without calling a tool."
+                .to_string(),
+            autocoder_system: "You are an expert Python programmer. You solve the task in stages: a \
+                               plan, a solution, then pytest tests for it; failing tests are \
+                               diagnosed and fixed. Answer every stage with one JSON object in the \
+                               requested shape."
                 .to_string(),
             task: "{prompt}".to_string(),
             feedback: "Your code was executed: {status}.\nexit code: {exit_code}\n\nstdout:\n\
@@ -217,6 +249,7 @@ impl Prompts {
         let system = match mode {
             EpisodeMode::CodeBlock => &self.system,
             EpisodeMode::Tools => &self.tools_system,
+            EpisodeMode::Autocoder => &self.autocoder_system,
         };
         (
             system.clone(),

@@ -63,7 +63,7 @@ struct Flags {
     /// Environment id.
     #[arg(long)]
     env_id: Option<String>,
-    /// Model calls per episode at most.
+    /// Model calls per episode at most (autocoder mode: runs of the model's tests at most).
     #[arg(long)]
     max_turns: Option<u32>,
     /// Messages kept after the system and task messages when calling the model.
@@ -136,6 +136,8 @@ impl Args {
 enum ModeArg {
     CodeBlock,
     Tools,
+    /// Plan, solution, model-written tests, diagnose-and-fix loop (issue 13).
+    Autocoder,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -189,6 +191,11 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             .and_then(|t| std::path::Path::new(t).parent())
         {
             coding.task_dirs.push(dir.to_path_buf());
+        }
+        // AutoCoder mode (issue 13): the model's tests need pytest and its own requirements from
+        // the package cache; in process the machine is the user's own, as with `serve --packages`.
+        if config.episode.mode == EpisodeMode::Autocoder {
+            coding.packages.enabled = true;
         }
         // Probing the sandbox blocks for tens of milliseconds: not on the runtime.
         let registry = tokio::task::spawn_blocking(move || codegym::registry(coding))
@@ -252,6 +259,7 @@ fn apply_flags(a: &Flags, c: &mut RolloutConfig) -> anyhow::Result<()> {
         c.episode.mode = match m {
             ModeArg::CodeBlock => EpisodeMode::CodeBlock,
             ModeArg::Tools => EpisodeMode::Tools,
+            ModeArg::Autocoder => EpisodeMode::Autocoder,
         };
     }
     if let Some(m) = &a.env_mode {

@@ -46,7 +46,7 @@ pub struct Args {
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let source = solution_source(&args.solution)?;
+    let (source, solution_requirements) = solution_source(&args.solution)?;
     let set = TaskSet::load(&args.task)?;
     let task = match &args.task_id {
         Some(id) => set
@@ -67,6 +67,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             ..RawData::default()
         };
         task.data.overlay(raw, None).map_err(anyhow::Error::msg)?;
+    }
+    // An AutoCoder episode's solution runs with the requirements it was scored with.
+    for r in solution_requirements {
+        if !task.data.requirements.contains(&r) {
+            task.data.requirements.push(r);
+        }
     }
     let mut packages = PackagesConfig {
         enabled: !task.data.requirements.is_empty(),
@@ -143,9 +149,11 @@ fn parse_inputs(args: &[String]) -> anyhow::Result<serde_json::Map<String, serde
     Ok(out)
 }
 
-/// The program: the file itself, or the last program of an episode of a rollout dataset.
-fn solution_source(spec: &str) -> anyhow::Result<String> {
-    let (path, episode) = match spec.rsplit_once('#') {
+/// The program: the file itself, or the last program of an episode of a rollout dataset (with an
+/// AutoCoder episode's requirements, `autocoder.requirements`).
+fn solution_source(spec: &str) -> anyhow::Result<(String, Vec<String>)> {
+    // Episode ids hold a `#` themselves (`TASK#SAMPLE`): the path ends at the first one.
+    let (path, episode) = match spec.split_once('#') {
         Some((p, e)) if !e.is_empty() => (p, Some(e)),
         _ => (spec, None),
     };
@@ -161,7 +169,7 @@ fn solution_source(spec: &str) -> anyhow::Result<String> {
         if episode.is_some() {
             bail!("{path} is not a rollout dataset (no episode records)");
         }
-        return Ok(text);
+        return Ok((text, Vec::new()));
     }
     let record = match episode {
         Some(id) => records
@@ -182,6 +190,14 @@ fn solution_source(spec: &str) -> anyhow::Result<String> {
         .flat_map(|t| t["env_steps"].as_array().into_iter().flatten())
         .filter_map(|s| s["action"]["code"].as_str())
         .next_back();
-    code.map(str::to_string)
-        .with_context(|| format!("episode {} of {path} ran no program", record["episode_id"]))
+    let requirements = record["autocoder"]["requirements"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r.as_str().map(str::to_string))
+        .collect();
+    let code = code
+        .map(str::to_string)
+        .with_context(|| format!("episode {} of {path} ran no program", record["episode_id"]))?;
+    Ok((code, requirements))
 }

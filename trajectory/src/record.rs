@@ -12,9 +12,11 @@ pub use env_core::ExecutionResult;
 
 /// Version of the record layout written in every record's `schema_version`.
 ///
-/// 2 added the optional `env_server` and `restarts` (issue 16); a version-1 record is a valid
-/// version-2 record without them, so readers accept every version from
-/// [`OLDEST_READABLE_VERSION`] up to this one.
+/// - 1: the first layout.
+/// - 2: the optional `env_server` and `restarts` (issue 16: scale-out), and AutoCoder mode's
+///   `mode: "autocoder"`, `turns[].stage`, the `model_tests` action and the record's `autocoder`
+///   summary (issue 13). Every addition is optional, so a version-1 record is a valid version-2
+///   record without them: readers accept every version from [`OLDEST_READABLE_VERSION`] up to this.
 pub const SCHEMA_VERSION: u32 = 2;
 
 /// The oldest `schema_version` this build still reads.
@@ -77,6 +79,10 @@ pub struct TrajectoryRecord {
     pub timings: Timings,
     /// What wrote the record.
     pub engine: EngineInfo,
+    /// AutoCoder mode (schema 2): the final solution, the model's own tests and their pass rate,
+    /// a signal recorded beside the reward and never part of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autocoder: Option<AutoCoderSummary>,
     // --- Scale-out (issue 16): where the episode ran and what it survived.
     /// The env server (`host:port`) of the attempt recorded here, when the env was remote.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -143,6 +149,8 @@ pub enum EpisodeMode {
     /// OpenAI function calling with the `run_python` (and in session mode `write_file`,
     /// `read_file`) tools.
     Tools,
+    /// Structured plan, solution, model-written tests and a diagnose-and-fix loop (schema 2).
+    Autocoder,
 }
 
 /// Why an episode ended.
@@ -158,6 +166,9 @@ pub enum StopReason {
     MaxTurns,
     /// The environment truncated the episode (its own time limit) or terminated it unsolved.
     EnvDone,
+    /// AutoCoder mode (schema 2): the loop ended and the task's checks scored the final solution
+    /// unsolved.
+    Submitted,
     /// The prompt outgrew the model's context window (a 400 the server attributed to length).
     ContextLength,
     /// The episode's wall-clock deadline passed.
@@ -177,6 +188,7 @@ impl StopReason {
             StopReason::NoCode => "no_code",
             StopReason::MaxTurns => "max_turns",
             StopReason::EnvDone => "env_done",
+            StopReason::Submitted => "submitted",
             StopReason::ContextLength => "context_length",
             StopReason::Timeout => "timeout",
             StopReason::Error => "error",
@@ -308,6 +320,9 @@ pub struct TurnRecord {
     /// mode.
     #[serde(default)]
     pub env_steps: Vec<EnvStepRecord>,
+    /// AutoCoder mode (schema 2): which stage of the loop this call was and what it produced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<StageRecord>,
 }
 
 /// One `/v1/chat/completions` call, including its retries.
@@ -454,6 +469,14 @@ pub enum ActionRecord {
     /// A tool call that could not be decoded (unknown tool or malformed arguments); not sent to the
     /// environment.
     Invalid { name: String, arguments: String },
+    /// AutoCoder mode (schema 2): the model's own pytest suite run against its solution. The
+    /// step's reward is not the env's (it would score the test runner): it is 0, and the outcome is
+    /// in [`StageRecord::model_tests`].
+    ModelTests {
+        solution: String,
+        tests: String,
+        requirements: Vec<String>,
+    },
 }
 
 /// A failure, classified.
@@ -557,6 +580,9 @@ impl Default for EngineInfo {
         }
     }
 }
+
+mod stage;
+pub use stage::{AutoCoderSummary, Diagnosis, ModelTestRun, Stage, StageRecord};
 
 #[cfg(test)]
 mod tests;

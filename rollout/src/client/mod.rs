@@ -43,6 +43,8 @@ pub struct ChatRequest<'a> {
     /// OpenAI tool definitions (`[{"type":"function","function":{...}}]`).
     pub tools: Option<&'a serde_json::Value>,
     pub seed: Option<u64>,
+    /// OpenAI `response_format` (AutoCoder's `{"type": "json_schema", ...}`).
+    pub response_format: Option<&'a serde_json::Value>,
 }
 
 /// The outcome of one call: the record of what happened and, on success, the completion.
@@ -413,6 +415,9 @@ impl serde::Serialize for RequestBody<'_> {
         if let Some(tools) = self.req.tools {
             put!("tools", tools);
         }
+        if let Some(format) = self.req.response_format {
+            put!("response_format", format);
+        }
         for (k, v) in extra {
             map.serialize_entry(k, v)?;
         }
@@ -449,6 +454,7 @@ mod tests {
             messages: &messages,
             tools: Some(&tools),
             seed: Some(7),
+            response_format: None,
         };
         let bytes = client.request_body(&req).expect("encode");
         let text = String::from_utf8(bytes.clone()).expect("utf-8");

@@ -1,8 +1,9 @@
 //! One episode: make an env session, reset it on the task, then alternate model calls and env steps
-//! (code-block or tools mode, see [`turns`]) until the task is solved, the model stops, the turn
+//! (code-block or tools mode, see [`turns`]; AutoCoder mode, see [`autocoder`]) until the task is solved, the model stops, the turn
 //! limit, an error, the deadline or cancellation. Whatever happens, the result is a complete
 //! [`TrajectoryRecord`] with everything that happened up to that point.
 
+mod autocoder;
 pub mod format;
 mod primitives;
 mod turns;
@@ -79,6 +80,8 @@ struct EpisodeState {
     retry_budget: u32,
     /// The env server an earlier attempt of this episode lost: the next session goes elsewhere.
     avoid_server: Option<std::net::SocketAddr>,
+    /// AutoCoder mode: the summary, kept current as the loop goes.
+    autocoder: Option<crate::dataset::record::AutoCoderSummary>,
 }
 
 /// Plays one episode to its end and returns its record. Never fails: failures are recorded. One
@@ -208,6 +211,7 @@ pub async fn run_episode(
         engine: EngineInfo::default(),
         env_server,
         restarts,
+        autocoder: st.autocoder,
     };
     crate::metrics::episode(&record);
     tracing::Span::current().record("stop_reason", record.stop_reason.as_str());

@@ -26,11 +26,12 @@ pub(super) async fn drive(
     match ctx.config.episode.mode {
         EpisodeMode::CodeBlock => code_block_loop(ctx, plan, st).await,
         EpisodeMode::Tools => tools_loop(ctx, plan, st).await,
+        EpisodeMode::Autocoder => super::autocoder::run(ctx, plan, st).await,
     }
 }
 
 /// `make` + `reset`, then the system and task messages.
-async fn setup(
+pub(super) async fn setup(
     ctx: &EpisodeContext,
     plan: &EpisodePlan,
     st: &mut EpisodeState,
@@ -154,7 +155,7 @@ async fn tools_loop(ctx: &EpisodeContext, plan: &EpisodePlan, st: &mut EpisodeSt
 /// The env action running exactly `code`: the tool call the coding env accepts in every mode.
 /// Sending the model's whole text instead would let the env extract again, by its own `extract`
 /// kwarg (`raw` runs the prose too), and run something else than the record says.
-fn run_python(code: &str) -> Value {
+pub(super) fn run_python(code: &str) -> Value {
     Value::Json(json!({"tool": "run_python", "code": code}))
 }
 
@@ -220,7 +221,7 @@ fn record_invalid_call(st: &mut EpisodeState, call: &ToolCall, why: &str) {
     ));
 }
 
-fn env_ending(e: EnvError) -> Ending {
+pub(super) fn env_ending(e: EnvError) -> Ending {
     Ending::error(StopReason::Error, ErrorKind::Env, e.to_string())
 }
 

@@ -65,6 +65,30 @@ pub enum Command {
         #[arg(long, value_delimiter = ',')]
         languages: Vec<String>,
     },
+    /// Rollout throughput against 1, 2, 3... local `codegym serve` processes (the remote pool).
+    Pool {
+        /// Comma-separated server counts, one row each.
+        #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
+        servers: Vec<usize>,
+        /// Samples of each bundled example task.
+        #[arg(long, default_value_t = 16)]
+        samples: u32,
+        /// Model turns per episode (the fake model's program fails, so every episode takes all).
+        #[arg(long, default_value_t = 2)]
+        turns: u32,
+        /// Fake model latency per request, in milliseconds.
+        #[arg(long, default_value_t = 50)]
+        latency_ms: u64,
+        /// Episodes in flight.
+        #[arg(long, default_value_t = 64)]
+        concurrency: usize,
+        /// The `codegym` binary to run as servers (default: the one beside this binary).
+        #[arg(long)]
+        codegym_bin: Option<PathBuf>,
+        /// A `codegym serve --config` file for every server.
+        #[arg(long)]
+        server_config: Option<PathBuf>,
+    },
     /// Rollout engine overhead against the ideal schedule, with the fake LLM server.
     Rollout {
         /// Episodes of the throughput run.
@@ -96,6 +120,24 @@ pub enum Command {
         #[arg(long, value_delimiter = ',', default_value = "64")]
         clients: Vec<usize>,
         /// Seconds measured per row.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+    },
+    /// `Evaluate` on GRPO-shaped batches (groups of identical programs), verdict sharing on vs off.
+    Grpo {
+        /// Items per `Evaluate` call.
+        #[arg(long, default_value_t = 64)]
+        batch: usize,
+        /// Identical programs per group.
+        #[arg(long, default_value_t = 8)]
+        group: usize,
+        /// Concurrent clients.
+        #[arg(long, default_value_t = 2)]
+        clients: usize,
+        /// Alternating rounds (each measures both servers).
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Seconds measured per cell.
         #[arg(long, default_value_t = 5.0)]
         seconds: f64,
     },
@@ -186,10 +228,46 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             };
             crate::rollout::run(args).await?
         }
+        Command::Pool {
+            servers,
+            samples,
+            turns,
+            latency_ms,
+            concurrency,
+            codegym_bin,
+            server_config,
+        } => {
+            crate::pool::run(crate::pool::PoolBenchArgs {
+                servers,
+                samples,
+                turns,
+                latency: Duration::from_millis(latency_ms),
+                concurrency,
+                codegym_bin,
+                server_config,
+            })
+            .await?
+        }
         Command::Http {
             clients,
             seconds: s,
         } => crate::http::run(&clients, seconds(s)?).await?,
+        Command::Grpo {
+            batch,
+            group,
+            clients,
+            rounds,
+            seconds: s,
+        } => {
+            let args = crate::grpo::GrpoBenchArgs {
+                batch,
+                group,
+                clients,
+                rounds,
+                duration: seconds(s)?,
+            };
+            crate::grpo::run(args).await?
+        }
         Command::FakeLlm { latency_ms } => {
             crate::rollout::serve_fake_llm(Duration::from_millis(latency_ms)).await?;
             return Ok(ExitCode::SUCCESS);

@@ -8,9 +8,11 @@ mod cli;
 mod exec;
 mod grpc;
 mod grpc_coding;
+mod grpo;
 mod http;
 mod lang;
 mod latency;
+mod pool;
 mod rollout;
 mod rollout_harness;
 

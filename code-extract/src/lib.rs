@@ -28,16 +28,48 @@ pub enum ExtractMode {
 /// least as many marks. An unclosed block runs to the end of the text, because models often stop
 /// generating before the closing fence.
 pub fn first_python_block(text: &str) -> Option<&str> {
-    first_block_tagged(text, PYTHON_TAGS)
+    first_block(text, PYTHON_TAGS)
 }
 
 /// The info-string tags of a Python block (the empty tag: an untagged block).
 pub const PYTHON_TAGS: &[&str] = &["", "python", "py", "python3"];
 
-/// Issue 14: the body of the first fenced block whose tag (lower-cased first word of the info
-/// string) is one of `tags` (`""` matches an untagged block); the same fence rules as
-/// [`first_python_block`], which is this with [`PYTHON_TAGS`].
-pub fn first_block_tagged<'t>(text: &'t str, tags: &[&str]) -> Option<&'t str> {
+/// Issue 14: the info-string tags of a fenced block in `language` (SandboxFusion's name, e.g.
+/// `cpp`; `""`: an untagged block), `None` for a name this table does not know. The coding env's
+/// language table and the rollout engine both read this one table.
+pub fn fence_tags(language: &str) -> Option<&'static [&'static str]> {
+    Some(match language {
+        "python" => PYTHON_TAGS,
+        "cpp" => &["", "cpp", "c++", "cc", "cxx"],
+        "c" => &["", "c"],
+        "rust" => &["", "rust", "rs"],
+        "go" => &["", "go", "golang"],
+        "java" => &["", "java"],
+        "nodejs" => &["", "javascript", "js", "nodejs", "node"],
+        "typescript" => &["", "typescript", "ts"],
+        "bash" => &["", "bash", "sh", "shell"],
+        "ruby" => &["", "ruby", "rb"],
+        "php" => &["", "php"],
+        "lua" => &["", "lua"],
+        "perl" => &["", "perl", "pl"],
+        _ => return None,
+    })
+}
+
+/// Issue 14: the body of the first fenced block in `language` (see [`fence_tags`]; an unknown
+/// name matches blocks tagged with it, and untagged ones).
+pub fn first_block_in<'t>(text: &'t str, language: &str) -> Option<&'t str> {
+    match fence_tags(language) {
+        Some(tags) => first_block(text, tags),
+        None => first_block(text, &["", language]),
+    }
+}
+
+/// The body of the first fenced block whose language (first word of the info string, compared
+/// lower-cased) is one of `langs` (`""`: no language), by the rules of [`first_python_block`].
+/// AutoCoder mode (issue 13) reads its fenced-JSON fallback with `&["json"]`; other languages
+/// (issue 14) pass their fence tags.
+pub fn first_block<'t>(text: &'t str, langs: &[&str]) -> Option<&'t str> {
     let mut offset = 0;
     let mut lines = text.split_inclusive('\n');
     while let Some(line) = lines.next() {
@@ -50,9 +82,9 @@ pub fn first_block_tagged<'t>(text: &'t str, tags: &[&str]) -> Option<&'t str> {
             .next()
             .unwrap_or("")
             .to_ascii_lowercase();
-        let is_python = tags.contains(&lang.as_str());
-        // Skip the whole block even when it is not Python, so that a fence inside it is not read as
-        // the start of another block.
+        let wanted = langs.contains(&lang.as_str());
+        // Skip the whole block even when it is not wanted, so that a fence inside it is not read
+        // as the start of another block.
         let body_start = offset;
         let mut body_end = None;
         for inner in lines.by_ref() {
@@ -69,7 +101,7 @@ pub fn first_block_tagged<'t>(text: &'t str, tags: &[&str]) -> Option<&'t str> {
         }
         // An unclosed fence with nothing after it is a stray marker, not a block.
         let body = &text[body_start..body_end.unwrap_or(text.len())];
-        if is_python && (body_end.is_some() || !body.trim().is_empty()) {
+        if wanted && (body_end.is_some() || !body.trim().is_empty()) {
             return Some(body);
         }
     }
@@ -106,8 +138,8 @@ pub fn extract(text: &str, mode: ExtractMode) -> Option<&str> {
 pub fn extract_tagged<'t>(text: &'t str, mode: ExtractMode, tags: &[&str]) -> Option<&'t str> {
     match mode {
         ExtractMode::Raw => Some(text),
-        ExtractMode::Fenced => first_block_tagged(text, tags),
-        ExtractMode::Auto => Some(first_block_tagged(text, tags).unwrap_or(text)),
+        ExtractMode::Fenced => first_block(text, tags),
+        ExtractMode::Auto => Some(first_block(text, tags).unwrap_or(text)),
     }
 }
 
@@ -141,11 +173,12 @@ mod tests {
     #[test]
     fn blocks_of_other_languages_by_tag() {
         let text = "```python\nprint(1)\n```\n```cpp\nint main(){}\n```\n";
-        assert_eq!(
-            first_block_tagged(text, &["cpp", "c++"]),
-            Some("int main(){}\n")
-        );
-        assert_eq!(first_block_tagged(text, &["rust"]), None);
+        assert_eq!(first_block(text, &["cpp", "c++"]), Some("int main(){}\n"));
+        assert_eq!(first_block(text, &["rust"]), None);
+        assert_eq!(first_block_in(text, "cpp"), Some("int main(){}\n"));
+        assert_eq!(first_block_in(text, "python"), Some("print(1)\n"));
+        assert_eq!(first_block_in(text, "rust"), None);
+        assert_eq!(first_block_in("```zig\nx\n```", "zig"), Some("x\n"));
         assert_eq!(
             extract_tagged("```\nuntagged\n```", ExtractMode::Fenced, &["", "go"]),
             Some("untagged\n")
@@ -181,5 +214,15 @@ mod tests {
         ] {
             assert_eq!(serde_json::to_value(mode).unwrap(), serde_json::json!(name));
         }
+    }
+
+    #[test]
+    fn blocks_of_other_languages() {
+        let t = "```python\nx = 1\n```\nand\n```JSON\n{\"a\": 1}\n```\n";
+        assert_eq!(first_block(t, &["json"]), Some("{\"a\": 1}\n"));
+        assert_eq!(first_block("```\n{}\n```", &["json"]), None);
+        // A json fence inside a python block is not a block of its own.
+        let nested = "````python\n```json\n{}\n```\n````";
+        assert_eq!(first_block(nested, &["json"]), None);
     }
 }

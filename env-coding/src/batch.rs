@@ -9,27 +9,32 @@
 use std::sync::Arc;
 
 use env_core::{
-    BatchEvaluator, ChaCha8Rng, EnvError, EnvFuture, EvalItem, Kwargs, Result, Step, TaskInfo,
-    TaskLister, TaskPage, Value,
+    BatchEvaluator, ChaCha8Rng, EnvError, EnvFuture, EvalItem, EvalStream, Kwargs, Result, Step,
+    TaskInfo, TaskLister, TaskPage, Value,
 };
-use futures::future::join_all;
+use futures::stream::{FuturesUnordered, StreamExt};
 
 use crate::config::Mode;
 use crate::env::{Action, decode_action, infra, no_code_result, step_info};
-use crate::reward::run::{self, Program};
+use crate::reward::run::{self, EvalOptions, Program};
 use crate::shared::{Settings, Shared};
+use crate::tasks::Task;
+use crate::verdicts::VerdictCache;
 
 pub(crate) struct CodingEvaluator {
     pub shared: Arc<Shared>,
 }
 
 impl CodingEvaluator {
+    /// One item: its task and program are resolved first, so that identical submissions share one
+    /// verdict (`verdicts.rs`) before anything runs.
     async fn one(&self, settings: &Settings, item: EvalItem) -> Result<Step<Value>> {
         let mut rng: ChaCha8Rng = match item.seed {
             Some(s) => env_core::seeded_rng(s),
             None => env_core::entropy_rng(),
         };
         let task = settings.choose_task(&item.options, &mut rng)?;
+        let task = self.shared.with_packages(task).await?;
         let language = settings.choose_language(&item.options, &task)?;
         let (code, language) = match decode_action(item.action, settings.extract, language)? {
             Action::Code(code, language) => (Some(code), language),
@@ -40,29 +45,48 @@ impl CodingEvaluator {
                 ));
             }
         };
+        // Issue 14: the item's language is part of its task, so the verdict key tells them apart.
+        let task = match language == task.language {
+            true => task,
+            false => Arc::new(Task {
+                language,
+                ..(*task).clone()
+            }),
+        };
+        let options = settings.eval_options();
+        let key = VerdictCache::key(&task, code.as_deref(), &options);
+        self.shared
+            .verdicts
+            .get_or_score(key, self.score(&task, code, options))
+            .await
+    }
+
+    /// Runs and scores `code` (or scores the absence of code) for `task`.
+    async fn score(
+        &self,
+        task: &Task,
+        code: Option<String>,
+        options: EvalOptions,
+    ) -> Result<Step<Value>> {
         let has_code = code.is_some();
-        let program = Program::new(code.unwrap_or_default()).in_language(language);
+        let mut program = Program::new(code.unwrap_or_default()).in_language(task.language);
+        program.data = task.data.clone();
         let sandbox = &self.shared.sandbox;
-        sandbox.supports(language).map_err(infra)?;
+        sandbox.supports(task.language).map_err(infra)?;
         let (result, outcome) = match has_code {
-            true => run::run_and_score(sandbox, &task.reward, &program, settings.eval_options())
+            true => run::run_and_score(sandbox, &task.reward, &program, options)
                 .await
                 .map_err(infra)?,
             false => {
-                let result = no_code_result(language);
-                let outcome = run::score_program(
-                    sandbox,
-                    &task.reward,
-                    &program,
-                    Some(&result),
-                    settings.eval_options(),
-                )
-                .await
-                .map_err(infra)?;
+                let result = no_code_result(task.language);
+                let outcome =
+                    run::score_program(sandbox, &task.reward, &program, Some(&result), options)
+                        .await
+                        .map_err(infra)?;
                 (result, outcome)
             }
         };
-        let info = step_info(&task, &outcome, 1, Mode::Script);
+        let info = step_info(task, &outcome, 1, Mode::Script);
         Ok(Step {
             obs: Value::Execution(result),
             reward: outcome.reward,
@@ -74,17 +98,24 @@ impl CodingEvaluator {
 }
 
 impl BatchEvaluator for CodingEvaluator {
-    fn evaluate(
+    fn evaluate_each(
         &self,
         mut kwargs: Kwargs,
         items: Vec<EvalItem>,
-    ) -> EnvFuture<'_, Vec<Result<Step<Value>>>> {
+    ) -> EnvFuture<'_, EvalStream<'_>> {
         Box::pin(async move {
             // A time limit cannot cut a one-step evaluation short.
             kwargs.remove(env_core::MAX_EPISODE_STEPS_KWARG);
-            let settings = Settings::from_kwargs(&self.shared, &kwargs).await?;
-            let settings = &settings;
-            Ok(join_all(items.into_iter().map(|item| self.one(settings, item))).await)
+            let settings = Arc::new(Settings::from_kwargs(&self.shared, &kwargs).await?);
+            let runs: FuturesUnordered<_> = items
+                .into_iter()
+                .enumerate()
+                .map(|(index, item)| {
+                    let settings = settings.clone();
+                    async move { (index, self.one(&settings, item).await) }
+                })
+                .collect();
+            Ok(runs.boxed())
         })
     }
 }

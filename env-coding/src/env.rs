@@ -152,10 +152,11 @@ impl CodingEnv {
             return Err(EnvError::ResetNeeded);
         };
         self.shared.sandbox.supports(language).map_err(infra)?;
-        let program = Program::new(code).in_language(language);
+        let task = ep.task.clone();
+        let mut program = Program::new(code).in_language(language);
+        program.data = task.data.clone();
         let shared = &self.shared;
         let settings = &self.settings;
-        let task = ep.task.clone();
         let (result, outcome) = run::run_and_score(
             &shared.sandbox,
             &task.reward,
@@ -183,7 +184,7 @@ impl CodingEnv {
             let session = self
                 .shared
                 .sandbox
-                .open_session(self.settings.limits)
+                .open_session_with(self.settings.limits, &ep.task.data)
                 .await
                 .map_err(infra)?;
             ep.session = Some(session);
@@ -313,6 +314,7 @@ impl CodingEnv {
             self.rng = env_core::seeded_rng(seed);
         }
         let task = self.settings.choose_task(&options, &mut self.rng)?;
+        let task = self.shared.with_packages(task).await?;
         let language = self.settings.choose_language(&options, &task)?;
         self.shared.sandbox.supports(language).map_err(infra)?;
         if language != Language::Python && self.settings.mode == Mode::Session {
@@ -327,7 +329,10 @@ impl CodingEnv {
             steps: 0,
             ended: false,
             session: None,
-            program: Program::default(),
+            program: Program {
+                data: task.data.clone(),
+                ..Program::default()
+            },
             last: None,
         });
         if self.settings.mode == Mode::Session {
@@ -340,6 +345,12 @@ impl CodingEnv {
             serde_json::Value::Object(task.metadata.clone()),
         );
         info.insert("mode".into(), json!(self.settings.mode));
+        // Data tasks (issue 13): the summary of the task's CSV/JSON files, for prompt templates.
+        if let Some(ctx) = &task.data.context {
+            info.insert("data_context".into(), json!(ctx.text));
+        }
+        // Issue 14: the episode's language, so that a rollout extracts and sends code in it.
+        info.insert("language".into(), json!(language));
         Ok((Value::Text(task.prompt.clone()), info))
     }
 
@@ -366,10 +377,15 @@ impl CodingEnv {
                 // Score the empty program so that the breakdown has the task's usual shape.
                 let task = ep.task.clone();
                 let result = no_code_result(language);
+                let program = Program {
+                    data: task.data.clone(),
+                    ..Program::default()
+                }
+                .in_language(language);
                 let outcome = run::score_program(
                     &self.shared.sandbox,
                     &task.reward,
-                    &Program::default(),
+                    &program,
                     Some(&result),
                     self.settings.eval_options(),
                 )

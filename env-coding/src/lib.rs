@@ -13,15 +13,18 @@
 mod batch;
 pub mod completions;
 mod config;
+pub mod data;
 mod env;
 pub mod judge;
 pub mod lang;
+pub mod packages;
 mod register;
 pub mod reward;
 pub mod sandbox;
 mod shared;
 pub mod tasks;
 pub mod tools;
+mod verdicts;
 
 pub use code_extract::ExtractMode;
 pub use config::{CodingConfig, Mode};

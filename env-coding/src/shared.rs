@@ -9,9 +9,11 @@ use rand::Rng;
 
 use crate::config::{CodingConfig, EnvKwargs, Mode};
 use crate::lang::Language;
+use crate::packages::PackageCache;
 use crate::reward::run::EvalOptions;
 use crate::sandbox::{Limits, Sandbox};
 use crate::tasks::{Task, TaskSet};
+use crate::verdicts::VerdictCache;
 use code_extract::ExtractMode;
 
 pub(crate) struct Shared {
@@ -19,17 +21,53 @@ pub(crate) struct Shared {
     pub config: CodingConfig,
     /// Task sets by the name given in `tasks` (loaded once, shared by every env).
     task_sets: Mutex<HashMap<String, Arc<TaskSet>>>,
+    /// `Evaluate`'s verdicts, shared by identical submissions.
+    pub verdicts: VerdictCache,
+    /// Data tasks (issue 13): the package cache, when the server allows requirements.
+    pub packages: Option<Arc<PackageCache>>,
 }
 
 impl Shared {
-    pub fn new(sandbox: Arc<Sandbox>, config: CodingConfig, default_tasks: TaskSet) -> Self {
+    pub fn new(
+        sandbox: Arc<Sandbox>,
+        config: CodingConfig,
+        default_tasks: TaskSet,
+        packages: Option<Arc<PackageCache>>,
+    ) -> Self {
         let mut sets = HashMap::new();
         sets.insert(config.tasks.clone(), Arc::new(default_tasks));
         Shared {
             sandbox,
+            verdicts: VerdictCache::new(config.verdict_cache_mib),
             config,
             task_sets: Mutex::new(sets),
+            packages,
         }
+    }
+
+    /// Data tasks (issue 13): `task` with its requirements resolved to a site dir (built once per
+    /// set, on first use). A refused or uninstallable package is FAILED_PRECONDITION naming it.
+    pub async fn with_packages(&self, task: Arc<Task>) -> Result<Arc<Task>, EnvError> {
+        if task.data.requirements.is_empty() || task.data.site_dir.is_some() {
+            return Ok(task);
+        }
+        let Some(cache) = &self.packages else {
+            return Err(EnvError::FailedPrecondition(format!(
+                "task {:?}: {}",
+                task.id,
+                crate::packages::PackageError::Disabled
+            )));
+        };
+        let site = cache
+            .ensure(&task.data.requirements)
+            .await
+            .map_err(|e| match e {
+                crate::packages::PackageError::Io(_) => EnvError::Infrastructure(e.to_string()),
+                e => EnvError::FailedPrecondition(format!("task {:?}: {e}", task.id)),
+            })?;
+        let mut task = Task::clone(&task);
+        task.data.site_dir = Some(site);
+        Ok(Arc::new(task))
     }
 
     /// The task set named `name`, loaded once. A first load reads files, so it runs on the blocking
@@ -140,14 +178,45 @@ impl Settings {
         options: &Options,
         rng: &mut ChaCha8Rng,
     ) -> Result<Arc<Task>, EnvError> {
-        if let Some(k) = options
-            .keys()
-            .find(|k| !matches!(k.as_str(), "task_id" | "task" | "language"))
-        {
+        if let Some(k) = options.keys().find(|k| {
+            !matches!(
+                k.as_str(),
+                "task_id" | "task" | "inputs" | "files" | "requirements" | "language"
+            )
+        }) {
             return Err(EnvError::InvalidOptions(format!(
-                "unknown option {k:?} (expected task_id, task or language)"
+                "unknown option {k:?} (expected task_id, task, inputs, files, requirements or \
+                 language)"
             )));
         }
+        let task = self.choose_base_task(options, rng)?;
+        // Data tasks (issue 13): `inputs` and `files` options run the task on other data (inline
+        // only: a client never names a server path); `requirements` replace the task's (subject to
+        // the server's package policy when the task is used).
+        if !["inputs", "files", "requirements"]
+            .iter()
+            .any(|k| options.contains_key(*k))
+        {
+            return Ok(task);
+        }
+        let raw = crate::data::RawData {
+            inputs: options.get("inputs").cloned(),
+            files: options.get("files").cloned(),
+            outputs: None,
+            requirements: options.get("requirements").cloned(),
+        };
+        let mut task = Task::clone(&task);
+        task.data
+            .overlay(raw, None)
+            .map_err(|e| EnvError::InvalidOptions(format!("task {:?}: {e}", task.id)))?;
+        Ok(Arc::new(task))
+    }
+
+    fn choose_base_task(
+        &self,
+        options: &Options,
+        rng: &mut ChaCha8Rng,
+    ) -> Result<Arc<Task>, EnvError> {
         match (options.get("task_id"), options.get("task")) {
             (Some(_), Some(_)) => Err(EnvError::InvalidOptions(
                 "give task_id or task, not both".into(),

@@ -83,6 +83,31 @@ pub struct ExecutionResult {
     /// fields above are empty and `exit_code` is `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compile: Option<Box<ExecutionResult>>,
+    // Typed outputs (issue 13, data tasks).
+    /// The outputs the run declared, by name: each parsed by its declared type from the file the
+    /// program wrote to `outputs/<name>`, or why it could not be (missing, malformed). Empty when the
+    /// run declared none. A missing or malformed output is an outcome, never an error.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub outputs: std::collections::BTreeMap<String, OutputValue>,
+}
+
+/// One declared output of a run (issue 13, data tasks): its parsed value (JSON: a string, number,
+/// bool, or for a file `{"size", "text" | "base64"}`), or why it has none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputValue {
+    Value(serde_json::Value),
+    Error(String),
+}
+
+impl OutputValue {
+    /// The value, if the output parsed.
+    pub fn value(&self) -> Option<&serde_json::Value> {
+        match self {
+            OutputValue::Value(v) => Some(v),
+            OutputValue::Error(_) => None,
+        }
+    }
 }
 
 impl ExecutionResult {

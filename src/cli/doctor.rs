@@ -15,6 +15,9 @@ pub struct Args {
     /// Python interpreter to check (default: the real binary behind `python3`).
     #[arg(long, env = "CODEGYM_PYTHON")]
     python: Option<PathBuf>,
+    /// The task package cache to report (issue 13; default: the configured default dir).
+    #[arg(long, value_name = "DIR")]
+    package_cache: Option<PathBuf>,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -28,6 +31,16 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     print!("{}", sandbox.isolation());
     // Issue 14: languages.
     print!("{}", languages_report(&sandbox));
+    // Data tasks (issue 13): what the task package cache holds.
+    let packages = env_coding::packages::PackagesConfig {
+        cache_dir: args
+            .package_cache
+            .unwrap_or_else(|| env_coding::packages::PackagesConfig::default().cache_dir),
+        ..Default::default()
+    };
+    let cache = env_coding::packages::PackageCache::new(packages, sandbox.python().to_path_buf());
+    let report = tokio::task::spawn_blocking(move || cache.report()).await?;
+    print!("{report}");
     let level = sandbox.isolation().level;
     if args.require_isolation && level < IsolationLevel::Strict {
         eprintln!("error: isolation level {level} is below strict (--require-isolation)");

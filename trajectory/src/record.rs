@@ -11,7 +11,16 @@ use serde::{Deserialize, Serialize};
 pub use env_core::ExecutionResult;
 
 /// Version of the record layout written in every record's `schema_version`.
-pub const SCHEMA_VERSION: u32 = 1;
+///
+/// - 1: the first layout.
+/// - 2: the optional `env_server` and `restarts` (issue 16: scale-out), and AutoCoder mode's
+///   `mode: "autocoder"`, `turns[].stage`, the `model_tests` action and the record's `autocoder`
+///   summary (issue 13). Every addition is optional, so a version-1 record is a valid version-2
+///   record without them: readers accept every version from [`OLDEST_READABLE_VERSION`] up to this.
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// The oldest `schema_version` this build still reads.
+pub const OLDEST_READABLE_VERSION: u32 = 1;
 
 /// Name written in [`EngineInfo::name`].
 pub const ENGINE_NAME: &str = "codegym-rollout";
@@ -70,6 +79,35 @@ pub struct TrajectoryRecord {
     pub timings: Timings,
     /// What wrote the record.
     pub engine: EngineInfo,
+    /// AutoCoder mode (schema 2): the final solution, the model's own tests and their pass rate,
+    /// a signal recorded beside the reward and never part of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autocoder: Option<AutoCoderSummary>,
+    // --- Scale-out (issue 16): where the episode ran and what it survived.
+    /// The env server (`host:port`) of the attempt recorded here, when the env was remote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_server: Option<String>,
+    /// Earlier attempts of this episode, lost with their env server and restarted from the first
+    /// turn with the same seed; the record's messages and turns are the last attempt's only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restarts: Vec<RestartRecord>,
+}
+
+/// An attempt of an episode abandoned because its env server was lost (died, broke the
+/// connection, stopped answering, or could no longer run the session).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RestartRecord {
+    /// The server the lost attempt ran on (`host:port`).
+    pub env_server: String,
+    /// What was seen of the loss.
+    pub reason: String,
+    /// Model calls the lost attempt had made.
+    pub turns: u32,
+    /// Tokens the lost attempt spent (not counted in the record's `usage`).
+    #[serde(default)]
+    pub usage: Usage,
+    /// Milliseconds from the episode's start to the loss.
+    pub after_ms: u64,
 }
 
 impl TrajectoryRecord {
@@ -111,6 +149,8 @@ pub enum EpisodeMode {
     /// OpenAI function calling with the `run_python` (and in session mode `write_file`,
     /// `read_file`) tools.
     Tools,
+    /// Structured plan, solution, model-written tests and a diagnose-and-fix loop (schema 2).
+    Autocoder,
 }
 
 /// Why an episode ended.
@@ -126,6 +166,9 @@ pub enum StopReason {
     MaxTurns,
     /// The environment truncated the episode (its own time limit) or terminated it unsolved.
     EnvDone,
+    /// AutoCoder mode (schema 2): the loop ended and the task's checks scored the final solution
+    /// unsolved.
+    Submitted,
     /// The prompt outgrew the model's context window (a 400 the server attributed to length).
     ContextLength,
     /// The episode's wall-clock deadline passed.
@@ -145,6 +188,7 @@ impl StopReason {
             StopReason::NoCode => "no_code",
             StopReason::MaxTurns => "max_turns",
             StopReason::EnvDone => "env_done",
+            StopReason::Submitted => "submitted",
             StopReason::ContextLength => "context_length",
             StopReason::Timeout => "timeout",
             StopReason::Error => "error",
@@ -276,6 +320,9 @@ pub struct TurnRecord {
     /// mode.
     #[serde(default)]
     pub env_steps: Vec<EnvStepRecord>,
+    /// AutoCoder mode (schema 2): which stage of the loop this call was and what it produced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<StageRecord>,
 }
 
 /// One `/v1/chat/completions` call, including its retries.
@@ -411,8 +458,13 @@ pub struct EnvStepRecord {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ActionRecord {
-    /// The first fenced python block of the answer (code-block mode).
-    CodeBlock { code: String },
+    /// The first fenced block of the answer in the episode's language (code-block mode).
+    CodeBlock {
+        code: String,
+        /// Issue 14: the language it was sent in (`run_code`); absent for Python (and in v1 files).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        language: Option<String>,
+    },
     /// `run_python(code)`.
     RunPython { code: String },
     /// `write_file(path, content)`.
@@ -422,6 +474,14 @@ pub enum ActionRecord {
     /// A tool call that could not be decoded (unknown tool or malformed arguments); not sent to the
     /// environment.
     Invalid { name: String, arguments: String },
+    /// AutoCoder mode (schema 2): the model's own pytest suite run against its solution. The
+    /// step's reward is not the env's (it would score the test runner): it is 0, and the outcome is
+    /// in [`StageRecord::model_tests`].
+    ModelTests {
+        solution: String,
+        tests: String,
+        requirements: Vec<String>,
+    },
 }
 
 /// A failure, classified.
@@ -525,6 +585,9 @@ impl Default for EngineInfo {
         }
     }
 }
+
+mod stage;
+pub use stage::{AutoCoderSummary, Diagnosis, ModelTestRun, Stage, StageRecord};
 
 #[cfg(test)]
 mod tests;

@@ -153,6 +153,19 @@ pub enum Component {
     /// per-test `time_limit_ms`/`memory_limit_mb`, `partial` credit or stop at the first failure;
     /// per-test verdicts in the detail (see [`crate::judge`]).
     Judge(crate::judge::JudgeSpec),
+    // Data tasks (issue 13).
+    /// The typed output `name` of the plain run (see [`crate::data`]) equals `expected`: numbers
+    /// (and `timedelta` seconds) within `tolerance` (absolute; relative 1e-9 besides), datetimes
+    /// within `tolerance` seconds, strings and bools exactly, a `file` output by its text. One
+    /// component per output gives partial credit per output; a missing or malformed output scores 0.
+    Output {
+        name: String,
+        expected: serde_json::Value,
+        #[serde(default)]
+        tolerance: f64,
+        #[serde(default = "one")]
+        weight: f64,
+    },
 }
 
 impl Component {
@@ -168,6 +181,7 @@ impl Component {
             Component::CheckFunction { .. } => "check_function",
             Component::Asserts { .. } => "asserts",
             Component::Judge(_) => "judge",
+            Component::Output { .. } => "output",
         }
     }
 
@@ -180,7 +194,8 @@ impl Component {
             | Component::Numeric { weight, .. }
             | Component::IoCases { weight, .. }
             | Component::CheckFunction { weight, .. }
-            | Component::Asserts { weight, .. } => *weight,
+            | Component::Asserts { weight, .. }
+            | Component::Output { weight, .. } => *weight,
             Component::Judge(j) => j.weight,
         }
     }
@@ -194,6 +209,7 @@ impl Component {
                 | Component::Contains { .. }
                 | Component::Regex { .. }
                 | Component::Numeric { .. }
+                | Component::Output { .. }
         )
     }
 }
@@ -249,6 +265,20 @@ impl RewardSpec {
                         if re.captures_len() < 2 {
                             return Err("numeric component: pattern needs a capture group".into());
                         }
+                    }
+                }
+                Component::Output {
+                    name,
+                    expected,
+                    tolerance,
+                    ..
+                } => {
+                    crate::data::outputs::check_name(name)
+                        .map_err(|e| format!("output component: {e}"))?;
+                    if expected.is_null() || !tolerance.is_finite() || *tolerance < 0.0 {
+                        return Err(format!(
+                            "output component {name:?}: expected must not be null, tolerance finite and >= 0"
+                        ));
                     }
                 }
                 Component::IoCases { cases, .. } if cases.is_empty() => {

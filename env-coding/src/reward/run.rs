@@ -11,6 +11,7 @@ use futures::future::join_all;
 
 use super::harness::{self, CANDIDATE_FILE, TestReport, TestSuite};
 use super::{Component, ComponentScore, RewardOutcome, RewardSpec, score};
+use crate::data::TaskData;
 use crate::lang::Language;
 use crate::sandbox::{ExecRequest, Limits, Sandbox, SandboxError};
 
@@ -22,6 +23,9 @@ pub struct Program {
     /// Issue 14: the source's language (default Python). Unit-test components (`check_function`,
     /// `asserts`) need Python; output checks, `io_cases` and `judge` run any language.
     pub language: Language,
+    /// Data tasks (issue 13): the task's input files, inputs and declared outputs, given to its
+    /// runs (the unit-test harness gets the files only).
+    pub data: TaskData,
 }
 
 impl Program {
@@ -30,6 +34,7 @@ impl Program {
             source: source.into(),
             files: Vec::new(),
             language: Language::Python,
+            data: TaskData::default(),
         }
     }
 
@@ -194,6 +199,7 @@ fn plan(
             stdin,
             limits: opts.limits,
             language: program.language,
+            data: program.data.clone(),
             ..ExecRequest::default()
         };
     let run_plain = match plain {
@@ -245,6 +251,11 @@ fn plan(
             Some(input.stdin.clone()),
             extra,
         );
+        // Tests read the input files, but take no arguments and write no outputs.
+        req.data = TaskData {
+            files: program.data.files.clone(),
+            ..TaskData::default()
+        };
         // The record lists every test with its error: make room for it whatever the caller's cap.
         let mut limits = opts.limits.unwrap_or(*sandbox.limits());
         limits.stdout_cap = limits.stdout_cap.max(1 << 20);
@@ -407,6 +418,12 @@ fn score_component(
             score: 0.0,
             detail: serde_json::json!({"error": "the judge did not run"}),
         },
+        Component::Output {
+            name,
+            expected,
+            tolerance,
+            weight,
+        } => score::output(plain, name, expected, *tolerance, *weight),
         Component::CheckFunction { weight, .. } | Component::Asserts { weight, .. } => {
             let report = report.unwrap_or_else(|| TestReport {
                 tests: Vec::new(),

@@ -19,7 +19,7 @@ use env_core::ExecutionResult;
 
 use super::config::Limits;
 use super::fresh::{self, Command};
-use super::prepare::Inner;
+use super::prepare::{Inner, RunLayout};
 use super::request::{ExecRequest, SandboxError};
 use super::{supervise, workdir};
 use crate::lang::cache::{ArtifactCache, CacheKey, Compiled};
@@ -100,6 +100,28 @@ pub(crate) async fn run(
         limits.memory_bytes,
     );
     argv.extend(req.args.iter().cloned());
+    // Data tasks (issue 13) in any language: read-only inputs, `--name value` args, `outputs/`.
+    argv.extend(req.data.argv());
+    let mut read_only = Vec::with_capacity(req.data.files.len());
+    for (name, data) in &req.data.files {
+        let p = workdir::validate_rel(name)?;
+        if files
+            .iter()
+            .any(|(f, _)| f.starts_with(&p) || p.starts_with(f))
+            || p.starts_with("outputs")
+        {
+            return Err(SandboxError::InvalidPath(format!(
+                "{name} (an input file clashes with a program file or outputs/)"
+            )));
+        }
+        read_only.push((p, &data[..]));
+    }
+    let layout = RunLayout {
+        files,
+        read_only,
+        outputs_dir: !req.data.outputs.is_empty(),
+        ..RunLayout::default()
+    };
     let command = Command {
         argv: cstrings(argv)?,
         extra_env: cstrings(tc.run_env())?,
@@ -113,8 +135,9 @@ pub(crate) async fn run(
     let id = inner.next_id();
     let with_stdin = req.stdin.is_some();
     let started =
-        fresh::start_command(inner, id, &files, &limits, command, Vec::new(), with_stdin).await?;
-    let (mut result, fetched) = supervise::script(started, req.stdin, &limits, fetch).await?;
+        fresh::start_command(inner, id, &layout, &limits, command, Vec::new(), with_stdin).await?;
+    let (mut result, fetched) =
+        supervise::script(started, req.stdin, &limits, fetch, req.data.outputs.clone()).await?;
     if let Some(c) = compiled {
         result.compile = Some(Box::new(c.result.clone()));
     }
@@ -146,14 +169,18 @@ async fn compile(
     };
     // The marker makes the artifact dir exist (owned by the compile's uid) for compilers that do
     // not create their output dir; names starting with `.` are never artifacts.
-    let files = [
-        (PathBuf::from(source_file), source.as_bytes()),
-        (Path::new(ARTIFACT_DIR).join(".dir"), &b""[..]),
-    ];
+    let layout = RunLayout {
+        files: vec![
+            (PathBuf::from(source_file), source.as_bytes()),
+            (Path::new(ARTIFACT_DIR).join(".dir"), &b""[..]),
+        ],
+        ..RunLayout::default()
+    };
     let started =
-        fresh::start_command(inner, id, &files, &limits, command, Vec::new(), false).await?;
+        fresh::start_command(inner, id, &layout, &limits, command, Vec::new(), false).await?;
+    let fetch = vec![format!("{ARTIFACT_DIR}/")];
     let (result, fetched) =
-        supervise::script(started, None, &limits, vec![format!("{ARTIFACT_DIR}/")]).await?;
+        supervise::script(started, None, &limits, fetch, Default::default()).await?;
     let prefix = format!("{ARTIFACT_DIR}/");
     let artifacts: Vec<(String, Vec<u8>)> = fetched
         .into_iter()

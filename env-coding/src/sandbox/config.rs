@@ -98,6 +98,9 @@ pub struct SandboxConfig {
     pub compile_limits: Limits,
     /// Bytes of compiled artifacts kept in memory for reuse (least recently used evicted).
     pub compile_cache_bytes: u64,
+    /// Data tasks (issue 13): host dirs runs may read but never write (the package cache), visible
+    /// even under hidden dirs (bound back read-only) and readable under Landlock.
+    pub read_only_dirs: Vec<PathBuf>,
 }
 
 /// The default limits of a compile: compilers need more memory, processes (gcc's driver, `cc1plus`,
@@ -161,6 +164,7 @@ impl Default for SandboxConfig {
             backend: Backend::Auto,
             compile_limits: default_compile_limits(),
             compile_cache_bytes: 512 << 20,
+            read_only_dirs: Vec::new(),
         }
     }
 }

@@ -8,7 +8,6 @@
 use std::ffi::CString;
 use std::io;
 use std::os::fd::OwnedFd;
-use std::path::PathBuf;
 use std::time::Instant;
 
 use tokio::io::unix::AsyncFd;
@@ -18,7 +17,7 @@ use super::cgroup::RunCgroup;
 use super::child::{ChildPlan, cstr};
 use super::config::{Limits, SitePackages};
 use super::isolation;
-use super::prepare::{self, Inner, RunGuard};
+use super::prepare::{self, Inner, RunGuard, RunLayout};
 use super::request::SandboxError;
 use super::spawn;
 use super::supervise::{Exit, Process, Started};
@@ -39,18 +38,22 @@ exec(compile(open(__file__, 'rb').read(), __file__, 'exec'))
 pub(crate) async fn start_script(
     inner: &Inner,
     id: u64,
-    files: &[(PathBuf, &[u8])],
+    layout: &RunLayout<'_>,
     limits: &Limits,
     with_stdin: bool,
 ) -> Result<Started<FreshProcess>, SandboxError> {
-    let mut tail = Vec::with_capacity(2);
+    let mut tail = Vec::with_capacity(2 + layout.args.len());
     if inner.config.site_packages == SitePackages::Full {
         tail.push(c"main.py".to_owned());
     } else {
         tail.push(c"-c".to_owned());
         tail.push(CString::new(SCRIPT_BOOTSTRAP).unwrap_or_default());
     }
-    start(inner, id, files, limits, tail, Vec::new(), with_stdin).await
+    // Data tasks (issue 13): `sys.argv[1:]` (the bootstrap replaces only `argv[0]`).
+    for a in &layout.args {
+        tail.push(CString::new(a.as_str()).map_err(|_| SandboxError::InvalidPath(a.clone()))?);
+    }
+    start(inner, id, layout, limits, tail, Vec::new(), with_stdin).await
 }
 
 /// The session's control pipes: (requests to the driver, replies from it).
@@ -63,16 +66,21 @@ pub(crate) async fn start_session(
     id: u64,
     limits: &Limits,
     driver: &str,
+    layout: &RunLayout<'_>,
 ) -> Result<(Started<FreshProcess>, Control), SandboxError> {
     let (req_r, req_w) = prepare::pipe_pair()?;
     let (rep_r, rep_w) = prepare::pipe_pair()?;
-    let tail = vec![
+    let mut tail = vec![
         c"-u".to_owned(),
         c"-c".to_owned(),
         CString::new(driver).unwrap_or_default(),
     ];
+    // Data tasks (issue 13): cells see the task's inputs in `sys.argv[1:]`, as scripts do.
+    for a in &layout.args {
+        tail.push(CString::new(a.as_str()).map_err(|_| SandboxError::InvalidPath(a.clone()))?);
+    }
     let extra_fds = vec![(req_r, 3), (rep_w, 4)];
-    let run = start(inner, id, &[], limits, tail, extra_fds, false).await?;
+    let run = start(inner, id, layout, limits, tail, extra_fds, false).await?;
     Ok((run, (req_w, rep_r)))
 }
 
@@ -80,7 +88,7 @@ pub(crate) async fn start_session(
 async fn start(
     inner: &Inner,
     id: u64,
-    files: &[(PathBuf, &[u8])],
+    layout: &RunLayout<'_>,
     limits: &Limits,
     argv_tail: Vec<CString>,
     extra_fds: Vec<(OwnedFd, i32)>,
@@ -93,7 +101,7 @@ async fn start(
         extra_env: Vec::new(),
         address_space: None,
     };
-    start_command(inner, id, files, limits, command, extra_fds, with_stdin).await
+    start_command(inner, id, layout, limits, command, extra_fds, with_stdin).await
 }
 
 // Issue 14 (languages): any toolchain's argv under the same layers as the interpreter.
@@ -110,7 +118,7 @@ pub(crate) struct Command {
 pub(crate) async fn start_command(
     inner: &Inner,
     id: u64,
-    files: &[(PathBuf, &[u8])],
+    layout: &RunLayout<'_>,
     limits: &Limits,
     command: Command,
     extra_fds: Vec<(OwnedFd, i32)>,
@@ -123,7 +131,7 @@ pub(crate) async fn start_command(
     } = command;
     let layers = &inner.layers;
     let ids = prepare::run_ids(inner, id);
-    let (mut guard, workdir) = RunGuard::with_workdir(inner, id, files)?;
+    let (mut guard, workdir) = RunGuard::with_workdir(inner, id, layout)?;
     if let Some(root) = &layers.cgroup {
         let name = format!("run-{id}");
         guard.cgroup = Some(
@@ -139,6 +147,22 @@ pub(crate) async fn start_command(
         cstr(&workdir).ok_or_else(|| SandboxError::InvalidPath(workdir.display().to_string()))?;
     let mut envp = prepare::environment(inner, &workdir);
     envp.extend(extra_env);
+    // Data tasks (issue 13): the task's package site dir leads `PYTHONPATH`.
+    if let Some(site) = &layout.python_path {
+        let old = envp
+            .iter()
+            .position(|e| e.as_bytes().starts_with(b"PYTHONPATH="))
+            .map(|i| envp.remove(i));
+        let mut value = format!("PYTHONPATH={}", site.display()).into_bytes();
+        if let Some(old) = old {
+            value.push(b':');
+            value.extend_from_slice(&old.as_bytes()["PYTHONPATH=".len()..]);
+        }
+        envp.push(
+            CString::new(value)
+                .map_err(|_| SandboxError::InvalidPath(site.display().to_string()))?,
+        );
+    }
     let landlock =
         prepare::landlock_ruleset(inner, &workdir)?.map(|fd| (fd, isolation::proc_access()));
     let plan = ChildPlan {

@@ -20,13 +20,16 @@
 //!   every [`ExecutionResult`];
 //! - `compiled.rs`: every other language (issue 14): a cached, sandboxed compile step, then a
 //!   fresh run (see [`crate::lang`] for the per-language table).
+//! - `metrics.rs`: what the sandbox reports to the `metrics` facade.
 
 mod cgroup;
 mod child;
 mod compiled;
 mod config;
 mod fresh;
+pub mod host_tool;
 mod isolation;
+pub mod metrics;
 mod prepare;
 mod probe;
 mod python;
@@ -38,10 +41,13 @@ mod supervise;
 mod warm;
 mod workdir;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use env_core::ExecutionResult;
+
+use crate::data::OutputType;
 
 pub use config::{
     Backend, IsolationLevel, Limits, SandboxConfig, SitePackages, default_compile_limits,
@@ -52,7 +58,7 @@ pub use session::PySession;
 
 use crate::lang::Language;
 use crate::lang::cache::{ArtifactCache, CacheStats};
-use prepare::Inner;
+use prepare::{Inner, RunLayout};
 use warm::WarmBackend;
 
 /// Runs untrusted programs (Python, and the languages of [`crate::lang`]). `Send + Sync`; clone it
@@ -80,7 +86,12 @@ impl Sandbox {
     /// Resolves the interpreter, probes the kernel once, logs the isolation report and checks a
     /// trivial program runs under all layers. Blocking (tens of ms): call at start-up.
     pub fn new(config: SandboxConfig) -> Result<Sandbox, SandboxError> {
-        let python = python::resolve(config.python.as_deref())?;
+        let mut python = python::resolve(config.python.as_deref())?;
+        // Data tasks (issue 13): readable, never writable, trees (the package cache), on every layer
+        // that knows the interpreter's own (mount plan, Landlock).
+        python
+            .prefixes
+            .extend(config.read_only_dirs.iter().filter(|d| d.is_dir()).cloned());
         let tag = format!(
             "codegym-{}-{:08x}",
             std::process::id(),
@@ -179,22 +190,68 @@ impl Sandbox {
             ));
         }
         files.push((PathBuf::from("main.py"), req.source.as_bytes()));
+        // Data tasks (issue 13): read-only inputs beside the program's files, never over them.
+        let mut read_only = Vec::with_capacity(req.data.files.len());
+        for (name, data) in &req.data.files {
+            let p = workdir::validate_rel(name)?;
+            if files
+                .iter()
+                .any(|(f, _)| f.starts_with(&p) || p.starts_with(f))
+                || p.starts_with("outputs")
+            {
+                return Err(SandboxError::InvalidPath(format!(
+                    "{name} (an input file clashes with a program file or outputs/)"
+                )));
+            }
+            read_only.push((p, &data[..]));
+        }
+        let layout = RunLayout {
+            files,
+            read_only,
+            outputs_dir: !req.data.outputs.is_empty(),
+            args: req.data.argv(),
+            python_path: req.data.site_dir.clone(),
+        };
+        let outputs = req.data.outputs;
+        let queued = metrics::Level::enter(metrics::QUEUE_DEPTH);
         let _permit = self
             .inner
             .permits
             .acquire()
             .await
             .map_err(|_| SandboxError::Closed)?;
-        let with_stdin = req.stdin.is_some();
+        drop(queued);
+        let _in_flight = metrics::Level::enter(metrics::IN_FLIGHT);
+        let admitted = std::time::Instant::now();
+        let out = self
+            .run_admitted(&layout, &limits, req.stdin, fetch, outputs)
+            .await;
+        metrics::finished(
+            out.as_ref().map(|(r, _)| r).map_err(|_| ()),
+            admitted.elapsed(),
+        );
+        out
+    }
+
+    /// One run that holds a concurrency slot, on the configured backend.
+    async fn run_admitted(
+        &self,
+        layout: &RunLayout<'_>,
+        limits: &Limits,
+        stdin: Option<Vec<u8>>,
+        fetch: Vec<String>,
+        outputs: BTreeMap<String, OutputType>,
+    ) -> Result<(ExecutionResult, Vec<(String, Vec<u8>)>), SandboxError> {
+        let with_stdin = stdin.is_some();
         match &self.warm {
             Some(warm) => {
-                let run = warm.start_run(&files, &limits, with_stdin).await?;
-                supervise::script(run, req.stdin, &limits, fetch).await
+                let run = warm.start_run(layout, limits, with_stdin).await?;
+                supervise::script(run, stdin, limits, fetch, outputs).await
             }
             None => {
                 let id = self.inner.next_id();
-                let run = fresh::start_script(&self.inner, id, &files, &limits, with_stdin).await?;
-                supervise::script(run, req.stdin, &limits, fetch).await
+                let run = fresh::start_script(&self.inner, id, layout, limits, with_stdin).await?;
+                supervise::script(run, stdin, limits, fetch, outputs).await
             }
         }
     }
@@ -229,9 +286,32 @@ impl Sandbox {
 
     /// Starts a persistent interpreter for the env's `session` mode.
     pub async fn open_session(&self, limits: Option<Limits>) -> Result<PySession, SandboxError> {
+        self.open_session_with(limits, &crate::data::TaskData::default())
+            .await
+    }
+
+    /// A session whose work dir holds a data task's read-only input files and `outputs/`, with its
+    /// inputs in `sys.argv[1:]` and its packages importable (issue 13). Typed outputs are read by
+    /// the reward runs, which replay the session's program.
+    pub async fn open_session_with(
+        &self,
+        limits: Option<Limits>,
+        data: &crate::data::TaskData,
+    ) -> Result<PySession, SandboxError> {
         let limits = limits.unwrap_or(self.inner.config.limits);
         let id = self.inner.next_id();
-        PySession::open(self.inner.clone(), id, limits).await
+        let mut read_only = Vec::with_capacity(data.files.len());
+        for (name, bytes) in &data.files {
+            read_only.push((workdir::validate_rel(name)?, &bytes[..]));
+        }
+        let layout = RunLayout {
+            read_only,
+            outputs_dir: !data.outputs.is_empty(),
+            python_path: data.site_dir.clone(),
+            args: data.argv(),
+            ..RunLayout::default()
+        };
+        PySession::open(self.inner.clone(), id, limits, &layout).await
     }
 }
 
@@ -250,16 +330,20 @@ fn self_test(inner: &Inner, warm: Option<&Arc<WarmBackend>>) -> Result<(), Sandb
                 .build()
                 .map_err(SandboxError::setup("self-test runtime"))?;
             rt.block_on(async {
-                let files = [(PathBuf::from("main.py"), &b"import sys\nprint('ok')\n"[..])];
+                let layout = RunLayout {
+                    files: vec![(PathBuf::from("main.py"), &b"import sys\nprint('ok')\n"[..])],
+                    ..RunLayout::default()
+                };
+                let none = Default::default();
                 match warm {
                     Some(warm) => {
-                        let run = warm.start_run_as(u64::MAX - 1, &files, &limits).await?;
-                        supervise::script(run, None, &limits, Vec::new()).await
+                        let run = warm.start_run_as(u64::MAX - 1, &layout, &limits).await?;
+                        supervise::script(run, None, &limits, Vec::new(), none).await
                     }
                     None => {
                         let run =
-                            fresh::start_script(inner, u64::MAX, &files, &limits, false).await?;
-                        supervise::script(run, None, &limits, Vec::new()).await
+                            fresh::start_script(inner, u64::MAX, &layout, &limits, false).await?;
+                        supervise::script(run, None, &limits, Vec::new(), none).await
                     }
                 }
             })

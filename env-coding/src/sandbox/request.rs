@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use super::config::{IsolationLevel, Limits};
+use crate::data::TaskData;
 use crate::lang::Language;
 
 /// One execution: `source` becomes `main.py` in a fresh work dir, run with `python -I main.py` (or,
@@ -27,6 +28,10 @@ pub struct ExecRequest {
     /// Arguments after the program (`argv[1..]`), for languages other than Python (a special
     /// judge's testlib-style `input output answer`); a Python program runs as `main.py` alone.
     pub args: Vec<String>,
+    // Data tasks (issue 13).
+    /// Read-only input files (owned by the server, mode 0444), `--name value` arguments after
+    /// `main.py`, and the typed outputs read back from `outputs/` after the run.
+    pub data: TaskData,
 }
 
 impl ExecRequest {

@@ -20,7 +20,7 @@ use tokio::net::unix::pipe;
 
 use super::config::Limits;
 use super::fresh::{self, FreshProcess};
-use super::prepare::Inner;
+use super::prepare::{Inner, RunLayout};
 use super::request::SandboxError;
 use super::supervise::{self, Capture, Ending, Exit, Process, Started};
 
@@ -73,8 +73,9 @@ impl PySession {
         inner: Arc<Inner>,
         id: u64,
         limits: Limits,
+        layout: &RunLayout<'_>,
     ) -> Result<PySession, SandboxError> {
-        let (run, (req, rep)) = fresh::start_session(&inner, id, &limits, DRIVER).await?;
+        let (run, (req, rep)) = fresh::start_session(&inner, id, &limits, DRIVER, layout).await?;
         let requests =
             pipe::Sender::from_owned_fd(req).map_err(SandboxError::setup("session pipe"))?;
         let replies =
@@ -199,7 +200,13 @@ impl PySession {
                 cgroup_peak,
                 oom: new_oom,
             };
-            return Ok(supervise::assemble(ending, &limits, out, err));
+            return Ok(supervise::assemble(
+                ending,
+                &limits,
+                out,
+                err,
+                Default::default(),
+            ));
         }
         // The interpreter died or overran: the session ends here.
         let _ = exited;
@@ -218,7 +225,7 @@ impl PySession {
             cgroup_peak,
             oom: oom && !self.oom_seen,
         };
-        let result = supervise::assemble(ending, &limits, out, err);
+        let result = supervise::assemble(ending, &limits, out, err, Default::default());
         self.shutdown().await;
         Ok(result)
     }

@@ -9,12 +9,15 @@ use std::io;
 use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
-use env_core::ExecutionResult;
+use std::collections::BTreeMap;
+
+use env_core::{ExecutionResult, OutputValue};
 use tokio::net::unix::pipe;
 
 use super::config::Limits;
 use super::prepare::RunGuard;
 use super::request::SandboxError;
+use crate::data::OutputType;
 
 /// The main process of a started execution, as the backend that started it knows it.
 pub(crate) trait Process {
@@ -81,6 +84,7 @@ pub(crate) async fn script<P: Process>(
     stdin: Option<Vec<u8>>,
     limits: &Limits,
     fetch: Vec<String>,
+    outputs: BTreeMap<String, OutputType>,
 ) -> Result<(ExecutionResult, Vec<(String, Vec<u8>)>), SandboxError> {
     let writer = match (run.stdin.take(), stdin) {
         (Some(fd), Some(data)) => Some(tokio::spawn(write_all(fd, data))),
@@ -141,21 +145,24 @@ pub(crate) async fn script<P: Process>(
         cgroup_peak,
         oom,
     };
-    let result = assemble(ending, limits, out, err);
     let guard = std::mem::take(&mut run.guard);
     let max_bytes = limits.max_file_bytes;
     // Reading files and removing the work dir touch the file system: off the runtime.
-    let fetched = tokio::task::spawn_blocking(move || {
-        let fetched = match &guard.workdir {
-            Some(dir) => fetch_files(dir, &fetch, max_bytes),
-            None => Vec::new(),
+    let (fetched, outputs) = tokio::task::spawn_blocking(move || {
+        let read = match &guard.workdir {
+            Some(dir) => (
+                fetch_files(dir, &fetch, max_bytes),
+                // Data tasks (issue 13): the declared outputs, parsed by type.
+                crate::data::outputs::collect(dir, &outputs),
+            ),
+            None => Default::default(),
         };
         drop(guard);
-        fetched
+        read
     })
     .await
     .unwrap_or_default();
-    Ok((result, fetched))
+    Ok((assemble(ending, limits, out, err, outputs), fetched))
 }
 
 /// The regular files among `paths` (relative to the work dir), each read whole up to `max_bytes`,
@@ -232,6 +239,7 @@ pub(crate) fn assemble(
     limits: &Limits,
     stdout: Capture,
     stderr: Capture,
+    outputs: BTreeMap<String, OutputValue>,
 ) -> ExecutionResult {
     let Exit {
         code,
@@ -255,6 +263,7 @@ pub(crate) fn assemble(
         cpu_ms,
         peak_rss_bytes: end.cgroup_peak.unwrap_or(max_rss).max(max_rss),
         compile: None,
+        outputs,
     }
 }
 
@@ -275,6 +284,7 @@ pub(crate) fn not_run_after_compile(compile: ExecutionResult) -> ExecutionResult
         cpu_ms: 0,
         peak_rss_bytes: 0,
         compile: Some(Box::new(compile)),
+        outputs: Default::default(),
     }
 }
 

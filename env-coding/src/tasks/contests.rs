@@ -48,6 +48,8 @@ fn judge_task(
         completion_prefix: None,
         metadata,
         language: Language::Python,
+        deterministic: true,
+        data: Default::default(),
     })
 }
 

@@ -54,6 +54,7 @@ pub(super) fn humaneval(value: serde_json::Value) -> Result<Task, String> {
     metadata.insert("source".into(), "humaneval".into());
     metadata.insert("entry_point".into(), r.entry_point.into());
     Ok(Task {
+        data: Default::default(),
         id: r.task_id.into_string(),
         reference_solution: r.canonical_solution.map(|s| format!("{}{s}", r.prompt)),
         completion_prefix: Some(r.prompt.clone()),
@@ -61,6 +62,7 @@ pub(super) fn humaneval(value: serde_json::Value) -> Result<Task, String> {
         reward,
         metadata,
         language: crate::lang::Language::Python,
+        deterministic: true,
     })
 }
 
@@ -96,6 +98,7 @@ pub(super) fn mbpp(value: serde_json::Value) -> Result<Task, String> {
         metadata.insert("challenge_test_list".into(), r.challenge_test_list.into());
     }
     Ok(Task {
+        data: Default::default(),
         id: r.task_id.into_string(),
         prompt,
         reward: spec(Component::Asserts {
@@ -113,5 +116,6 @@ pub(super) fn mbpp(value: serde_json::Value) -> Result<Task, String> {
         completion_prefix: None,
         metadata,
         language: crate::lang::Language::Python,
+        deterministic: true,
     })
 }

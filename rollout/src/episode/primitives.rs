@@ -20,12 +20,24 @@ pub(super) async fn call_model(
     st: &mut EpisodeState,
     tools: Option<&serde_json::Value>,
 ) -> Result<Completion, Ending> {
+    call_model_with(ctx, plan, st, tools, None).await
+}
+
+/// [`call_model`] with an OpenAI `response_format` (AutoCoder's structured outputs).
+pub(super) async fn call_model_with(
+    ctx: &EpisodeContext,
+    plan: &EpisodePlan,
+    st: &mut EpisodeState,
+    tools: Option<&serde_json::Value>,
+    response_format: Option<&serde_json::Value>,
+) -> Result<Completion, Ending> {
     let view = history_view(&st.messages, ctx.config.episode.max_history_messages);
     // Providers commonly reject seeds beyond 32-bit signed integers.
     let request = ChatRequest {
         messages: &view,
         tools,
         seed: Some(plan.seed & 0x7fff_ffff),
+        response_format,
     };
     let outcome = ctx
         .client
@@ -46,6 +58,7 @@ pub(super) async fn call_model(
         model_call: outcome.call,
         message_index: None,
         env_steps: Vec::new(),
+        stage: None,
     };
     let Some(completion) = outcome.completion else {
         st.turns.push(turn);

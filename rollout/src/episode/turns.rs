@@ -1,5 +1,5 @@
-//! The turn loops of both modes: code-block (answer, run the first python block as a `run_python`
-//! action, show the feedback) and tools (follow function calls until the model answers without one).
+//! The turn loops of both modes: code-block (answer, run the first block in the episode's language
+//! as a `run_python` or `run_code` action, show the feedback) and tools (follow function calls until the model answers without one).
 
 use std::time::Instant;
 
@@ -26,11 +26,12 @@ pub(super) async fn drive(
     match ctx.config.episode.mode {
         EpisodeMode::CodeBlock => code_block_loop(ctx, plan, st).await,
         EpisodeMode::Tools => tools_loop(ctx, plan, st).await,
+        EpisodeMode::Autocoder => super::autocoder::run(ctx, plan, st).await,
     }
 }
 
 /// `make` + `reset`, then the system and task messages.
-async fn setup(
+pub(super) async fn setup(
     ctx: &EpisodeContext,
     plan: &EpisodePlan,
     st: &mut EpisodeState,
@@ -39,21 +40,38 @@ async fn setup(
     let t = Instant::now();
     let made = ctx
         .backend
-        .make(&config.env_id, &config.env_kwargs, plan.env_route)
+        .make(&config.env_id, &config.env_kwargs, st.avoid_server)
         .await;
     st.env_ms += millis(t.elapsed());
     st.session = Some(made.map_err(env_ending)?);
-    let mut options = serde_json::Map::new();
-    options.insert("task_id".into(), json!(plan.task_id));
+    let options = ctx
+        .backend
+        .task_options(&plan.task_id)
+        .map_err(env_ending)?;
     let t = Instant::now();
     let reset = match st.session.as_mut() {
         Some(s) => s.reset(Some(plan.seed), options).await,
         None => Err(EnvError::ClosedEnvironment),
     };
     st.env_ms += millis(t.elapsed());
-    let (obs, _info) = reset.map_err(env_ending)?;
+    let (obs, info) = reset.map_err(env_ending)?;
+    // Issue 14: the episode's language, as the env chose it (the task's or a reset option's).
+    st.language = info
+        .get("language")
+        .and_then(|v| v.as_str())
+        .filter(|l| *l != "python")
+        .map(str::to_string);
     let task = format::observation_text(&obs);
-    let (system, user) = config.episode.prompts.opening(config.episode.mode, &task);
+    // Data tasks (issue 13): the env's summary of the task's sample files, for `{data_context}`.
+    let data_context = info
+        .get("data_context")
+        .and_then(|v| v.as_str())
+        .unwrap_or_default();
+    let (system, user) =
+        config
+            .episode
+            .prompts
+            .opening_with_data(config.episode.mode, &task, data_context);
     st.messages.push(ChatMessage::text(Role::System, system));
     st.messages.push(ChatMessage::text(Role::User, user));
     Ok(())
@@ -71,16 +89,20 @@ async fn code_block_loop(
             Err(ending) => return ending,
         };
         let content = completion.message.content.unwrap_or_default();
-        let Some(code) = code_extract::first_python_block(&content).map(str::to_string) else {
+        // Issue 14: a block in the episode's language; a block in another one is no code.
+        let language = st.language.clone();
+        let block = match &language {
+            None => code_extract::first_python_block(&content),
+            Some(l) => code_extract::first_block_in(&content, l),
+        };
+        let Some(code) = block.map(str::to_string) else {
             return Ending::new(StopReason::NoCode);
         };
-        let obs = match env_step(
-            st,
-            run_python(&code),
-            ActionRecord::CodeBlock { code },
-            None,
-        )
-        .await
+        let action = match &language {
+            None => run_python(&code),
+            Some(l) => run_code(&code, l),
+        };
+        let obs = match env_step(st, action, ActionRecord::CodeBlock { code, language }, None).await
         {
             Ok(StepResult::Done(ending)) => return ending,
             Ok(StepResult::Continue { obs }) => obs,
@@ -143,8 +165,13 @@ async fn tools_loop(ctx: &EpisodeContext, plan: &EpisodePlan, st: &mut EpisodeSt
 /// The env action running exactly `code`: the tool call the coding env accepts in every mode.
 /// Sending the model's whole text instead would let the env extract again, by its own `extract`
 /// kwarg (`raw` runs the prose too), and run something else than the record says.
-fn run_python(code: &str) -> Value {
+pub(super) fn run_python(code: &str) -> Value {
     Value::Json(json!({"tool": "run_python", "code": code}))
+}
+
+/// Issue 14: the same for a program in `language` (SandboxFusion's name), the env's `run_code`.
+fn run_code(code: &str, language: &str) -> Value {
+    Value::Json(json!({"tool": "run_code", "code": code, "language": language}))
 }
 
 /// Turns a tool call into the env's action (`{"tool": name, ...arguments}`).
@@ -209,7 +236,7 @@ fn record_invalid_call(st: &mut EpisodeState, call: &ToolCall, why: &str) {
     ));
 }
 
-fn env_ending(e: EnvError) -> Ending {
+pub(super) fn env_ending(e: EnvError) -> Ending {
     Ending::error(StopReason::Error, ErrorKind::Env, e.to_string())
 }
 

@@ -11,7 +11,6 @@
 mod run;
 mod server;
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 pub(crate) use run::WarmRun;
@@ -19,7 +18,7 @@ use server::ForkServer;
 
 use super::config::{Backend, Limits};
 use super::isolation::Layer;
-use super::prepare::Inner;
+use super::prepare::{Inner, RunLayout};
 use super::request::SandboxError;
 use super::supervise::Started;
 
@@ -100,7 +99,7 @@ impl WarmBackend {
     /// instead of failing.
     pub async fn start_run(
         self: &Arc<Self>,
-        files: &[(PathBuf, &[u8])],
+        layout: &RunLayout<'_>,
         limits: &Limits,
         with_stdin: bool,
     ) -> Result<Started<WarmRun>, SandboxError> {
@@ -109,7 +108,7 @@ impl WarmBackend {
             let id = self.inner.next_id();
             let server = self.server().await?;
             attempts += 1;
-            match run::start(&self.inner, server.clone(), id, files, limits, with_stdin).await {
+            match run::start(&self.inner, server.clone(), id, layout, limits, with_stdin).await {
                 Err(_) if attempts == 1 && !server.is_alive() => continue,
                 started => return started,
             }
@@ -120,7 +119,7 @@ impl WarmBackend {
     pub async fn start_run_as(
         &self,
         id: u64,
-        files: &[(PathBuf, &[u8])],
+        layout: &RunLayout<'_>,
         limits: &Limits,
     ) -> Result<Started<WarmRun>, SandboxError> {
         let server = self
@@ -129,7 +128,7 @@ impl WarmBackend {
             .map_err(|_| SandboxError::Closed)?
             .clone()
             .ok_or(SandboxError::Closed)?;
-        run::start(&self.inner, server, id, files, limits, false).await
+        run::start(&self.inner, server, id, layout, limits, false).await
     }
 
     /// The live fork server, restarted if it died.
@@ -153,6 +152,7 @@ impl WarmBackend {
                 return Ok(server.clone());
             }
             tracing::warn!("the fork server exited; starting a new one");
+            super::metrics::fork_server_restarted();
             let server = Arc::new(ForkServer::start(&this.inner)?);
             *slot = Some(server.clone());
             Ok(server)

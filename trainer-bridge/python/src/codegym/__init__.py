@@ -16,6 +16,7 @@ from codegym.env import (
     register_gymnasium_envs,
 )
 from codegym.options import ClientOptions
+from codegym.pool import PooledSession, ServerLost, ServerPool
 from codegym.reward import (
     AsyncRewardFunction,
     RewardFunction,
@@ -43,9 +44,12 @@ __all__ = [
     "CodingEnv",
     "EvalItem",
     "RemoteEnv",
+    "PooledSession",
     "RemoteVectorEnv",
     "RewardFunction",
     "ScoredSample",
+    "ServerLost",
+    "ServerPool",
     "Session",
     "StepResult",
     "TaskEntry",

@@ -74,7 +74,15 @@ def execution_to_dict(e: pb.ExecutionResult) -> dict:
         "peak_rss_bytes": e.peak_rss_bytes,
         # Issue 14: the compile step of a compiled language (None for Python and interpreters).
         "compile": execution_to_dict(e.compile) if e.HasField("compile") else None,
+        # Data tasks (issue 13): typed outputs, name -> {"value": ...} or {"error": ...}.
+        "outputs": {name: _output(o) for name, o in sorted(e.outputs.items())},
     }
+
+
+def _output(o: pb.OutputValue) -> dict:
+    if o.WhichOneof("kind") == "json":
+        return {"value": json.loads(o.json)}
+    return {"error": o.error or "empty output value"}
 
 
 def decode_value(v: pb.Value) -> Any:

@@ -102,6 +102,9 @@ async fn a_cpp_task_is_solved_from_a_cpp_block_and_a_python_answer_is_no_code() 
     let solved = records.iter().find(|r| r.task_id == "sum-cpp").unwrap();
     assert_eq!(solved.stop_reason, StopReason::Solved, "{solved:?}");
     assert_eq!(solved.final_reward, 1.0);
+    // The default system prompt asks for a block in the episode's language.
+    let system = solved.messages[0].content.as_deref().unwrap();
+    assert!(system.contains("```cpp"), "{system}");
     let step = &solved.turns[0].env_steps[0];
     let ActionRecord::CodeBlock { code, language } = &step.action else {
         panic!("not a code block: {:?}", step.action);

@@ -67,11 +67,12 @@ pub(super) async fn setup(
         .get("data_context")
         .and_then(|v| v.as_str())
         .unwrap_or_default();
+    let language = st.language.as_deref().unwrap_or("python");
     let (system, user) =
         config
             .episode
             .prompts
-            .opening_with_data(config.episode.mode, &task, data_context);
+            .opening_in(config.episode.mode, &task, data_context, language);
     st.messages.push(ChatMessage::text(Role::System, system));
     st.messages.push(ChatMessage::text(Role::User, user));
     Ok(())
@@ -110,13 +111,9 @@ async fn code_block_loop(
         };
         if turn + 1 < ep.max_turns {
             let (obs, reward) = obs;
-            let text = format::feedback(
-                &ep.prompts.feedback,
-                &obs,
-                reward,
-                false,
-                ep.feedback_max_chars,
-            );
+            let language = st.language.as_deref().unwrap_or("python");
+            let template = format::render(&ep.prompts.feedback, &[("language", language)]);
+            let text = format::feedback(&template, &obs, reward, false, ep.feedback_max_chars);
             st.messages.push(ChatMessage::text(Role::User, text));
         }
     }

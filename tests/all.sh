@@ -24,6 +24,24 @@ fi
 # Issue 13 (AutoCoder mode): the model's tests run pytest==8.3.5 from PyPI through that same package
 # cache (rollout/tests/autocoder.rs, tests/autocoder_cli.rs; cache in $TMPDIR, reused across runs):
 # nothing more to install; a cold cache fetches pytest and its 3 dependencies (~2 MB installed).
+# --- Issue 14: toolchains of every language the sandbox runs (env-coding/src/lang/). -----------
+# The language tests need them all; they come from Debian packages, installed only when missing
+# (about 40 s on a fresh Debian 12 machine with a package mirror; nothing when present).
+declare -A TOOLCHAIN_PACKAGES=(
+    [/usr/bin/g++]=g++ [/usr/bin/gcc]=gcc [/usr/bin/rustc]=rustc [/usr/bin/go]=golang-go
+    [/usr/bin/javac]=default-jdk-headless [/usr/bin/node]=nodejs
+    [/usr/share/nodejs/typescript/lib/typescript.js]=node-typescript
+    [/usr/bin/ruby]=ruby [/usr/bin/php]=php-cli [/usr/bin/lua5.4]=lua5.4 [/usr/bin/perl]=perl
+)
+MISSING_PACKAGES=()
+for tool in "${!TOOLCHAIN_PACKAGES[@]}"; do
+    [ -e "$tool" ] || MISSING_PACKAGES+=("${TOOLCHAIN_PACKAGES[$tool]}")
+done
+if [ ${#MISSING_PACKAGES[@]} -gt 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${MISSING_PACKAGES[@]}"
+fi
+# --- end of issue 14's block -----------------------------------------------------------------
 
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings

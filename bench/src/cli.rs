@@ -76,6 +76,19 @@ pub enum Command {
         #[arg(long)]
         server_config: Option<PathBuf>,
     },
+    /// Issue 14: executions/s per language (trivial program, 10-test stdin/stdout problem), compile
+    /// cache warm and cold, vs naive subprocesses.
+    Lang {
+        /// Concurrent callers.
+        #[arg(long, default_value_t = 4)]
+        callers: usize,
+        /// Seconds measured per row.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        /// Comma-separated languages of the trivial-program rows (default: all).
+        #[arg(long, value_delimiter = ',')]
+        languages: Vec<String>,
+    },
     /// Rollout engine overhead against the ideal schedule, with the fake LLM server.
     Rollout {
         /// Episodes of the throughput run.
@@ -171,6 +184,27 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
                 duration,
                 python,
                 backend,
+            })
+            .await?
+        }
+        Command::Lang {
+            callers,
+            seconds: s,
+            languages,
+        } => {
+            let duration = seconds(s)?;
+            let languages = if languages.is_empty() {
+                env_coding::lang::Language::ALL.to_vec()
+            } else {
+                languages
+                    .iter()
+                    .map(|l| env_coding::lang::Language::parse(l))
+                    .collect::<Result<Vec<_>, _>>()?
+            };
+            crate::lang::run(crate::lang::LangBenchArgs {
+                callers,
+                duration,
+                languages,
             })
             .await?
         }

@@ -175,7 +175,7 @@ pub async fn run(args: ExecBenchArgs) -> anyhow::Result<String> {
 
 /// Runs `callers` closed loops of `call` for `duration` after one warm-up call each; returns calls/s
 /// and the latency distribution.
-async fn closed_loop<F, Fut>(
+pub(crate) async fn closed_loop<F, Fut>(
     callers: usize,
     duration: Duration,
     call: F,

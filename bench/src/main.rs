@@ -10,6 +10,7 @@ mod grpc;
 mod grpc_coding;
 mod grpo;
 mod http;
+mod lang;
 mod latency;
 mod pool;
 mod rollout;

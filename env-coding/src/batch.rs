@@ -15,7 +15,7 @@ use env_core::{
 use futures::stream::{FuturesUnordered, StreamExt};
 
 use crate::config::Mode;
-use crate::env::{Action, decode_action, no_code_result, step_info};
+use crate::env::{Action, decode_action, infra, no_code_result, step_info};
 use crate::reward::run::{self, EvalOptions, Program};
 use crate::shared::{Settings, Shared};
 use crate::tasks::Task;
@@ -35,41 +35,43 @@ impl CodingEvaluator {
         };
         let task = settings.choose_task(&item.options, &mut rng)?;
         let task = self.shared.with_packages(task).await?;
-        let code = match decode_action(item.action, settings.extract)? {
-            Action::Code(code) => Some(code),
-            Action::NoCode => None,
+        let language = settings.choose_language(&item.options, &task)?;
+        let (code, language) = match decode_action(item.action, settings.extract, language)? {
+            Action::Code(code, language) => (Some(code), language),
+            Action::NoCode => (None, language),
             Action::WriteFile { .. } | Action::ReadFile { .. } => {
                 return Err(EnvError::InvalidAction(
                     "file tools are not available in Evaluate".into(),
                 ));
             }
         };
+        let has_code = code.is_some();
+        let mut program = Program::new(code.unwrap_or_default()).in_language(language);
+        program.data = task.data.clone();
         let options = settings.eval_options();
-        let key = VerdictCache::key(&task, code.as_deref(), &options);
+        let key = VerdictCache::key(&task, has_code.then_some(&program), &options);
         self.shared
             .verdicts
-            .get_or_score(key, self.score(&task, code, options))
+            .get_or_score(key, self.score(&task, program, has_code, options))
             .await
     }
 
-    /// Runs and scores `code` (or scores the absence of code) for `task`.
+    /// Runs and scores `program` (or scores the absence of code) for `task`.
     async fn score(
         &self,
         task: &Task,
-        code: Option<String>,
+        program: Program,
+        has_code: bool,
         options: EvalOptions,
     ) -> Result<Step<Value>> {
-        let has_code = code.is_some();
-        let mut program = Program::new(code.unwrap_or_default());
-        program.data = task.data.clone();
         let sandbox = &self.shared.sandbox;
-        let infra = |e: crate::sandbox::SandboxError| EnvError::Infrastructure(e.to_string());
+        sandbox.supports(program.language).map_err(infra)?;
         let (result, outcome) = match has_code {
             true => run::run_and_score(sandbox, &task.reward, &program, options)
                 .await
                 .map_err(infra)?,
             false => {
-                let result = no_code_result();
+                let result = no_code_result(program.language);
                 let outcome =
                     run::score_program(sandbox, &task.reward, &program, Some(&result), options)
                         .await

@@ -18,13 +18,14 @@ use env_core::{
 use serde_json::json;
 
 use crate::config::Mode;
+use crate::lang::Language;
 use crate::reward::RewardOutcome;
 use crate::reward::run::{self, Program};
 use crate::sandbox::PySession;
 use crate::shared::{Settings, Shared};
 use crate::tasks::Task;
 use crate::tools::{self, MAX_READ_BYTES, ToolCall};
-use code_extract::{ExtractMode, extract};
+use code_extract::{ExtractMode, extract_tagged};
 
 /// Largest text of the observation and action spaces.
 pub const MAX_TEXT_LEN: usize = 1 << 20;
@@ -39,7 +40,8 @@ pub(crate) fn text_space() -> Space {
 
 /// What an action asks for.
 pub(crate) enum Action {
-    Code(String),
+    /// A program; issue 14: in the episode's language unless a `run_code` call names one.
+    Code(String, Language),
     /// `extract: fenced` and no fenced block: nothing runs.
     NoCode,
     WriteFile {
@@ -51,28 +53,36 @@ pub(crate) enum Action {
     },
 }
 
-pub(crate) fn decode_action(action: Value, mode: ExtractMode) -> Result<Action> {
+/// Decodes an action; text is searched for a fenced block of `language` (the episode's).
+pub(crate) fn decode_action(
+    action: Value,
+    mode: ExtractMode,
+    language: Language,
+) -> Result<Action> {
     match action {
-        Value::Text(t) => Ok(match extract(&t, mode) {
-            Some(code) => Action::Code(code.to_string()),
+        Value::Text(t) => Ok(match extract_tagged(&t, mode, language.fence_tags()) {
+            Some(code) => Action::Code(code.to_string(), language),
             None => Action::NoCode,
         }),
         Value::Json(v) => match ToolCall::parse(v).map_err(EnvError::InvalidAction)? {
-            ToolCall::RunPython { code } => Ok(Action::Code(code)),
+            ToolCall::RunPython { code } => Ok(Action::Code(code, Language::Python)),
+            ToolCall::RunCode { code, language } => Ok(Action::Code(code, language)),
             ToolCall::WriteFile { path, content } => Ok(Action::WriteFile { path, content }),
             ToolCall::ReadFile { path } => Ok(Action::ReadFile { path }),
         },
         other => Err(EnvError::InvalidAction(format!(
-            "expected text (Python source or model output) or a JSON tool call, got {}",
+            "expected text (source or model output) or a JSON tool call, got {}",
             other.kind()
         ))),
     }
 }
 
 /// The observation when `extract: fenced` finds no code block.
-pub(crate) fn no_code_result() -> ExecutionResult {
+pub(crate) fn no_code_result(language: Language) -> ExecutionResult {
     ExecutionResult {
-        stderr: "codegym: no ```python code block found in the response; nothing was run\n".into(),
+        stderr: format!(
+            "codegym: no ```{language} code block found in the response; nothing was run\n"
+        ),
         ..ExecutionResult::default()
     }
 }
@@ -89,6 +99,8 @@ pub(crate) fn step_info(task: &Task, outcome: &RewardOutcome, step: u32, mode: M
 
 struct Episode {
     task: Arc<Task>,
+    /// Issue 14: the episode's language (the task's, or the reset option's).
+    language: Language,
     steps: u32,
     ended: bool,
     session: Option<PySession>,
@@ -135,12 +147,13 @@ impl CodingEnv {
         }
     }
 
-    async fn step_script(&mut self, code: String) -> Result<Step<Value>> {
+    async fn step_script(&mut self, code: String, language: Language) -> Result<Step<Value>> {
         let Some(ep) = self.episode.as_mut() else {
             return Err(EnvError::ResetNeeded);
         };
         let task = ep.task.clone();
-        let mut program = Program::new(code);
+        self.shared.sandbox.supports(language).map_err(infra)?;
+        let mut program = Program::new(code).in_language(language);
         program.data = task.data.clone();
         let shared = &self.shared;
         let settings = &self.settings;
@@ -194,7 +207,12 @@ impl CodingEnv {
             .unwrap_or(*shared.sandbox.limits())
             .max_file_bytes;
         let obs = match action {
-            Action::Code(code) => {
+            Action::Code(_, language) if language != Language::Python => {
+                return Err(EnvError::InvalidAction(format!(
+                    "session mode runs Python only; {language} programs need mode \"script\""
+                )));
+            }
+            Action::Code(code, _) => {
                 let outcome = session.exec(&code, None).await.map_err(infra)?;
                 if outcome.success() {
                     ep.program.source.push_str(&code);
@@ -208,7 +226,7 @@ impl CodingEnv {
                 }
                 Value::Execution(result)
             }
-            Action::NoCode => Value::Execution(no_code_result()),
+            Action::NoCode => Value::Execution(no_code_result(Language::Python)),
             Action::WriteFile { path, content } => {
                 match tools::write_file(session.work_dir(), &path, content.as_bytes(), max_file) {
                     Ok(()) => {
@@ -297,9 +315,17 @@ impl CodingEnv {
         }
         let task = self.settings.choose_task(&options, &mut self.rng)?;
         let task = self.shared.with_packages(task).await?;
+        let language = self.settings.choose_language(&options, &task)?;
+        self.shared.sandbox.supports(language).map_err(infra)?;
+        if language != Language::Python && self.settings.mode == Mode::Session {
+            return Err(EnvError::InvalidOptions(format!(
+                "session mode runs Python only; a {language} episode needs mode \"script\""
+            )));
+        }
         self.end_session().await;
         self.episode = Some(Episode {
             task: task.clone(),
+            language,
             steps: 0,
             ended: false,
             session: None,
@@ -335,18 +361,23 @@ impl CodingEnv {
             Some(ep) if ep.ended => return Err(EnvError::EpisodeEnded),
             Some(_) => {}
         }
-        let action = decode_action(action, self.settings.extract)?;
+        let language = self
+            .episode
+            .as_ref()
+            .map_or(Language::Python, |e| e.language);
+        let action = decode_action(action, self.settings.extract, language)?;
         match (self.settings.mode, action) {
-            (Mode::Script, Action::Code(code)) => self.step_script(code).await,
+            (Mode::Script, Action::Code(code, language)) => self.step_script(code, language).await,
             (Mode::Script, Action::NoCode) => {
                 let Some(ep) = self.episode.as_ref() else {
                     return Err(EnvError::ResetNeeded);
                 };
                 // Score the empty program so that the breakdown has the task's usual shape.
                 let task = ep.task.clone();
-                let result = no_code_result();
+                let result = no_code_result(language);
                 let program = Program {
                     data: task.data.clone(),
+                    language,
                     ..Program::default()
                 };
                 let outcome = run::score_program(
@@ -375,9 +406,15 @@ impl CodingEnv {
     }
 }
 
-/// A machinery failure of the sandbox: retryable, never a reward.
-fn infra(e: crate::sandbox::SandboxError) -> EnvError {
-    EnvError::Infrastructure(e.to_string())
+/// A machinery failure of the sandbox: retryable, never a reward. Issue 14: a language this
+/// machine lacks is a precondition of the deployment instead (not retryable here).
+pub(crate) fn infra(e: crate::sandbox::SandboxError) -> EnvError {
+    match e {
+        crate::sandbox::SandboxError::LanguageUnavailable { .. } => {
+            EnvError::FailedPrecondition(e.to_string())
+        }
+        e => EnvError::Infrastructure(e.to_string()),
+    }
 }
 
 impl AsyncEnv for CodingEnv {

@@ -8,6 +8,7 @@ use env_core::{ChaCha8Rng, EnvError, Kwargs, Options};
 use rand::Rng;
 
 use crate::config::{CodingConfig, EnvKwargs, Mode};
+use crate::lang::Language;
 use crate::packages::PackageCache;
 use crate::reward::run::EvalOptions;
 use crate::sandbox::{Limits, Sandbox};
@@ -157,6 +158,20 @@ impl Settings {
         }
     }
 
+    /// Issue 14: the episode's language: `options.language` (SandboxFusion's names and common
+    /// aliases), else the task's.
+    pub fn choose_language(&self, options: &Options, task: &Task) -> Result<Language, EnvError> {
+        match options.get("language") {
+            None | Some(serde_json::Value::Null) => Ok(task.language),
+            Some(serde_json::Value::String(s)) => {
+                Language::parse(s).map_err(|e| EnvError::InvalidOptions(e.to_string()))
+            }
+            Some(other) => Err(EnvError::InvalidOptions(format!(
+                "language must be a string, got {other}"
+            ))),
+        }
+    }
+
     /// The task of a `reset`: `options.task_id`, an inline `options.task`, or a seeded draw.
     pub fn choose_task(
         &self,
@@ -166,11 +181,11 @@ impl Settings {
         if let Some(k) = options.keys().find(|k| {
             !matches!(
                 k.as_str(),
-                "task_id" | "task" | "inputs" | "files" | "requirements"
+                "task_id" | "task" | "inputs" | "files" | "requirements" | "language"
             )
         }) {
             return Err(EnvError::InvalidOptions(format!(
-                "unknown option {k:?} (expected task_id, task, inputs, files or requirements)"
+                "unknown option {k:?} (expected task_id, task, inputs, files, requirements or language)"
             )));
         }
         let task = self.choose_base_task(options, rng)?;

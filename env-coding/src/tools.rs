@@ -17,9 +17,21 @@ use serde::Deserialize;
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(tag = "tool", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ToolCall {
-    RunPython { code: String },
-    WriteFile { path: String, content: String },
-    ReadFile { path: String },
+    RunPython {
+        code: String,
+    },
+    /// Issue 14: a program in any supported language (SandboxFusion's names).
+    RunCode {
+        code: String,
+        language: crate::lang::Language,
+    },
+    WriteFile {
+        path: String,
+        content: String,
+    },
+    ReadFile {
+        path: String,
+    },
 }
 
 impl ToolCall {

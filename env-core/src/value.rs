@@ -77,6 +77,12 @@ pub struct ExecutionResult {
     pub cpu_ms: u64,
     /// Peak memory in bytes (cgroup peak when available, else the max RSS of a process).
     pub peak_rss_bytes: u64,
+    // Issue 14 (languages): the compile step of a compiled language, reported separately.
+    /// The compile's own result when the program's language compiles (also on a compile-cache
+    /// hit: the cached compile's result). When the compile failed the program never ran: the
+    /// fields above are empty and `exit_code` is `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile: Option<Box<ExecutionResult>>,
     // Typed outputs (issue 13, data tasks).
     /// The outputs the run declared, by name: each parsed by its declared type from the file the
     /// program wrote to `outputs/<name>`, or why it could not be (missing, malformed). Empty when the
@@ -108,6 +114,11 @@ impl ExecutionResult {
     /// True when the program exited with status 0 within its limits.
     pub fn success(&self) -> bool {
         self.exit_code == Some(0) && !self.timed_out && !self.memory_exceeded
+    }
+
+    /// Issue 14: the program's compile step ran and failed (so the program never ran).
+    pub fn compile_failed(&self) -> bool {
+        self.compile.as_ref().is_some_and(|c| !c.success()) && self.exit_code.is_none()
     }
 }
 

@@ -191,6 +191,11 @@ pub fn execution_to_proto(e: &ExecutionResult) -> v1::ExecutionResult {
         wall_ms: e.wall_ms,
         cpu_ms: e.cpu_ms,
         peak_rss_bytes: e.peak_rss_bytes,
+        // Issue 14: the compile step.
+        compile: e
+            .compile
+            .as_deref()
+            .map(|c| Box::new(execution_to_proto(c))),
         outputs: e
             .outputs
             .iter()
@@ -241,6 +246,8 @@ pub fn execution_from_proto(e: v1::ExecutionResult) -> ExecutionResult {
             .into_iter()
             .map(|(k, v)| (k, output_from_proto(v)))
             .collect(),
+        // Issue 14: the compile step.
+        compile: e.compile.map(|c| Box::new(execution_from_proto(*c))),
     }
 }
 

@@ -1,5 +1,6 @@
 //! `codegym doctor`: probes the sandbox once and prints which isolation layers this machine
-//! provides (and why a layer is missing).
+//! provides (and why a layer is missing), and which languages it runs (and which Debian packages
+//! the missing ones need).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -38,10 +39,42 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cache = env_coding::packages::PackageCache::new(packages, sandbox.python().to_path_buf());
     let report = tokio::task::spawn_blocking(move || cache.report()).await?;
     print!("{report}");
+    // Issue 14: languages.
+    print!("{}", languages_report(&sandbox));
     let level = sandbox.isolation().level;
     if args.require_isolation && level < IsolationLevel::Strict {
         eprintln!("error: isolation level {level} is below strict (--require-isolation)");
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One line per language: its toolchain, or why it is missing.
+fn languages_report(sandbox: &Sandbox) -> String {
+    use env_coding::lang::{Language, toolchain};
+    let mut out = String::from("languages:\n");
+    for l in Language::ALL {
+        let line = match (l, toolchain::get(l)) {
+            (Language::Python, _) => format!("[x] {:<10} {}", l.name(), sandbox.python().display()),
+            (_, Ok(t)) => {
+                let tools: Vec<String> = t
+                    .compiler
+                    .iter()
+                    .chain(t.runtime.iter())
+                    .map(|p| p.display().to_string())
+                    .collect();
+                let kind = if l.is_compiled() {
+                    "compiled"
+                } else {
+                    "interpreted"
+                };
+                format!("[x] {:<10} {kind}: {}", l.name(), tools.join(", "))
+            }
+            (_, Err(m)) => format!("[ ] {:<10} {}", l.name(), m.reason),
+        };
+        out.push_str("  ");
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
 }

@@ -161,6 +161,11 @@ pub enum Component {
         #[serde(default = "one")]
         weight: f64,
     },
+    // Issue 14: the stdin/stdout judge.
+    /// Competitive-programming judging in any language: `tests` (`input`/`output`), a `checker`,
+    /// per-test `time_limit_ms`/`memory_limit_mb`, `partial` credit or stop at the first failure;
+    /// per-test verdicts in the detail (see [`crate::judge`]).
+    Judge(crate::judge::JudgeSpec),
 }
 
 impl Component {
@@ -176,6 +181,7 @@ impl Component {
             Component::CheckFunction { .. } => "check_function",
             Component::Asserts { .. } => "asserts",
             Component::Output { .. } => "output",
+            Component::Judge(_) => "judge",
         }
     }
 
@@ -190,6 +196,7 @@ impl Component {
             | Component::CheckFunction { weight, .. }
             | Component::Asserts { weight, .. }
             | Component::Output { weight, .. } => *weight,
+            Component::Judge(j) => j.weight,
         }
     }
 
@@ -285,6 +292,7 @@ impl RewardSpec {
                         "check_function: entry_point {entry_point:?} is not an identifier"
                     ));
                 }
+                Component::Judge(j) => j.validate()?,
                 _ => {}
             }
         }

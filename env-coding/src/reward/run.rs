@@ -12,6 +12,7 @@ use futures::future::join_all;
 use super::harness::{self, CANDIDATE_FILE, TestReport, TestSuite};
 use super::{Component, ComponentScore, RewardOutcome, RewardSpec, score};
 use crate::data::TaskData;
+use crate::lang::Language;
 use crate::sandbox::{ExecRequest, Limits, Sandbox, SandboxError};
 
 /// A program to score: `main.py` plus files (session mode accumulates both).
@@ -22,6 +23,9 @@ pub struct Program {
     /// Data tasks (issue 13): the task's input files, inputs and declared outputs, given to its
     /// runs (the unit-test harness gets the files only).
     pub data: TaskData,
+    /// Issue 14: the source's language (default Python). Unit-test components (`check_function`,
+    /// `asserts`) need Python; output checks, `io_cases` and `judge` run any language.
+    pub language: Language,
 }
 
 impl Program {
@@ -30,7 +34,14 @@ impl Program {
             source: source.into(),
             files: Vec::new(),
             data: TaskData::default(),
+            language: Language::Python,
         }
+    }
+
+    /// Issue 14: the same program in `language`.
+    pub fn in_language(mut self, language: Language) -> Self {
+        self.language = language;
+        self
     }
 
     /// Files except the names the runs reserve (`main.py`, and the harness's candidate file).
@@ -115,7 +126,53 @@ async fn run_and_score_with(
     opts: EvalOptions,
 ) -> Result<(Option<ExecutionResult>, RewardOutcome), SandboxError> {
     let jobs = plan(sandbox, spec, program, plain, opts);
-    let mut runs = run(sandbox, spec, jobs).await?;
+    // Issue 14: judge components run beside the other executions.
+    let base = opts.limits.unwrap_or(*sandbox.limits());
+    let judged = join_all(spec.components.iter().map(|c| async move {
+        match c {
+            Component::Judge(j) => crate::judge::judge(
+                sandbox,
+                program.language,
+                &program.source,
+                &program.extra_files().cloned().collect::<Vec<_>>(),
+                j,
+                base,
+            )
+            .await
+            .map(Some),
+            _ => Ok(None),
+        }
+    }));
+    let (runs, judged) = futures::join!(run(sandbox, spec, jobs), judged);
+    let mut runs = runs?;
+    for (i, j) in judged.into_iter().enumerate() {
+        let report = j.map_err(SandboxError::from)?;
+        if let Some(r) = &report {
+            runs.timed_out |= r.timed_out;
+            runs.syntax_error |= r.compile_failed();
+        }
+        runs.judged[i] = report;
+    }
+    if program.language != Language::Python {
+        // Issue 14: the harness imports the candidate as Python; other languages get an honest
+        // zero for unit-test components (use `io_cases` or `judge` for them).
+        for (i, c) in spec.components.iter().enumerate() {
+            if matches!(
+                c,
+                Component::CheckFunction { .. } | Component::Asserts { .. }
+            ) {
+                runs.reports[i] = Some(TestReport {
+                    tests: Vec::new(),
+                    error: Some(format!(
+                        "{} tests run Python programs only; this program is {}",
+                        c.kind(),
+                        program.language
+                    )),
+                    syntax_error: false,
+                });
+            }
+        }
+    }
     let own_plain = runs.plain.take();
     let plain = match plain {
         PlainRun::Given(p) => Some(p),
@@ -142,6 +199,8 @@ fn plan(
             stdin,
             limits: opts.limits,
             data: program.data.clone(),
+            language: program.language,
+            ..ExecRequest::default()
         };
     let run_plain = match plain {
         PlainRun::Given(_) => false,
@@ -167,6 +226,12 @@ fn plan(
                         request(program.source.clone(), stdin, files.clone()),
                     ));
                 }
+                continue;
+            }
+            // Issue 14: unit-test harnesses are Python (see `run_and_score_with`).
+            Component::CheckFunction { .. } | Component::Asserts { .. }
+                if program.language != Language::Python =>
+            {
                 continue;
             }
             Component::CheckFunction {
@@ -217,6 +282,8 @@ struct Runs {
     timed_out: bool,
     /// A case or test run found the program does not compile.
     syntax_error: bool,
+    /// Issue 14: the judge's report of each `judge` component.
+    judged: Vec<Option<crate::judge::JudgeReport>>,
 }
 
 /// Runs every job at once; the first infrastructure error fails them all.
@@ -240,6 +307,7 @@ async fn run(
         reports: vec![None; spec.components.len()],
         timed_out: false,
         syntax_error: false,
+        judged: vec![None; spec.components.len()],
     };
     for (job, result) in kinds.into_iter().zip(results) {
         let result = result?;
@@ -275,7 +343,15 @@ fn score_runs(spec: &RewardSpec, plain: Option<&ExecutionResult>, mut runs: Runs
         .components
         .iter()
         .enumerate()
-        .map(|(i, c)| score_component(c, p, &runs.cases[i], runs.reports[i].take()))
+        .map(|(i, c)| match (c, runs.judged[i].take()) {
+            (Component::Judge(j), Some(report)) => ComponentScore {
+                kind: c.kind(),
+                weight: j.weight,
+                score: report.score(j.partial),
+                detail: report.detail(),
+            },
+            _ => score_component(c, p, &runs.cases[i], runs.reports[i].take()),
+        })
         .collect();
     let penalty = |applies: bool, amount: f64| if applies { amount } else { 0.0 };
     let penalties = vec![
@@ -341,6 +417,13 @@ fn score_component(
             tolerance,
             weight,
         } => score::output(plain, name, expected, *tolerance, *weight),
+        // Scored from the judge's report in `score_runs`; reaching here means it did not run.
+        Component::Judge(j) => ComponentScore {
+            kind: c.kind(),
+            weight: j.weight,
+            score: 0.0,
+            detail: serde_json::json!({"error": "the judge did not run"}),
+        },
         Component::CheckFunction { weight, .. } | Component::Asserts { weight, .. } => {
             let report = report.unwrap_or_else(|| TestReport {
                 tests: Vec::new(),

@@ -215,8 +215,13 @@ fn output_matches(
     }
 }
 
-/// Whether a failed run failed to compile (the traceback ends with a `SyntaxError` or a subclass).
+/// Whether a failed run failed to compile (the traceback ends with a `SyntaxError` or a subclass, or
+/// a compiled language's compile step failed).
 pub fn is_syntax_error(run: &ExecutionResult) -> bool {
+    // Issue 14: a compiled language's compile error is its syntax error.
+    if run.compile_failed() {
+        return true;
+    }
     if run.exit_code == Some(0) || run.timed_out {
         return false;
     }

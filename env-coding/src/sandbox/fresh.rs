@@ -94,6 +94,41 @@ async fn start(
     extra_fds: Vec<(OwnedFd, i32)>,
     with_stdin: bool,
 ) -> Result<Started<FreshProcess>, SandboxError> {
+    let mut argv = prepare::interpreter_argv(inner)?;
+    argv.extend(argv_tail);
+    let command = Command {
+        argv,
+        extra_env: Vec::new(),
+        address_space: None,
+    };
+    start_command(inner, id, layout, limits, command, extra_fds, with_stdin).await
+}
+
+// Issue 14 (languages): any toolchain's argv under the same layers as the interpreter.
+/// What a fresh execution runs: an absolute (or work-dir-relative) argv, environment entries on
+/// top of the sandbox's cleared one, and the `RLIMIT_AS` a runtime needs instead of the memory
+/// limit when there is no memory cgroup (see `lang::Language::address_space`).
+pub(crate) struct Command {
+    pub argv: Vec<CString>,
+    pub extra_env: Vec<CString>,
+    pub address_space: Option<u64>,
+}
+
+/// Creates the work dir and cgroup and spawns `command` in it.
+pub(crate) async fn start_command(
+    inner: &Inner,
+    id: u64,
+    layout: &RunLayout<'_>,
+    limits: &Limits,
+    command: Command,
+    extra_fds: Vec<(OwnedFd, i32)>,
+    with_stdin: bool,
+) -> Result<Started<FreshProcess>, SandboxError> {
+    let Command {
+        argv,
+        extra_env,
+        address_space,
+    } = command;
     let layers = &inner.layers;
     let ids = prepare::run_ids(inner, id);
     let (mut guard, workdir) = RunGuard::with_workdir(inner, id, layout)?;
@@ -108,8 +143,6 @@ async fn start(
     let (out_r, out_w) = prepare::pipe_pair()?;
     let (err_r, err_w) = prepare::pipe_pair()?;
     let (in_r, in_w) = prepare::stdin_pair(with_stdin)?;
-    let mut argv = prepare::interpreter_argv(inner)?;
-    argv.extend(argv_tail);
     let wd =
         cstr(&workdir).ok_or_else(|| SandboxError::InvalidPath(workdir.display().to_string()))?;
     let mut envp = prepare::environment(inner, &workdir);
@@ -129,6 +162,7 @@ async fn start(
                 .map_err(|_| SandboxError::InvalidPath(site.display().to_string()))?,
         );
     }
+    envp.extend(extra_env);
     let landlock =
         prepare::landlock_ruleset(inner, &workdir)?.map(|fd| (fd, isolation::proc_access()));
     let plan = ChildPlan {
@@ -136,7 +170,7 @@ async fn start(
         argv,
         envp,
         workdir: wd,
-        rlimits: prepare::rlimits(limits, memory_cgroup),
+        rlimits: prepare::rlimits_with(limits, memory_cgroup, address_space),
         ids,
         mounts: layers.mounts.clone(),
         clone_flags: layers.clone_flags,

@@ -19,9 +19,12 @@
 //! - `supervise.rs`: driving a started execution to its end, and the one function that assembles
 //!   every [`ExecutionResult`];
 //! - `metrics.rs`: what the sandbox reports to the `metrics` facade.
+//! - `compiled.rs`: every other language (issue 14): a cached, sandboxed compile step, then a
+//!   fresh run (see [`crate::lang`] for the per-language table).
 
 mod cgroup;
 mod child;
+mod compiled;
 mod config;
 mod fresh;
 pub mod host_tool;
@@ -46,20 +49,27 @@ use env_core::ExecutionResult;
 
 use crate::data::OutputType;
 
-pub use config::{Backend, IsolationLevel, Limits, SandboxConfig, SitePackages};
+pub use config::{
+    Backend, IsolationLevel, Limits, SandboxConfig, SitePackages, default_compile_limits,
+};
 pub use isolation::{IsolationReport, Layer};
 pub use request::{ExecRequest, SandboxError};
 pub use session::PySession;
 
+use crate::lang::Language;
+use crate::lang::cache::{ArtifactCache, CacheStats};
 use prepare::{Inner, RunLayout};
 use warm::WarmBackend;
 
-/// Runs untrusted Python. `Send + Sync`; clone it or share it via `Arc`.
+/// Runs untrusted programs (Python, and the languages of [`crate::lang`]). `Send + Sync`; clone it
+/// or share it via `Arc`.
 #[derive(Clone)]
 pub struct Sandbox {
     inner: Arc<Inner>,
     /// The warm backend; `None`: scripts start fresh interpreters.
     warm: Option<Arc<WarmBackend>>,
+    /// Issue 14: compiled artifacts of the other languages, shared by clones of this sandbox.
+    artifacts: Arc<ArtifactCache>,
 }
 
 impl std::fmt::Debug for Sandbox {
@@ -127,7 +137,12 @@ impl Sandbox {
         if let Some(warm) = &warm {
             self_test(&inner, Some(warm))?;
         }
-        Ok(Sandbox { inner, warm })
+        let artifacts = Arc::new(ArtifactCache::new(inner.config.compile_cache_bytes));
+        Ok(Sandbox {
+            inner,
+            warm,
+            artifacts,
+        })
     }
 
     /// Which layers are active.
@@ -160,6 +175,10 @@ impl Sandbox {
         req: ExecRequest,
         fetch: Vec<String>,
     ) -> Result<(ExecutionResult, Vec<(String, Vec<u8>)>), SandboxError> {
+        if req.language != Language::Python {
+            // Issue 14: other languages compile (cached) and run fresh on either backend.
+            return compiled::run(&self.inner, &self.artifacts, req, fetch).await;
+        }
         let limits = req.limits.unwrap_or(self.inner.config.limits);
         let mut files: Vec<(PathBuf, &[u8])> = Vec::with_capacity(req.files.len() + 1);
         for (name, data) in &req.files {
@@ -244,6 +263,25 @@ impl Sandbox {
         } else {
             "fresh"
         }
+    }
+
+    // Issue 14 (languages).
+    /// Whether this sandbox can run `language`, and why not (its toolchain is missing).
+    pub fn supports(&self, language: Language) -> Result<(), SandboxError> {
+        if language == Language::Python {
+            return Ok(());
+        }
+        compiled::toolchain_for(language).map(|_| ())
+    }
+
+    /// The default limits of a compile step.
+    pub fn compile_limits(&self) -> &Limits {
+        &self.inner.config.compile_limits
+    }
+
+    /// The compile cache's counters.
+    pub fn compile_cache_stats(&self) -> CacheStats {
+        self.artifacts.stats()
     }
 
     /// Starts a persistent interpreter for the env's `session` mode.

@@ -178,6 +178,16 @@ pub(crate) fn rlimits(
     limits: &Limits,
     memory_cgroup: bool,
 ) -> Vec<(libc::__rlimit_resource_t, u64, u64)> {
+    rlimits_with(limits, memory_cgroup, None)
+}
+
+/// [`rlimits`] with a per-language `RLIMIT_AS` (issue 14: the JVM and V8 reserve address space
+/// far beyond their heap); `None`: the memory limit.
+pub(crate) fn rlimits_with(
+    limits: &Limits,
+    memory_cgroup: bool,
+    address_space: Option<u64>,
+) -> Vec<(libc::__rlimit_resource_t, u64, u64)> {
     let cpu_s = limits.cpu_ms.div_ceil(1000).max(1);
     let nofile = u64::from(limits.max_open_files.max(16));
     let mut v = vec![
@@ -199,7 +209,8 @@ pub(crate) fn rlimits(
     ];
     if !memory_cgroup {
         // Per-process address space: cruder than a cgroup (breaks some numpy code), but bounded.
-        v.push((libc::RLIMIT_AS, limits.memory_bytes, limits.memory_bytes));
+        let bytes = address_space.unwrap_or(limits.memory_bytes);
+        v.push((libc::RLIMIT_AS, bytes, bytes));
     }
     v
 }

@@ -6,8 +6,10 @@ use std::path::PathBuf;
 
 use super::config::{IsolationLevel, Limits};
 use crate::data::TaskData;
+use crate::lang::Language;
 
-/// One execution: `source` becomes `main.py` in a fresh work dir, run with `python -I main.py`.
+/// One execution: `source` becomes `main.py` in a fresh work dir, run with `python -I main.py` (or,
+/// for another `language`, its source file, compiled and run with that language's toolchain).
 #[derive(Debug, Clone, Default)]
 pub struct ExecRequest {
     pub source: String,
@@ -21,6 +23,15 @@ pub struct ExecRequest {
     /// Read-only input files (owned by the server, mode 0444), `--name value` arguments after
     /// `main.py`, and the typed outputs read back from `outputs/` after the run.
     pub data: TaskData,
+    // Issue 14 (languages): what the source is written in, and its compile step's limits.
+    /// The source's language (default Python). Other languages start fresh under the same layers
+    /// (`compiled.rs`); compiled ones compile first, once per distinct source (artifact cache).
+    pub language: Language,
+    /// Limits of the compile step (`None`: the sandbox's `compile_limits`).
+    pub compile_limits: Option<Limits>,
+    /// Arguments after the program (`argv[1..]`), for languages other than Python (a special
+    /// judge's testlib-style `input output answer`); a Python program runs as `main.py` alone.
+    pub args: Vec<String>,
 }
 
 impl ExecRequest {
@@ -68,6 +79,10 @@ pub enum SandboxError {
     Session(String),
     #[error("the sandbox is shutting down")]
     Closed,
+    /// Issue 14: the request names a language whose toolchain this machine lacks (a deployment
+    /// precondition, not a machinery failure: retrying elsewhere with the same setup won't help).
+    #[error("language {language} is not available here: {reason}")]
+    LanguageUnavailable { language: Language, reason: String },
 }
 
 impl SandboxError {

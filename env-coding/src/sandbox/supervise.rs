@@ -173,7 +173,15 @@ fn fetch_files(
     paths: &[String],
     max_bytes: u64,
 ) -> Vec<(String, Vec<u8>)> {
-    paths
+    // Issue 14: `dir/` names every regular file directly in `dir` (a compile's artifacts).
+    let mut expanded: Vec<String> = Vec::with_capacity(paths.len());
+    for p in paths {
+        match p.strip_suffix('/') {
+            Some(dir) => expanded.extend(list_dir(workdir, dir)),
+            None => expanded.push(p.clone()),
+        }
+    }
+    expanded
         .iter()
         .filter_map(|p| match crate::tools::read_file(workdir, p, max_bytes) {
             Ok((bytes, false)) => Some((p.clone(), bytes)),
@@ -186,6 +194,28 @@ fn fetch_files(
                 None
             }
         })
+        .collect()
+}
+
+/// The names of the regular files directly in `dir` (relative to the work dir), as paths relative
+/// to the work dir. `dir` itself must be a real directory beneath the work dir (no symlink);
+/// entries are checked again when read.
+fn list_dir(workdir: &std::path::Path, dir: &str) -> Vec<String> {
+    let Ok(rel) = super::workdir::validate_rel(dir) else {
+        return Vec::new();
+    };
+    let path = workdir.join(&rel);
+    match std::fs::symlink_metadata(&path) {
+        Ok(m) if m.is_dir() => {}
+        _ => return Vec::new(),
+    }
+    let Ok(entries) = std::fs::read_dir(&path) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter_map(|e| e.file_name().to_str().map(|n| format!("{dir}/{n}")))
         .collect()
 }
 
@@ -233,6 +263,28 @@ pub(crate) fn assemble(
         cpu_ms,
         peak_rss_bytes: end.cgroup_peak.unwrap_or(max_rss).max(max_rss),
         outputs,
+        compile: None,
+    }
+}
+
+/// Issue 14: the result of a program whose compile failed (or timed out): it never ran, so it has
+/// no exit code and no output of its own; `compile` holds the compile's result (its message capped
+/// by the compile limits' `stderr_cap`).
+pub(crate) fn not_run_after_compile(compile: ExecutionResult) -> ExecutionResult {
+    ExecutionResult {
+        exit_code: None,
+        signal: None,
+        timed_out: false,
+        memory_exceeded: false,
+        stdout: String::new(),
+        stderr: String::new(),
+        stdout_truncated: false,
+        stderr_truncated: false,
+        wall_ms: 0,
+        cpu_ms: 0,
+        peak_rss_bytes: 0,
+        compile: Some(Box::new(compile)),
+        outputs: Default::default(),
     }
 }
 
@@ -242,11 +294,18 @@ fn lossy_utf8(bytes: Vec<u8>) -> String {
 }
 
 /// True when stderr ends with a Python `MemoryError` or an `ENOMEM` error (`mmap` and friends fail
-/// that way under `RLIMIT_AS`).
+/// that way under `RLIMIT_AS`), or another runtime's out-of-memory message.
 fn looks_like_memory_error(stderr: &[u8]) -> bool {
     let tail = &stderr[stderr.len().saturating_sub(4096)..];
     let has = |needle: &[u8]| tail.windows(needle.len()).any(|w| w == needle);
-    has(b"MemoryError") || has(b"[Errno 12] Cannot allocate memory")
+    has(b"MemoryError")
+        || has(b"[Errno 12] Cannot allocate memory")
+        // Issue 14: the other runtimes' allocation failures (C++, Rust, Go, the JVM, V8).
+        || has(b"std::bad_alloc")
+        || has(b"memory allocation of")
+        || has(b"runtime: out of memory")
+        || has(b"java.lang.OutOfMemoryError")
+        || has(b"JavaScript heap out of memory")
 }
 
 /// Output read from one pipe, capped: the rest is drained and dropped so the writer never blocks.

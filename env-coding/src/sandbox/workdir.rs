@@ -63,7 +63,12 @@ pub(crate) fn create(
             .write(true)
             .create_new(true)
             .custom_flags(libc::O_NOFOLLOW)
-            .mode(0o644)
+            // Compiled artifacts must be executable (issue 14); everything else is plain data.
+            .mode(if rel.starts_with(crate::lang::ARTIFACT_DIR) {
+                0o755
+            } else {
+                0o644
+            })
             .open(&path)
             .map_err(wd_err(&path))?;
         f.write_all(data).map_err(wd_err(&path))?;

@@ -62,6 +62,7 @@ pub(super) fn humaneval(value: serde_json::Value) -> Result<Task, String> {
         reward,
         metadata,
         deterministic: true,
+        language: crate::lang::Language::Python,
     })
 }
 
@@ -115,5 +116,6 @@ pub(super) fn mbpp(value: serde_json::Value) -> Result<Task, String> {
         completion_prefix: None,
         metadata,
         deterministic: true,
+        language: crate::lang::Language::Python,
     })
 }

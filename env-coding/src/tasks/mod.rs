@@ -18,10 +18,16 @@
 //!
 //! HumanEval (`task_id, prompt, canonical_solution, test, entry_point`) and MBPP (`task_id, text or
 //! prompt, code, test_list, test_setup_code`) files are recognised by their fields, as JSONL or a JSON
-//! array, optionally gzip-compressed (detected by the magic bytes, whatever the file name).
+//! array, optionally gzip-compressed (detected by the magic bytes, whatever the file name). So are
+//! the stdin/stdout judged sets (issue 14, `contests.rs`): CodeContests (`description`,
+//! `public_tests`), APPS / TACO (`question`, `input_output`) and LiveCodeBench
+//! (`question_content`, `public_test_cases`).
 
+mod contests;
 mod foreign;
 mod native;
+
+pub use contests::call_driver;
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -60,6 +66,9 @@ pub struct Task {
     /// Data tasks (issue 13): input files, CLI inputs, typed outputs (empty for plain tasks).
     #[serde(flatten)]
     pub data: TaskData,
+    /// Issue 14: the language solutions are written in (native field `language`, default
+    /// `python`; a reset option `language` overrides it for an episode).
+    pub language: crate::lang::Language,
 }
 
 impl Task {
@@ -113,6 +122,10 @@ pub enum TaskFormat {
     Native,
     HumanEval,
     Mbpp,
+    // Issue 14: stdin/stdout judged datasets (`contests.rs`).
+    CodeContests,
+    Apps,
+    LiveCodeBench,
 }
 
 /// An ordered set of tasks with unique ids.
@@ -183,6 +196,17 @@ impl TaskSet {
                         .map_err(|m| err(line, m))
                 })
                 .collect::<Result<Vec<_>, _>>()?,
+            TaskFormat::CodeContests | TaskFormat::Apps | TaskFormat::LiveCodeBench => {
+                let parse = match format {
+                    TaskFormat::CodeContests => contests::code_contests,
+                    TaskFormat::Apps => contests::apps,
+                    _ => contests::livecodebench,
+                };
+                records
+                    .into_iter()
+                    .map(|(line, v)| parse(v).map(|t| (line, t)).map_err(|m| err(line, m)))
+                    .collect::<Result<Vec<_>, _>>()?
+            }
         };
         Self::from_tasks(tasks, format, path.display().to_string())
             .map_err(|(line, m)| err(line, m))?
@@ -311,6 +335,12 @@ fn detect(first: &serde_json::Value) -> TaskFormat {
         TaskFormat::HumanEval
     } else if has("test_list") {
         TaskFormat::Mbpp
+    } else if has("public_tests") && has("description") {
+        TaskFormat::CodeContests
+    } else if has("input_output") && has("question") {
+        TaskFormat::Apps
+    } else if has("public_test_cases") && has("question_content") {
+        TaskFormat::LiveCodeBench
     } else {
         TaskFormat::Native
     }

@@ -37,6 +37,9 @@ struct Line {
     completion_prefix: Option<String>,
     #[serde(default)]
     metadata: serde_json::Map<String, serde_json::Value>,
+    /// Issue 14: the solution language (SandboxFusion's names; default python).
+    #[serde(default)]
+    language: crate::lang::Language,
     // Data tasks (issue 13): input files, CLI inputs, typed outputs (see `crate::data`).
     #[serde(default)]
     files: Option<serde_json::Value>,
@@ -100,6 +103,7 @@ pub(super) fn parse_task(
         completion_prefix: line.completion_prefix,
         metadata: line.metadata,
         deterministic: line.deterministic,
+        language: line.language,
     })
 }
 

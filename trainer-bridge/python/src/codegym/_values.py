@@ -74,6 +74,8 @@ def execution_to_dict(e: pb.ExecutionResult) -> dict:
         "peak_rss_bytes": e.peak_rss_bytes,
         # Data tasks (issue 13): typed outputs, name -> {"value": ...} or {"error": ...}.
         "outputs": {name: _output(o) for name, o in sorted(e.outputs.items())},
+        # Issue 14: the compile step of a compiled language (None for Python and interpreters).
+        "compile": execution_to_dict(e.compile) if e.HasField("compile") else None,
     }
 
 

@@ -31,7 +31,7 @@ impl CodingEvaluator {
         };
         let task = settings.choose_task(&item.options, &mut rng)?;
         let code = match decode_action(item.action, settings.extract)? {
-            Action::Code(code) => Some(code),
+            Action::Code(run) => Some(run),
             Action::NoCode => None,
             Action::WriteFile { .. } | Action::ReadFile { .. } => {
                 return Err(EnvError::InvalidAction(
@@ -40,7 +40,10 @@ impl CodingEvaluator {
             }
         };
         let has_code = code.is_some();
-        let program = Program::new(code.unwrap_or_default());
+        let program = match code {
+            Some(run) => settings.script_program(run, &serde_json::Map::new()),
+            None => Program::default(),
+        };
         let sandbox = &self.shared.sandbox;
         let infra = |e: crate::sandbox::SandboxError| EnvError::Infrastructure(e.to_string());
         let (result, outcome) = match has_code {

@@ -63,6 +63,8 @@ pub(crate) struct EnvKwargs {
     /// Normally consumed by the registry's `make` (TimeLimit); honoured here when the creator is
     /// called directly.
     pub max_episode_steps: Option<u32>,
+    /// Issue 12: report the program's top-level variables with every run (an action may override).
+    pub variables: Option<bool>,
 }
 
 impl EnvKwargs {

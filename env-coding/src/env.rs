@@ -20,7 +20,7 @@ use serde_json::json;
 use crate::config::Mode;
 use crate::reward::RewardOutcome;
 use crate::reward::run::{self, Program};
-use crate::sandbox::PySession;
+use crate::sandbox::{PySession, ReportSpec};
 use crate::shared::{Settings, Shared};
 use crate::tasks::Task;
 use crate::tools::{self, MAX_READ_BYTES, ToolCall};
@@ -37,9 +37,28 @@ pub(crate) fn text_space() -> Space {
     }
 }
 
+/// A program an action runs, with what it injects and reports (issue 12).
+pub(crate) struct Run {
+    pub code: String,
+    /// Global names set before the code runs (checked).
+    pub vars: serde_json::Map<String, serde_json::Value>,
+    /// Report variables (`None`: the env's `variables` kwarg).
+    pub variables: Option<bool>,
+}
+
+impl Run {
+    fn plain(code: String) -> Run {
+        Run {
+            code,
+            vars: serde_json::Map::new(),
+            variables: None,
+        }
+    }
+}
+
 /// What an action asks for.
 pub(crate) enum Action {
-    Code(String),
+    Code(Run),
     /// `extract: fenced` and no fenced block: nothing runs.
     NoCode,
     WriteFile {
@@ -54,11 +73,23 @@ pub(crate) enum Action {
 pub(crate) fn decode_action(action: Value, mode: ExtractMode) -> Result<Action> {
     match action {
         Value::Text(t) => Ok(match extract(&t, mode) {
-            Some(code) => Action::Code(code.to_string()),
+            Some(code) => Action::Code(Run::plain(code.to_string())),
             None => Action::NoCode,
         }),
         Value::Json(v) => match ToolCall::parse(v).map_err(EnvError::InvalidAction)? {
-            ToolCall::RunPython { code } => Ok(Action::Code(code)),
+            ToolCall::RunPython {
+                code,
+                vars,
+                variables,
+            } => {
+                let vars = vars.unwrap_or_default();
+                ReportSpec::check_vars(&vars).map_err(EnvError::InvalidAction)?;
+                Ok(Action::Code(Run {
+                    code,
+                    vars,
+                    variables,
+                }))
+            }
             ToolCall::WriteFile { path, content } => Ok(Action::WriteFile { path, content }),
             ToolCall::ReadFile { path } => Ok(Action::ReadFile { path }),
         },
@@ -96,6 +127,9 @@ struct Episode {
     program: Program,
     /// The reward of `program` as last evaluated (session mode re-evaluates only on change).
     last: Option<(Program, RewardOutcome)>,
+    /// Issue 12: the reset's `vars`. Script mode sets them in every run; session mode sets them
+    /// once in the live namespace, with the first cell (then taken).
+    vars: serde_json::Map<String, serde_json::Value>,
 }
 
 /// The `codegym/Python-v0` environment.
@@ -135,11 +169,11 @@ impl CodingEnv {
         }
     }
 
-    async fn step_script(&mut self, code: String) -> Result<Step<Value>> {
+    async fn step_script(&mut self, run: Run) -> Result<Step<Value>> {
         let Some(ep) = self.episode.as_mut() else {
             return Err(EnvError::ResetNeeded);
         };
-        let program = Program::new(code);
+        let program = self.settings.script_program(run, &ep.vars);
         let shared = &self.shared;
         let settings = &self.settings;
         let task = ep.task.clone();
@@ -193,8 +227,15 @@ impl CodingEnv {
             .unwrap_or(*shared.sandbox.limits())
             .max_file_bytes;
         let obs = match action {
-            Action::Code(code) => {
-                let outcome = session.exec(&code, None).await.map_err(infra)?;
+            Action::Code(run) => {
+                // Issue 12: the reset's vars (first cell only) and the action's, in the live
+                // namespace; the replayed program sets them too, whether or not the cell succeeds.
+                let mut vars = std::mem::take(&mut ep.vars);
+                vars.extend(run.vars);
+                ep.program.source.push_str(&run::vars_prologue(&vars));
+                let spec = self.settings.report_spec(vars, run.variables);
+                let code = run.code;
+                let outcome = session.exec_reporting(&code, None, Some(&spec)).await.map_err(infra)?;
                 if outcome.success() {
                     ep.program.source.push_str(&code);
                     if !code.ends_with('\n') {
@@ -268,7 +309,12 @@ impl CodingEnv {
         let terminated = outcome.solved;
         let truncated = !terminated && max_steps.is_some_and(|m| ep.steps >= m);
         ep.ended = terminated || truncated;
-        let info = step_info(&ep.task, &outcome, ep.steps, mode);
+        let mut info = step_info(&ep.task, &outcome, ep.steps, mode);
+        // Issue 12: timings and memory in `info` (non-deterministic: not for the observation).
+        if let Value::Execution(r) = &obs {
+            info.insert("execution_time_ms".into(), json!(r.wall_ms));
+            info.insert("memory_used_bytes".into(), json!(r.peak_rss_bytes));
+        }
         if ep.ended {
             self.end_session().await;
         }
@@ -295,6 +341,7 @@ impl CodingEnv {
             self.rng = env_core::seeded_rng(seed);
         }
         let task = self.settings.choose_task(&options, &mut self.rng)?;
+        let vars = Settings::reset_vars(&options)?;
         self.end_session().await;
         self.episode = Some(Episode {
             task: task.clone(),
@@ -303,6 +350,7 @@ impl CodingEnv {
             session: None,
             program: Program::default(),
             last: None,
+            vars,
         });
         if self.settings.mode == Mode::Session {
             self.ensure_session().await?;
@@ -328,7 +376,7 @@ impl CodingEnv {
         }
         let action = decode_action(action, self.settings.extract)?;
         match (self.settings.mode, action) {
-            (Mode::Script, Action::Code(code)) => self.step_script(code).await,
+            (Mode::Script, Action::Code(run)) => self.step_script(run).await,
             (Mode::Script, Action::NoCode) => {
                 let Some(ep) = self.episode.as_ref() else {
                     return Err(EnvError::ResetNeeded);

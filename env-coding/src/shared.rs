@@ -8,8 +8,8 @@ use env_core::{ChaCha8Rng, EnvError, Kwargs, Options};
 use rand::Rng;
 
 use crate::config::{CodingConfig, EnvKwargs, Mode};
-use crate::reward::run::EvalOptions;
-use crate::sandbox::{Limits, Sandbox};
+use crate::reward::run::{EvalOptions, Program};
+use crate::sandbox::{Limits, ReportSpec, Sandbox};
 use crate::tasks::{Task, TaskSet};
 use code_extract::ExtractMode;
 
@@ -92,6 +92,8 @@ pub(crate) struct Settings {
     pub limits: Option<Limits>,
     pub max_steps: Option<u32>,
     pub per_test_timeout_ms: u64,
+    /// Issue 12: report variables unless an action says otherwise.
+    pub variables: bool,
 }
 
 impl Settings {
@@ -109,7 +111,52 @@ impl Settings {
             limits,
             max_steps: kw.max_episode_steps,
             per_test_timeout_ms: shared.config.per_test_timeout_ms,
+            variables: kw.variables.unwrap_or(false),
         })
+    }
+
+    /// Issue 12: a script-mode run's program: `vars` (the episode's) overridden by the action's
+    /// own, reported as the action or the env's `variables` kwarg asks.
+    pub fn script_program(
+        &self,
+        run: crate::env::Run,
+        vars: &serde_json::Map<String, serde_json::Value>,
+    ) -> Program {
+        let mut merged = vars.clone();
+        merged.extend(run.vars);
+        Program {
+            source: run.code,
+            files: Vec::new(),
+            report: Some(self.report_spec(merged, run.variables)),
+        }
+    }
+
+    /// Issue 12: what a run reports, given its vars and the action's `variables` flag.
+    pub fn report_spec(
+        &self,
+        vars: serde_json::Map<String, serde_json::Value>,
+        variables: Option<bool>,
+    ) -> ReportSpec {
+        ReportSpec {
+            vars,
+            variables: variables.unwrap_or(self.variables),
+        }
+    }
+
+    /// Issue 12: the `vars` reset option, checked.
+    pub fn reset_vars(
+        options: &Options,
+    ) -> Result<serde_json::Map<String, serde_json::Value>, EnvError> {
+        match options.get("vars") {
+            None => Ok(serde_json::Map::new()),
+            Some(serde_json::Value::Object(vars)) => {
+                ReportSpec::check_vars(vars).map_err(EnvError::InvalidOptions)?;
+                Ok(vars.clone())
+            }
+            Some(other) => Err(EnvError::InvalidOptions(format!(
+                "vars must be a JSON object of names to values, got {other}"
+            ))),
+        }
     }
 
     pub fn eval_options(&self) -> EvalOptions {
@@ -127,10 +174,10 @@ impl Settings {
     ) -> Result<Arc<Task>, EnvError> {
         if let Some(k) = options
             .keys()
-            .find(|k| !matches!(k.as_str(), "task_id" | "task"))
+            .find(|k| !matches!(k.as_str(), "task_id" | "task" | "vars"))
         {
             return Err(EnvError::InvalidOptions(format!(
-                "unknown option {k:?} (expected task_id or task)"
+                "unknown option {k:?} (expected task_id, task or vars)"
             )));
         }
         match (options.get("task_id"), options.get("task")) {

@@ -17,7 +17,15 @@ use serde::Deserialize;
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(tag = "tool", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ToolCall {
-    RunPython { code: String },
+    RunPython {
+        code: String,
+        /// Issue 12: global names set before the code runs (session mode: in the live namespace).
+        #[serde(default)]
+        vars: Option<serde_json::Map<String, serde_json::Value>>,
+        /// Issue 12: report the top-level variables (default: the env's `variables` kwarg).
+        #[serde(default)]
+        variables: Option<bool>,
+    },
     WriteFile { path: String, content: String },
     ReadFile { path: String },
 }
@@ -173,9 +181,14 @@ mod tests {
         assert_eq!(
             ToolCall::parse(json!({"tool": "run_python", "code": "print(1)"})),
             Ok(ToolCall::RunPython {
-                code: "print(1)".into()
+                code: "print(1)".into(),
+                vars: None,
+                variables: None,
             })
         );
+        let with = ToolCall::parse(json!({"tool": "run_python", "code": "x", "vars": {"x": 1}, "variables": true}));
+        assert!(matches!(with, Ok(ToolCall::RunPython { vars: Some(_), variables: Some(true), .. })));
+        assert!(ToolCall::parse(json!({"tool": "run_python", "code": "x", "vars": [1]})).is_err());
         assert!(ToolCall::parse(json!({"tool": "rm_rf"})).is_err());
         assert!(ToolCall::parse(json!({"tool": "read_file"})).is_err());
         assert!(ToolCall::parse(json!({"tool": "read_file", "path": "a", "x": 1})).is_err());

@@ -4,7 +4,10 @@
 //! Decoding never panics: malformed messages (a tensor whose byte length does not match its shape, an
 //! unset `oneof`, invalid JSON) are a [`ConvertError`], which servers report as INVALID_ARGUMENT.
 
-use env_core::{DType, EnvSpec, ExecutionResult, Info, Space, Step, Tensor, Value};
+use env_core::{
+    DType, DroppedVariable, EnvSpec, ExecutionResult, Info, ProgramError, ReturnValue, Space, Step,
+    Tensor, Value, Variables,
+};
 use ndarray::{ArrayD, IxDyn};
 
 use crate::v1;
@@ -191,12 +194,87 @@ pub fn execution_to_proto(e: &ExecutionResult) -> v1::ExecutionResult {
         wall_ms: e.wall_ms,
         cpu_ms: e.cpu_ms,
         peak_rss_bytes: e.peak_rss_bytes,
+        // Issue 12: results as agents use them.
+        return_value_json: match &e.return_value {
+            Some(ReturnValue::Json { value }) => Some(value.to_string()),
+            _ => None,
+        },
+        return_value_unrepresentable: match &e.return_value {
+            Some(ReturnValue::Unrepresentable {
+                type_name,
+                repr,
+                reason,
+            }) => Some(v1::UnrepresentableValue {
+                type_name: type_name.clone(),
+                repr: repr.clone(),
+                reason: reason.clone(),
+            }),
+            _ => None,
+        },
+        variables_json: e
+            .variables
+            .as_ref()
+            .map(|v| serde_json::Value::Object(v.values.clone()).to_string()),
+        dropped_variables: e
+            .variables
+            .iter()
+            .flat_map(|v| &v.dropped)
+            .map(|d| v1::DroppedVariable {
+                name: d.name.clone(),
+                reason: d.reason.clone(),
+            })
+            .collect(),
+        error: e.error.as_ref().map(|x| v1::ProgramError {
+            type_name: x.type_name.clone(),
+            message: x.message.clone(),
+        }),
+        success: e.success(),
     }
 }
 
 /// The one conversion of an execution result from the wire.
-pub fn execution_from_proto(e: v1::ExecutionResult) -> ExecutionResult {
-    ExecutionResult {
+pub fn execution_from_proto(e: v1::ExecutionResult) -> Result<ExecutionResult, ConvertError> {
+    let json = |field: &'static str, text: &str| {
+        serde_json::from_str::<serde_json::Value>(text).map_err(|err| ConvertError::Json {
+            field,
+            reason: err.to_string(),
+        })
+    };
+    // Issue 12: results as agents use them.
+    let return_value = match (e.return_value_json, e.return_value_unrepresentable) {
+        (Some(text), _) => Some(ReturnValue::Json {
+            value: json("execution.return_value_json", &text)?,
+        }),
+        (None, Some(u)) => Some(ReturnValue::Unrepresentable {
+            type_name: u.type_name,
+            repr: u.repr,
+            reason: u.reason,
+        }),
+        (None, None) => None,
+    };
+    let variables = match e.variables_json {
+        Some(text) => match json("execution.variables_json", &text)? {
+            serde_json::Value::Object(values) => Some(Variables {
+                values,
+                dropped: e
+                    .dropped_variables
+                    .into_iter()
+                    .map(|d| DroppedVariable {
+                        name: d.name,
+                        reason: d.reason,
+                    })
+                    .collect(),
+            }),
+            _ => {
+                return Err(ConvertError::Json {
+                    field: "execution.variables_json",
+                    reason: "not a JSON object".into(),
+                });
+            }
+        },
+        None => None,
+    };
+    Ok(ExecutionResult {
         exit_code: e.exit_code,
         signal: e.signal,
         timed_out: e.timed_out,
@@ -208,7 +286,13 @@ pub fn execution_from_proto(e: v1::ExecutionResult) -> ExecutionResult {
         wall_ms: e.wall_ms,
         cpu_ms: e.cpu_ms,
         peak_rss_bytes: e.peak_rss_bytes,
-    }
+        return_value,
+        variables,
+        error: e.error.map(|x| ProgramError {
+            type_name: x.type_name,
+            message: x.message,
+        }),
+    })
 }
 
 pub fn value_to_proto(v: &Value) -> v1::Value {
@@ -239,7 +323,7 @@ pub fn value_from_proto(v: v1::Value) -> Result<Value, ConvertError> {
             field: "value.json",
             reason: e.to_string(),
         })?),
-        Kind::Execution(e) => Value::Execution(execution_from_proto(e)),
+        Kind::Execution(e) => Value::Execution(execution_from_proto(e)?),
         Kind::Discrete(i) => Value::Discrete(i),
         Kind::List(l) => Value::List(
             l.items

@@ -11,13 +11,27 @@ use futures::future::join_all;
 
 use super::harness::{self, CANDIDATE_FILE, TestReport, TestSuite};
 use super::{Component, ComponentScore, RewardOutcome, RewardSpec, score};
-use crate::sandbox::{ExecRequest, Limits, Sandbox, SandboxError};
+use crate::sandbox::{ExecRequest, Limits, ReportSpec, Sandbox, SandboxError};
 
 /// A program to score: `main.py` plus files (session mode accumulates both).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Program {
     pub source: String,
     pub files: Vec<(String, Vec<u8>)>,
+    /// Issue 12: how the plain run (the observation) reports, with the vars it injects. Scoring
+    /// runs get the same vars through [`vars_prologue`], so they run the same program.
+    pub report: Option<ReportSpec>,
+}
+
+/// Python that sets `vars` as globals, one line (session mode's replayed program and scoring runs).
+pub fn vars_prologue(vars: &serde_json::Map<String, serde_json::Value>) -> String {
+    if vars.is_empty() {
+        return String::new();
+    }
+    // A JSON string is a valid Python string literal (serde_json never writes `\/`).
+    let text = serde_json::Value::Object(vars.clone()).to_string();
+    let literal = serde_json::Value::String(text).to_string();
+    format!("globals().update(__import__('json').loads({literal}))\n")
 }
 
 impl Program {
@@ -25,6 +39,15 @@ impl Program {
         Program {
             source: source.into(),
             files: Vec::new(),
+            report: None,
+        }
+    }
+
+    /// The source the scoring runs execute: the injected vars' prologue, then the program.
+    fn scored_source(&self) -> String {
+        match &self.report {
+            Some(r) if !r.vars.is_empty() => format!("{}{}", vars_prologue(&r.vars), self.source),
+            _ => self.source.clone(),
         }
     }
 
@@ -136,17 +159,18 @@ fn plan(
             files: extra,
             stdin,
             limits: opts.limits,
+            report: None,
         };
+    let scored = program.scored_source();
     let run_plain = match plain {
         PlainRun::Given(_) => false,
         PlainRun::IfNeeded => spec.needs_plain_run(),
         PlainRun::Always => true,
     };
     if run_plain {
-        jobs.push((
-            Job::Plain,
-            request(program.source.clone(), None, files.clone()),
-        ));
+        let mut req = request(program.source.clone(), None, files.clone());
+        req.report = program.report.clone();
+        jobs.push((Job::Plain, req));
     }
     for (i, c) in spec.components.iter().enumerate() {
         let suite = match c {
@@ -158,7 +182,7 @@ fn plan(
                             component: i,
                             case: k,
                         },
-                        request(program.source.clone(), stdin, files.clone()),
+                        request(scored.clone(), stdin, files.clone()),
                     ));
                 }
                 continue;
@@ -171,10 +195,7 @@ fn plan(
         };
         let input = harness::prepare(&suite, opts.per_test_timeout_ms as f64 / 1000.0);
         let mut extra = files.clone();
-        extra.push((
-            CANDIDATE_FILE.to_string(),
-            program.source.clone().into_bytes(),
-        ));
+        extra.push((CANDIDATE_FILE.to_string(), scored.clone().into_bytes()));
         let mut req = request(
             harness::HARNESS_SOURCE.to_string(),
             Some(input.stdin.clone()),

@@ -19,7 +19,8 @@ use super::child::{ChildPlan, cstr};
 use super::config::{Limits, SitePackages};
 use super::isolation;
 use super::prepare::{self, Inner, RunGuard};
-use super::request::SandboxError;
+use super::report::{self, REPORT_PY};
+use super::request::{ReportSpec, SandboxError};
 use super::spawn;
 use super::supervise::{Exit, Process, Started};
 
@@ -35,6 +36,14 @@ __import__('sys').excepthook = lambda t, v, tb, h=__import__('sys').__excepthook
 exec(compile(open(__file__, 'rb').read(), __file__, 'exec'))
 ";
 
+/// After `report.py`: the script run of [`SCRIPT_BOOTSTRAP`] through the reporter, which the
+/// program's globals do not keep (issue 12).
+const REPORT_BOOTSTRAP: &str = "
+__import__('site').setquit(); __import__('site').sethelper(); __import__('site').setcopyright()
+__file__ = 'main.py'; __import__('sys').argv[0] = 'main.py'
+globals().pop('_codegym_report').run_script(3, globals(), __file__)
+";
+
 /// Starts `main.py` (among `files`) in a fresh interpreter; it runs once this returns.
 pub(crate) async fn start_script(
     inner: &Inner,
@@ -42,8 +51,19 @@ pub(crate) async fn start_script(
     files: &[(PathBuf, &[u8])],
     limits: &Limits,
     with_stdin: bool,
+    report: Option<&ReportSpec>,
 ) -> Result<Started<FreshProcess>, SandboxError> {
     let mut tail = Vec::with_capacity(2);
+    // Issue 12: with a report, the runner of `report.py` runs the script, its channel on fd 3.
+    if let Some(spec) = report {
+        let (channel, theirs) =
+            report::Channel::pair(spec).map_err(SandboxError::setup("report channel"))?;
+        tail.push(c"-c".to_owned());
+        tail.push(CString::new(format!("{REPORT_PY}{REPORT_BOOTSTRAP}")).unwrap_or_default());
+        let mut run = start(inner, id, files, limits, tail, vec![(theirs, 3)], with_stdin).await?;
+        run.report = Some(channel);
+        return Ok(run);
+    }
     if inner.config.site_packages == SitePackages::Full {
         tail.push(c"main.py".to_owned());
     } else {
@@ -147,6 +167,7 @@ async fn start(
         stdout,
         stderr,
         started,
+        report: None,
     })
 }
 

@@ -27,6 +27,7 @@ mod isolation;
 mod prepare;
 mod probe;
 mod python;
+mod report;
 mod request;
 mod seccomp;
 mod session;
@@ -42,7 +43,10 @@ use env_core::ExecutionResult;
 
 pub use config::{Backend, IsolationLevel, Limits, SandboxConfig, SitePackages};
 pub use isolation::{IsolationReport, Layer};
-pub use request::{ExecRequest, SandboxError};
+pub use report::{
+    MAX_REPR_CHARS, MAX_RETURN_BYTES, MAX_VARIABLES, MAX_VARIABLES_BYTES, MAX_VARS, MAX_VARS_BYTES,
+};
+pub use request::{ExecRequest, ReportSpec, SandboxError};
 pub use session::PySession;
 
 use prepare::Inner;
@@ -169,12 +173,22 @@ impl Sandbox {
         let with_stdin = req.stdin.is_some();
         match &self.warm {
             Some(warm) => {
-                let run = warm.start_run(&files, &limits, with_stdin).await?;
+                let run = warm
+                    .start_run(&files, &limits, with_stdin, req.report.as_ref())
+                    .await?;
                 supervise::script(run, req.stdin, &limits, fetch).await
             }
             None => {
                 let id = self.inner.next_id();
-                let run = fresh::start_script(&self.inner, id, &files, &limits, with_stdin).await?;
+                let run = fresh::start_script(
+                    &self.inner,
+                    id,
+                    &files,
+                    &limits,
+                    with_stdin,
+                    req.report.as_ref(),
+                )
+                .await?;
                 supervise::script(run, req.stdin, &limits, fetch).await
             }
         }
@@ -220,7 +234,7 @@ fn self_test(inner: &Inner, warm: Option<&Arc<WarmBackend>>) -> Result<(), Sandb
                     }
                     None => {
                         let run =
-                            fresh::start_script(inner, u64::MAX, &files, &limits, false).await?;
+                            fresh::start_script(inner, u64::MAX, &files, &limits, false, None).await?;
                         supervise::script(run, None, &limits, Vec::new()).await
                     }
                 }

@@ -16,6 +16,19 @@ pub struct ExecRequest {
     pub stdin: Option<Vec<u8>>,
     /// `None`: the sandbox's default limits.
     pub limits: Option<Limits>,
+    /// Issue 12: report the return value, error and (on request) variables, and inject `vars`
+    /// first. `None`: a plain script run (test harness runs, SandboxFusion) with no report channel.
+    pub report: Option<ReportSpec>,
+}
+
+/// What the program's runner reports besides its output, and the names it injects first (issue
+/// 12). Travels to the runner over the run's private report descriptor, never through a file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ReportSpec {
+    /// Global names set before the program runs (checked by [`ReportSpec::check_vars`]).
+    pub vars: serde_json::Map<String, serde_json::Value>,
+    /// Also report the top-level variables (capped, see [`super::report`]).
+    pub variables: bool,
 }
 
 impl ExecRequest {

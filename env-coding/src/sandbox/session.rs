@@ -21,11 +21,23 @@ use tokio::net::unix::pipe;
 use super::config::Limits;
 use super::fresh::{self, FreshProcess};
 use super::prepare::Inner;
-use super::request::SandboxError;
+use super::report::{self, Report};
+use super::request::{ReportSpec, SandboxError};
 use super::supervise::{self, Capture, Ending, Exit, Process, Started};
 
-/// The interpreter's main loop: reads cells on fd 3, replies on fd 4.
-const DRIVER: &str = include_str!("session_driver.py");
+/// The interpreter's main loop: reads cells on fd 3, replies on fd 4; after the run reporter it
+/// calls for cells with a report spec (issue 12).
+const DRIVER: &str = concat!(include_str!("report.py"), include_str!("session_driver.py"));
+
+/// A reply's header: `D`, the exit code (i32 LE), the report's length (u32 LE).
+const REPLY_HEADER: usize = 9;
+
+/// The reply is whole: its header and the report it announces.
+fn reply_complete(buf: &[u8]) -> bool {
+    buf.len() >= REPLY_HEADER
+        && buf.len() - REPLY_HEADER
+            >= u32::from_le_bytes([buf[5], buf[6], buf[7], buf[8]]) as usize
+}
 
 /// A live sandboxed interpreter. Dropping it kills the whole tree and removes its work dir.
 pub struct PySession {
@@ -109,6 +121,17 @@ impl PySession {
         source: &str,
         stdin: Option<Vec<u8>>,
     ) -> Result<ExecutionResult, SandboxError> {
+        self.exec_reporting(source, stdin, None).await
+    }
+
+    /// [`PySession::exec`] with a report (issue 12): `report`'s vars are set in the namespace
+    /// first, and the result carries the return value, error and (on request) variables.
+    pub async fn exec_reporting(
+        &mut self,
+        source: &str,
+        stdin: Option<Vec<u8>>,
+        report: Option<&ReportSpec>,
+    ) -> Result<ExecutionResult, SandboxError> {
         let limits = self.limits;
         let (Some(run), Some(requests), Some(replies)) = (
             self.run.as_mut(),
@@ -139,15 +162,18 @@ impl PySession {
             }
             None => msg.extend_from_slice(&u64::MAX.to_le_bytes()),
         }
+        let spec = report.map(ReportSpec::to_json).unwrap_or_default();
+        msg.extend_from_slice(&(spec.len() as u64).to_le_bytes());
+        msg.extend_from_slice(&spec);
         let started = Instant::now();
         let deadline = tokio::time::sleep(Duration::from_millis(limits.wall_ms.max(1)));
         tokio::pin!(deadline);
         let mut out = Capture::new(limits.stdout_cap);
         let mut err = Capture::new(limits.stderr_cap);
-        let mut reply = Capture::new(5);
+        let mut reply = Capture::new(REPLY_HEADER + report::MAX_FRAME);
         let mut scratch = vec![0u8; 64 << 10];
         let mut scratch2 = vec![0u8; 64 << 10];
-        let mut scratch3 = [0u8; 16];
+        let mut scratch3 = vec![0u8; 64 << 10];
         let (mut out_open, mut err_open, mut rep_open) = (true, true, true);
         let mut sent = false;
         let mut wall_killed = false;
@@ -164,7 +190,7 @@ impl PySession {
                 more = supervise::read_some(&mut run.stderr, &mut err, &mut scratch2), if err_open => err_open = more,
                 more = supervise::read_some(replies, &mut reply, &mut scratch3), if rep_open => {
                     rep_open = more;
-                    if reply.buf.len() == 5 || !more { break; }
+                    if reply_complete(&reply.buf) || reply.truncated || !more { break; }
                 }
                 () = run.process.exited() => { exited = true; break; }
                 () = &mut deadline => {
@@ -174,12 +200,16 @@ impl PySession {
             }
         }
         let wall_ms = started.elapsed().as_millis() as u64;
-        let finished = reply.buf.len() == 5 && reply.buf[0] == b'D' && !wall_killed;
+        let finished = reply_complete(&reply.buf) && reply.buf[0] == b'D' && !wall_killed;
         if finished {
             out.drain_now(&run.stdout, &mut scratch);
             err.drain_now(&run.stderr, &mut scratch);
             let after = cpu_ticks(pid).unwrap_or(before);
             let code = i32::from_le_bytes([reply.buf[1], reply.buf[2], reply.buf[3], reply.buf[4]]);
+            let cell_report = match report {
+                Some(_) => report::last_report(&reply.buf[REPLY_HEADER - 4..]),
+                None => None,
+            };
             let (cgroup_peak, oom) = run.guard.memory_stats();
             // The cgroup's OOM record spans the session: only a new one is this cell's.
             let new_oom = oom && !self.oom_seen;
@@ -199,7 +229,7 @@ impl PySession {
                 cgroup_peak,
                 oom: new_oom,
             };
-            return Ok(supervise::assemble(ending, &limits, out, err));
+            return Ok(supervise::assemble(ending, &limits, out, err, cell_report));
         }
         // The interpreter died or overran: the session ends here.
         let _ = exited;
@@ -218,7 +248,7 @@ impl PySession {
             cgroup_peak,
             oom: oom && !self.oom_seen,
         };
-        let result = supervise::assemble(ending, &limits, out, err);
+        let result = supervise::assemble(ending, &limits, out, err, None::<Report>);
         self.shutdown().await;
         Ok(result)
     }

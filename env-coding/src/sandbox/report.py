@@ -1,0 +1,167 @@
+# codegym's run reporter (issue 12; see report.rs): prepended to the fork server (warm/server.py),
+# the fresh backend's script bootstrap and the session driver, so one definition serves every run.
+# It defines one name, `_codegym_report` (methods reach each other through `cls`, so a bootstrap
+# may remove the name from the program's globals). Given a spec (injected vars, caps, whether to list
+# variables) it runs a program like `exec(compile(source, filename, "exec"), g)`, except that the
+# value of a last top-level expression statement is kept (as a REPL shows it), the uncaught
+# exception is recorded (then re-raised unchanged), and the report goes to the host as one frame
+# (u32 LE length + JSON) over a private descriptor, never stdout/stderr.
+class _codegym_report:
+    @classmethod
+    def read_frame(cls, fd):
+        def readn(n):
+            b = bytearray()
+            while len(b) < n:
+                c = __import__("os").read(fd, n - len(b))
+                if not c:
+                    raise EOFError("report channel closed")
+                b += c
+            return bytes(b)
+
+        return __import__("json").loads(readn(int.from_bytes(readn(4), "little")))
+
+    @classmethod
+    def frame(cls, obj):
+        data = __import__("json").dumps(obj).encode()
+        return len(data).to_bytes(4, "little") + data
+
+    @classmethod
+    def write_frame(cls, fd, obj):
+        data = memoryview(cls.frame(obj))
+        while data:
+            data = data[__import__("os").write(fd, data):]
+
+    @classmethod
+    def capped(cls, text, cap):
+        return text if len(text) <= cap else text[:cap] + "..."
+
+    @classmethod
+    def safe_repr(cls, value, cap):
+        try:
+            return cls.capped(repr(value), cap)
+        except BaseException as e:
+            return f"<repr failed: {type(e).__name__}>"
+
+    @classmethod
+    def encode(cls, value, spec):
+        """The report's form of a return value: JSON, or its type and capped repr."""
+        cap = spec["max_repr"]
+        try:
+            size = len(__import__("json").dumps(value, allow_nan=False))
+        except BaseException as e:
+            reason = cls.capped(f"not JSON-serializable: {type(e).__name__}: {e}", cap)
+        else:
+            if size <= spec["max_return_bytes"]:
+                return {"kind": "json", "value": value}
+            reason = f"its JSON is {size} bytes, over the cap of {spec['max_return_bytes']}"
+        return {
+            "kind": "unrepresentable",
+            "type_name": type(value).__name__,
+            "repr": cls.safe_repr(value, cap),
+            "reason": reason,
+        }
+
+    @classmethod
+    def error(cls, e, spec):
+        try:
+            message = str(e)
+        except BaseException:
+            message = "<str failed>"
+        return {"type_name": type(e).__name__, "message": cls.capped(message, spec["max_repr"])}
+
+    @classmethod
+    def execute(cls, source, filename, g, spec, report):
+        """Injects the vars into `g`, runs `source` there and fills `report`. Raises what the
+        program raises (SystemExit included), after recording it."""
+        ast = __import__("ast")
+        g.update(spec.get("vars") or {})
+        try:
+            tree = ast.parse(source, filename)
+            last = None
+            if tree.body and isinstance(tree.body[-1], ast.Expr):
+                last = ast.Expression(tree.body.pop().value)
+            exec(compile(tree, filename, "exec", dont_inherit=True), g)
+            if last is not None:
+                value = eval(compile(last, filename, "eval", dont_inherit=True), g)
+                report["return_value"] = cls.encode(value, spec)
+        except SystemExit:
+            raise
+        except BaseException as e:
+            report["error"] = cls.error(e, spec)
+            raise
+
+    @classmethod
+    def variables(cls, g, spec):
+        """JSON-serializable top-level names (not `_private`, not modules), capped; the rest
+        dropped with a reason."""
+        json, types = __import__("json"), __import__("types")
+        values, dropped, total = {}, [], 0
+        most, max_bytes = spec["max_variables"], spec["max_variables_bytes"]
+        for name, value in list(g.items()):
+            if not isinstance(name, str) or name.startswith("_") or isinstance(value, types.ModuleType):
+                continue
+            if len(values) >= most:
+                reason = f"over the cap of {most} variables"
+            else:
+                try:
+                    size = len(json.dumps(value, allow_nan=False))
+                except BaseException:
+                    reason = f"{type(value).__name__} is not JSON-serializable"
+                else:
+                    if total + size <= max_bytes:
+                        total += size
+                        values[name] = value
+                        continue
+                    reason = f"over the cap of {max_bytes} bytes of variables"
+            if len(dropped) < most:
+                dropped.append({"name": name, "reason": reason})
+        return {"values": values, "dropped": dropped}
+
+    @classmethod
+    def finish(cls, g, spec, report):
+        """The report frame: `report` plus the variables when asked for."""
+        if spec.get("variables"):
+            try:
+                report["variables"] = cls.variables(g, spec)
+            except BaseException:
+                pass
+        try:
+            return cls.frame(report)
+        except BaseException:  # a value changed under us (a thread): report what is safe
+            report.pop("variables", None)
+            report.pop("return_value", None)
+            return cls.frame(report)
+
+    @classmethod
+    def trim(cls, tb):
+        """A traceback without the runner's own leading frames (all `<string>`: `python -c`)."""
+        while tb is not None and tb.tb_frame.f_code.co_filename == "<string>":
+            tb = tb.tb_next
+        return tb
+
+    @classmethod
+    def run_script(cls, fd, g, filename):
+        """The fresh backend's script run: reads the spec on `fd`, runs `filename` in `g`, and sends
+        the report before an exception propagates (to `sys.excepthook`, as under `python`)."""
+        os, sys = __import__("os"), __import__("sys")
+
+        def hook(t, v, tb, h=sys.__excepthook__, cls=cls):
+            tb = cls.trim(tb)
+            h(t, v.with_traceback(tb) if isinstance(v, BaseException) else v, tb)
+
+        sys.excepthook = hook
+        spec = cls.read_frame(fd)
+        os.set_inheritable(fd, False)
+        report = {}
+        try:
+            with open(filename, "rb") as f:
+                source = f.read()
+            cls.execute(source, filename, g, spec, report)
+        finally:
+            try:
+                data = memoryview(cls.finish(g, spec, report))
+                while data:
+                    data = data[os.write(fd, data):]
+                os.close(fd)
+            except OSError:
+                pass

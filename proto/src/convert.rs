@@ -495,6 +495,55 @@ mod tests {
         );
     }
 
+    /// Issue 12: return values (both forms), variables and errors survive the wire; a malformed
+    /// JSON field is an error, not a panic.
+    #[test]
+    fn execution_agent_fields_round_trip() {
+        let base = ExecutionResult {
+            exit_code: Some(0),
+            ..ExecutionResult::default()
+        };
+        let cases = [
+            ExecutionResult {
+                return_value: Some(ReturnValue::Json {
+                    value: serde_json::json!({"a": [1, null]}),
+                }),
+                variables: Some(Variables {
+                    values: serde_json::json!({"x": 1}).as_object().cloned().unwrap_or_default(),
+                    dropped: vec![DroppedVariable {
+                        name: "f".into(),
+                        reason: "function is not JSON-serializable".into(),
+                    }],
+                }),
+                ..base.clone()
+            },
+            ExecutionResult {
+                return_value: Some(ReturnValue::Unrepresentable {
+                    type_name: "K".into(),
+                    repr: "<K>".into(),
+                    reason: "not JSON-serializable".into(),
+                }),
+                error: Some(ProgramError {
+                    type_name: "ValueError".into(),
+                    message: "boom".into(),
+                }),
+                ..base.clone()
+            },
+            base.clone(),
+        ];
+        for e in cases {
+            let wire = execution_to_proto(&e);
+            assert_eq!(wire.success, e.success());
+            assert_eq!(execution_from_proto(wire).ok(), Some(e));
+        }
+        let mut bad = execution_to_proto(&base);
+        bad.return_value_json = Some("{nope".into());
+        assert!(execution_from_proto(bad).is_err());
+        let mut bad = execution_to_proto(&base);
+        bad.variables_json = Some("[1]".into());
+        assert!(execution_from_proto(bad).is_err());
+    }
+
     #[test]
     fn json_objects_are_validated() {
         assert!(json_object("", "kwargs_json").unwrap().is_empty());

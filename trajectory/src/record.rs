@@ -8,10 +8,16 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use env_core::ExecutionResult;
+pub use env_core::{ExecutionResult, ReturnValue};
 
 /// Version of the record layout written in every record's `schema_version`.
-pub const SCHEMA_VERSION: u32 = 1;
+///
+/// 2 (issue 12): execution results may carry `return_value`, `variables` and `error` (optional
+/// fields; a version 1 record is a valid version 2 record without them).
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// The oldest layout readers still accept ([`SCHEMA_VERSION`] only adds optional fields since).
+pub const MIN_SCHEMA_VERSION: u32 = 1;
 
 /// Name written in [`EngineInfo::name`].
 pub const ENGINE_NAME: &str = "codegym-rollout";

@@ -248,6 +248,6 @@ mod tests {
             r.return_value,
             Some(ReturnValue::Json { value: json!(2) })
         );
-        assert!(last_report(&frame(b"[]")).is_none());
+        assert!(last_report(&frame(b"\"text\"")).is_none());
     }
 }

@@ -219,6 +219,7 @@ async fn execute(state: &HttpState, request: RunCodeRequest) -> RunCodeResponse 
         files,
         stdin: request.stdin.map(String::into_bytes),
         limits: Some(limits),
+        report: None, // issue 12: SandboxFusion reads output only
     };
     match state.sandbox.run_fetching(exec, request.fetch_files).await {
         Ok((result, fetched)) => {

@@ -173,3 +173,28 @@ async fn bad_vars_are_invalid_argument() {
         assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
     }
 }
+
+#[tokio::test]
+async fn ungraded_episodes_score_nothing_and_never_terminate() {
+    let server = TestServer::start(registry(), Default::default()).await;
+    let mut c = server.client().await;
+    let id = episode(
+        &mut c,
+        json!({"grade": false, "max_episode_steps": 8}),
+        json!({"task_id": "sum-of-squares"}),
+    )
+    .await;
+    // The task's solution: graded, it would end the episode with reward 1.
+    let solution = "print(f\"Result: {sum(i * i for i in range(1, 101))}\")";
+    for _ in 0..3 {
+        let s = c
+            .step(v1::StepRequest {
+                session_id: id.clone(),
+                action: run(json!({"tool": "run_python", "code": solution})),
+            })
+            .await
+            .expect("step")
+            .into_inner();
+        assert_eq!((s.reward, s.terminated, s.truncated), (0.0, false, false));
+    }
+}

@@ -65,6 +65,9 @@ pub(crate) struct EnvKwargs {
     pub max_episode_steps: Option<u32>,
     /// Issue 12: report the program's top-level variables with every run (an action may override).
     pub variables: Option<bool>,
+    /// Issue 12: `false` makes an ungraded episode (a code environment for agents): nothing is
+    /// scored, the reward is 0, episodes end only by truncation. Default `true`.
+    pub grade: Option<bool>,
 }
 
 impl EnvKwargs {

@@ -179,7 +179,7 @@ impl CodingEnv {
         let task = ep.task.clone();
         let (result, outcome) = run::run_and_score(
             &shared.sandbox,
-            &task.reward,
+            self.settings.reward_of(&task),
             &program,
             settings.eval_options(),
         )
@@ -279,7 +279,7 @@ impl CodingEnv {
                 let program = ep.program.clone();
                 let o = run::score_program(
                     &shared.sandbox,
-                    &task.reward,
+                    self.settings.reward_of(&task),
                     &program,
                     None,
                     self.settings.eval_options(),
@@ -386,7 +386,7 @@ impl CodingEnv {
                 let result = no_code_result();
                 let outcome = run::score_program(
                     &self.shared.sandbox,
-                    &task.reward,
+                    self.settings.reward_of(&task),
                     &Program::default(),
                     Some(&result),
                     self.settings.eval_options(),

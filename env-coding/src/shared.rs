@@ -9,6 +9,7 @@ use rand::Rng;
 
 use crate::config::{CodingConfig, EnvKwargs, Mode};
 use crate::reward::run::{EvalOptions, Program};
+use crate::reward::{REWARD_SPEC_VERSION, RewardSpec};
 use crate::sandbox::{Limits, ReportSpec, Sandbox};
 use crate::tasks::{Task, TaskSet};
 use code_extract::ExtractMode;
@@ -94,6 +95,8 @@ pub(crate) struct Settings {
     pub per_test_timeout_ms: u64,
     /// Issue 12: report variables unless an action says otherwise.
     pub variables: bool,
+    /// Issue 12: score steps (`false`: ungraded episodes, see the `grade` kwarg).
+    pub grade: bool,
 }
 
 impl Settings {
@@ -112,7 +115,19 @@ impl Settings {
             max_steps: kw.max_episode_steps,
             per_test_timeout_ms: shared.config.per_test_timeout_ms,
             variables: kw.variables.unwrap_or(false),
+            grade: kw.grade.unwrap_or(true),
         })
+    }
+
+    /// The reward spec a step of `task` is scored by: the task's, or none when ungraded (an empty
+    /// spec plans no scoring runs, scores 0 and never counts as solved).
+    pub fn reward_of<'a>(&self, task: &'a Task) -> &'a RewardSpec {
+        static UNGRADED: std::sync::LazyLock<RewardSpec> = std::sync::LazyLock::new(|| RewardSpec {
+            version: REWARD_SPEC_VERSION,
+            components: Vec::new(),
+            penalties: Default::default(),
+        });
+        if self.grade { &task.reward } else { &UNGRADED }
     }
 
     /// Issue 12: a script-mode run's program: `vars` (the episode's) overridden by the action's

@@ -86,7 +86,8 @@ async fn return_value_of_every_kind_of_last_statement() {
         let r = script(backend, "{'a': (1, 2), 'b': [None, 1.5, 'x']}", spec(json!({}), false)).await;
         assert_eq!(json_value(&r), Some(&json!({"a": [1, 2], "b": [null, 1.5, "x"]})), "{b}");
         // An assignment, a def, an empty program: no return value.
-        for src in ["x = 1", "def f():\n    return 1", "", "import os"] {
+        // A None value is not shown, as in a REPL (`print(...)` as the last statement).
+        for src in ["x = 1", "def f():\n    return 1", "", "import os", "print(1)", "None"] {
             let r = script(backend, src, spec(json!({}), false)).await;
             assert!(r.success(), "{b} {src:?}: {}", r.stderr);
             assert_eq!(r.return_value, None, "{b} {src:?}");

@@ -83,8 +83,8 @@ pub struct ExecutionResult {
     // stderr), so printing cannot fake them; a program writing to that descriptor on purpose can
     // change only its own values, which rewards never read.
     /// The value of the program's last top-level expression statement, as a REPL shows it. `None`
-    /// when the last statement is not an expression, when the program raised or was killed, or when
-    /// the run did not ask for it.
+    /// when the last statement is not an expression or its value is Python's `None` (a REPL shows
+    /// nothing), when the program raised or was killed, or when the run did not ask for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub return_value: Option<ReturnValue>,
     /// The program's top-level variables, when they were requested.

@@ -83,7 +83,8 @@ class _codegym_report:
             exec(compile(tree, filename, "exec", dont_inherit=True), g)
             if last is not None:
                 value = eval(compile(last, filename, "eval", dont_inherit=True), g)
-                report["return_value"] = cls.encode(value, spec)
+                if value is not None:  # as a REPL shows it: `print(...)` has no value to show
+                    report["return_value"] = cls.encode(value, spec)
         except SystemExit:
             raise
         except BaseException as e:

@@ -219,7 +219,9 @@ async fn execute(state: &HttpState, request: RunCodeRequest) -> RunCodeResponse 
         files,
         stdin: request.stdin.map(String::into_bytes),
         limits: Some(limits),
-        report: None, // issue 12: SandboxFusion reads output only
+        // Issue 12: SandboxFusion reads output only, and has no host tools.
+        report: None,
+        tools: None,
     };
     match state.sandbox.run_fetching(exec, request.fetch_files).await {
         Ok((result, fetched)) => {

@@ -160,6 +160,7 @@ fn plan(
             stdin,
             limits: opts.limits,
             report: None,
+            tools: None,
         };
     let scored = program.scored_source();
     let run_plain = match plain {

@@ -20,7 +20,7 @@ use super::config::{Limits, SitePackages};
 use super::isolation;
 use super::prepare::{self, Inner, RunGuard};
 use super::report::{self, REPORT_PY};
-use super::request::{ReportSpec, SandboxError};
+use super::request::{ReportSpec, SandboxError, ToolHost};
 use super::spawn;
 use super::supervise::{Exit, Process, Started};
 
@@ -51,13 +51,13 @@ pub(crate) async fn start_script(
     files: &[(PathBuf, &[u8])],
     limits: &Limits,
     with_stdin: bool,
-    report: Option<&ReportSpec>,
+    report: Option<(&ReportSpec, Option<&ToolHost>)>,
 ) -> Result<Started<FreshProcess>, SandboxError> {
     let mut tail = Vec::with_capacity(2);
     // Issue 12: with a report, the runner of `report.py` runs the script, its channel on fd 3.
-    if let Some(spec) = report {
-        let (channel, theirs) =
-            report::Channel::pair(spec).map_err(SandboxError::setup("report channel"))?;
+    if let Some((spec, tools)) = report {
+        let (channel, theirs) = report::Channel::pair(spec, tools.cloned())
+            .map_err(SandboxError::setup("report channel"))?;
         tail.push(c"-c".to_owned());
         tail.push(CString::new(format!("{REPORT_PY}{REPORT_BOOTSTRAP}")).unwrap_or_default());
         let mut run = start(inner, id, files, limits, tail, vec![(theirs, 3)], with_stdin).await?;

@@ -46,7 +46,7 @@ pub use isolation::{IsolationReport, Layer};
 pub use report::{
     MAX_REPR_CHARS, MAX_RETURN_BYTES, MAX_VARIABLES, MAX_VARIABLES_BYTES, MAX_VARS, MAX_VARS_BYTES,
 };
-pub use request::{ExecRequest, ReportSpec, SandboxError};
+pub use request::{ExecRequest, ReportSpec, SandboxError, ToolCall, ToolHandler, ToolHost, ToolLimits};
 pub use session::PySession;
 
 use prepare::Inner;
@@ -171,10 +171,16 @@ impl Sandbox {
             .await
             .map_err(|_| SandboxError::Closed)?;
         let with_stdin = req.stdin.is_some();
+        // Issue 12: host tools travel over the report channel, so they imply one.
+        let spec = req
+            .report
+            .clone()
+            .or_else(|| req.tools.as_ref().map(|_| ReportSpec::default()));
+        let report = spec.as_ref().map(|s| (s, req.tools.as_ref()));
         match &self.warm {
             Some(warm) => {
                 let run = warm
-                    .start_run(&files, &limits, with_stdin, req.report.as_ref())
+                    .start_run(&files, &limits, with_stdin, report)
                     .await?;
                 supervise::script(run, req.stdin, &limits, fetch).await
             }
@@ -186,7 +192,7 @@ impl Sandbox {
                     &files,
                     &limits,
                     with_stdin,
-                    req.report.as_ref(),
+                    report,
                 )
                 .await?;
                 supervise::script(run, req.stdin, &limits, fetch).await

@@ -25,11 +25,81 @@ class _codegym_report:
         data = __import__("json").dumps(obj).encode()
         return len(data).to_bytes(4, "little") + data
 
+    # Serialises whole frames on the descriptor (tool calls from threads, then the report).
+    send_lock = None
+
     @classmethod
-    def write_frame(cls, fd, obj):
-        data = memoryview(cls.frame(obj))
-        while data:
-            data = data[__import__("os").write(fd, data):]
+    def send(cls, fd, data):
+        lock = cls.send_lock
+        if lock is not None:
+            lock.acquire()
+        try:
+            data = memoryview(data)
+            while data:
+                data = data[__import__("os").write(fd, data):]
+        finally:
+            if lock is not None:
+                lock.release()
+
+    @classmethod
+    def install_tools(cls, fd, g, spec):
+        """Issue 12: each host tool of the spec becomes a global function; a call is a frame to the
+        host (id, name, args, kwargs) and waits for the reply with its id. Threads share the
+        descriptor: whoever waits reads the next reply and hands it to its caller."""
+        names = spec.get("tools") or []
+        if not names:
+            return
+        threading, json = __import__("threading"), __import__("json")
+        cls.send_lock = threading.Lock()
+        cond = threading.Condition()
+        state = {"next": 0, "reading": False, "closed": False}
+        replies = {}
+
+        def call(name, args, kwargs):
+            with cond:
+                state["next"] += 1
+                cid = state["next"]
+            payload = {"op": "call", "id": cid, "tool": name, "args": list(args), "kwargs": dict(kwargs)}
+            try:
+                data = json.dumps(payload, allow_nan=False).encode()
+            except (TypeError, ValueError) as e:
+                raise TypeError(f"tool {name}: arguments must be JSON-serializable: {e}") from None
+            cls.send(fd, len(data).to_bytes(4, "little") + data)
+            with cond:
+                while cid not in replies:
+                    if state["closed"]:
+                        raise ConnectionError(f"tool {name}: the host closed the tool channel")
+                    if state["reading"]:
+                        cond.wait()
+                        continue
+                    state["reading"] = True
+                    cond.release()
+                    try:
+                        msg = cls.read_frame(fd)
+                    except BaseException:
+                        msg = None
+                    finally:
+                        cond.acquire()
+                        state["reading"] = False
+                    if isinstance(msg, dict) and isinstance(msg.get("id"), int):
+                        replies[msg["id"]] = msg
+                    elif msg is None:
+                        state["closed"] = True
+                    cond.notify_all()
+                reply = replies.pop(cid)
+            if "error" in reply:
+                raise RuntimeError(f"tool {name}: {reply['error']}")
+            return reply.get("result")
+
+        def bind(name):
+            def tool(*args, **kwargs):
+                return call(name, args, kwargs)
+
+            tool.__name__ = tool.__qualname__ = name
+            return tool
+
+        for name in names:
+            g[name] = bind(name)
 
     @classmethod
     def capped(cls, text, cap):
@@ -99,7 +169,12 @@ class _codegym_report:
         values, dropped, total = {}, [], 0
         most, max_bytes = spec["max_variables"], spec["max_variables_bytes"]
         for name, value in list(g.items()):
-            if not isinstance(name, str) or name.startswith("_") or isinstance(value, types.ModuleType):
+            if (
+                not isinstance(name, str)
+                or name.startswith("_")
+                or isinstance(value, types.ModuleType)
+                or name in (spec.get("tools") or ())
+            ):
                 continue
             if len(values) >= most:
                 reason = f"over the cap of {most} variables"
@@ -153,6 +228,7 @@ class _codegym_report:
         sys.excepthook = hook
         spec = cls.read_frame(fd)
         os.set_inheritable(fd, False)
+        cls.install_tools(fd, g, spec)
         report = {}
         try:
             with open(filename, "rb") as f:
@@ -160,9 +236,6 @@ class _codegym_report:
             cls.execute(source, filename, g, spec, report)
         finally:
             try:
-                data = memoryview(cls.finish(g, spec, report))
-                while data:
-                    data = data[os.write(fd, data):]
-                os.close(fd)
+                cls.send(fd, cls.finish(g, spec, report))
             except OSError:
                 pass

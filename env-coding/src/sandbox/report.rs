@@ -19,7 +19,7 @@ use env_core::{ProgramError, ReturnValue, Variables};
 use serde::Deserialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::request::ReportSpec;
+use super::request::{ReportSpec, ToolCall, ToolHost, ToolLimits};
 
 /// The runner's Python side, prepended to the fork server, the script bootstrap and the session
 /// driver (one definition: the name `_codegym_report`).
@@ -91,6 +91,10 @@ impl ReportSpec {
 
     /// The spec as the runner reads it (the caps ride along, so Python has one source of them).
     pub(crate) fn to_json(&self) -> Vec<u8> {
+        self.to_json_value().to_string().into_bytes()
+    }
+
+    fn to_json_value(&self) -> serde_json::Value {
         serde_json::json!({
             "vars": self.vars,
             "variables": self.variables,
@@ -99,8 +103,6 @@ impl ReportSpec {
             "max_return_bytes": MAX_RETURN_BYTES,
             "max_repr": MAX_REPR_CHARS,
         })
-        .to_string()
-        .into_bytes()
     }
 }
 
@@ -146,59 +148,173 @@ pub(crate) fn last_report(mut bytes: &[u8]) -> Option<Report> {
     last
 }
 
-/// The host's end of a script run's report socket, with the spec still to send.
+/// The host's end of a script run's report socket, with the spec still to send and the run's
+/// host tools (issue 12).
 pub(crate) struct Channel {
     pub sock: std::os::unix::net::UnixStream,
     pub spec: Vec<u8>,
+    pub tools: Option<ToolHost>,
 }
 
 impl Channel {
     /// A socket pair for one run: the host's channel and the descriptor the child inherits.
-    pub fn pair(spec: &ReportSpec) -> std::io::Result<(Channel, std::os::fd::OwnedFd)> {
+    pub fn pair(
+        spec: &ReportSpec,
+        tools: Option<ToolHost>,
+    ) -> std::io::Result<(Channel, std::os::fd::OwnedFd)> {
         let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+        let mut json = spec.to_json_value();
+        if let Some(t) = &tools {
+            json["tools"] = serde_json::json!(t.names);
+        }
         Ok((
             Channel {
                 sock: ours,
-                spec: frame(&spec.to_json()),
+                spec: frame(json.to_string().as_bytes()),
+                tools,
             },
             theirs.into(),
         ))
     }
 
-    /// Sends the spec and collects what the runner writes until every copy of its end is closed
-    /// (the run's processes are all gone), capped at [`MAX_FRAME`] bytes.
+    /// Sends the spec, answers tool calls, and collects the other frames (reports) until every
+    /// copy of the runner's end is closed (the run's processes are all gone), capped at
+    /// [`MAX_FRAME`] bytes each. Returns the report frames, framed again, in order.
     pub async fn serve(self) -> Vec<u8> {
         let Ok(()) = self.sock.set_nonblocking(true) else {
             return Vec::new();
         };
-        let Ok(mut sock) = tokio::net::UnixStream::from_std(self.sock) else {
+        let Ok(sock) = tokio::net::UnixStream::from_std(self.sock) else {
             return Vec::new();
         };
-        let (mut rd, mut wr) = sock.split();
-        let spec = self.spec;
-        let mut got = Vec::new();
+        let (mut rd, mut wr) = sock.into_split();
+        // Replies (and first the spec) go out through one writer task, in order.
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+        let _ = tx.send(self.spec);
+        let writer = tokio::spawn(async move {
+            while let Some(bytes) = rx.recv().await {
+                if wr.write_all(&bytes).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let mut calls = tokio::task::JoinSet::new();
+        let mut made = 0u32;
+        let mut reports = Vec::new();
+        let mut buf: Vec<u8> = Vec::new();
         let mut scratch = vec![0u8; 64 << 10];
-        let write = async {
-            // A program that never reads the spec (it cannot: the runner reads it first) or
-            // exits early just makes this fail; nothing waits on it.
-            let _ = wr.write_all(&spec).await;
-            std::future::pending::<()>().await
-        };
-        tokio::pin!(write);
-        loop {
-            tokio::select! {
-                () = &mut write => {}
-                r = rd.read(&mut scratch) => match r {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        let room = MAX_FRAME.saturating_sub(got.len());
-                        got.extend_from_slice(&scratch[..n.min(room)]);
+        'read: loop {
+            let n = match rd.read(&mut scratch).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            buf.extend_from_slice(&scratch[..n]);
+            while buf.len() >= 4 {
+                let len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+                if len > MAX_FRAME {
+                    tracing::debug!(len, "oversized frame on a report channel; channel dropped");
+                    break 'read;
+                }
+                if buf.len() < 4 + len {
+                    break;
+                }
+                let body: Vec<u8> = buf.drain(..4 + len).skip(4).collect();
+                match (&self.tools, call_of(&body)) {
+                    (Some(tools), Some((id, call))) => {
+                        made += 1;
+                        let reply = tx.clone();
+                        let refusal = if made > tools.limits.max_calls {
+                            Some(format!(
+                                "too many tool calls: at most {} per run",
+                                tools.limits.max_calls
+                            ))
+                        } else if body.len() > tools.limits.max_arg_bytes {
+                            Some(format!(
+                                "tool call of {} bytes is over the cap of {} bytes",
+                                body.len(),
+                                tools.limits.max_arg_bytes
+                            ))
+                        } else {
+                            None
+                        };
+                        match (refusal, call) {
+                            (Some(why), _) | (None, Err(why)) => {
+                                let _ = reply.send(reply_frame(id, Err(why)));
+                            }
+                            (None, Ok(call)) => {
+                                let handler = tools.handler.clone();
+                                let limits = tools.limits;
+                                calls.spawn(async move {
+                                    let answer = answer(handler, call, limits).await;
+                                    let _ = reply.send(reply_frame(id, answer));
+                                });
+                            }
+                        }
                     }
-                },
+                    _ => reports.extend(frame(&body)),
+                }
             }
         }
-        got
+        // The run is over: calls still running are abandoned, with the writer.
+        calls.abort_all();
+        writer.abort();
+        reports
     }
+}
+
+/// A call frame's id and call (or why it is malformed); `None` for other frames.
+fn call_of(body: &[u8]) -> Option<(u64, Result<ToolCall, String>)> {
+    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+    if v.get("op").and_then(|o| o.as_str()) != Some("call") {
+        return None;
+    }
+    let id = v.get("id").and_then(|i| i.as_u64())?;
+    let call = (|| {
+        let name = v.get("tool").and_then(|t| t.as_str()).ok_or("tool name missing")?;
+        let args = v.get("args").and_then(|a| a.as_array()).cloned().unwrap_or_default();
+        let kwargs = v.get("kwargs").and_then(|k| k.as_object()).cloned().unwrap_or_default();
+        Ok(ToolCall {
+            name: name.to_string(),
+            args,
+            kwargs,
+        })
+    })();
+    Some((id, call))
+}
+
+/// Runs the handler under the per-call timeout and the result cap.
+async fn answer(
+    handler: super::request::ToolHandler,
+    call: ToolCall,
+    limits: ToolLimits,
+) -> Result<serde_json::Value, String> {
+    let name = call.name.clone();
+    let timeout = Duration::from_millis(limits.call_timeout_ms.max(1));
+    let result = match tokio::time::timeout(timeout, handler(call)).await {
+        Ok(r) => r?,
+        Err(_) => {
+            return Err(format!(
+                "tool {name} did not answer within {} ms",
+                limits.call_timeout_ms
+            ));
+        }
+    };
+    let size = serde_json::to_vec(&result).map_or(usize::MAX, |v| v.len());
+    if size > limits.max_result_bytes {
+        return Err(format!(
+            "tool {name} returned {size} bytes, over the cap of {} bytes",
+            limits.max_result_bytes
+        ));
+    }
+    Ok(result)
+}
+
+fn reply_frame(id: u64, answer: Result<serde_json::Value, String>) -> Vec<u8> {
+    let body = match answer {
+        Ok(result) => serde_json::json!({"id": id, "result": result}),
+        Err(error) => serde_json::json!({"id": id, "error": error}),
+    };
+    frame(body.to_string().as_bytes())
 }
 
 /// Waits for a report collected by [`Channel::serve`], at most `grace` after the run ended (a

@@ -20,7 +20,7 @@ use server::ForkServer;
 use super::config::{Backend, Limits};
 use super::isolation::Layer;
 use super::prepare::Inner;
-use super::request::{ReportSpec, SandboxError};
+use super::request::{ReportSpec, SandboxError, ToolHost};
 use super::supervise::Started;
 
 /// The warm backend of one sandbox: its live fork server.
@@ -103,7 +103,7 @@ impl WarmBackend {
         files: &[(PathBuf, &[u8])],
         limits: &Limits,
         with_stdin: bool,
-        report: Option<&ReportSpec>,
+        report: Option<(&ReportSpec, Option<&ToolHost>)>,
     ) -> Result<Started<WarmRun>, SandboxError> {
         let mut attempts = 0;
         loop {

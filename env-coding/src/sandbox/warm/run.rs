@@ -13,7 +13,7 @@ use super::server::ForkServer;
 use crate::sandbox::config::Limits;
 use crate::sandbox::prepare::{self, Inner, RunGuard};
 use crate::sandbox::report;
-use crate::sandbox::request::{ReportSpec, SandboxError};
+use crate::sandbox::request::{ReportSpec, SandboxError, ToolHost};
 use crate::sandbox::supervise::{Exit, Process, Started};
 
 /// A run of the fork server. Its end means the run's whole tree is gone (its PID namespace's
@@ -84,7 +84,7 @@ pub(crate) async fn start(
     files: &[(PathBuf, &[u8])],
     limits: &Limits,
     with_stdin: bool,
-    report: Option<&ReportSpec>,
+    report: Option<(&ReportSpec, Option<&ToolHost>)>,
 ) -> Result<Started<WarmRun>, SandboxError> {
     let ids = prepare::run_ids(inner, id);
     let (guard, workdir) = RunGuard::with_workdir(inner, id, files)?;
@@ -96,7 +96,7 @@ pub(crate) async fn start(
     let ruleset = prepare::landlock_ruleset(inner, workdir)?;
     // Issue 12: the run's private report channel, when asked for (see `report.rs`).
     let channel = report
-        .map(report::Channel::pair)
+        .map(|(spec, tools)| report::Channel::pair(spec, tools.cloned()))
         .transpose()
         .map_err(SandboxError::setup("report channel"))?;
     // JSON has no u64::MAX: "unlimited" is Python's RLIM_INFINITY (-1).

@@ -91,6 +91,7 @@ def _run_main(workdir, report_fd):
         try:
             spec = _codegym_report.read_frame(report_fd)
             os.set_inheritable(report_fd, False)
+            _codegym_report.install_tools(report_fd, main.__dict__, spec)
         except BaseException:
             spec = None  # the host gave up on the run already
     try:
@@ -115,10 +116,7 @@ def _run_main(workdir, report_fd):
         status = 1
     if spec is not None:
         try:
-            data = memoryview(_codegym_report.finish(main.__dict__, spec, report))
-            while data:
-                data = data[os.write(report_fd, data):]
-            os.close(report_fd)
+            _codegym_report.send(report_fd, _codegym_report.finish(main.__dict__, spec, report))
         except OSError:
             pass
     _finalize(status)

@@ -68,6 +68,12 @@ pub(crate) struct EnvKwargs {
     /// Issue 12: `false` makes an ungraded episode (a code environment for agents): nothing is
     /// scored, the reward is 0, episodes end only by truncation. Default `true`.
     pub grade: Option<bool>,
+    /// Issue 12: host tools the program may call (served over the `Session` stream).
+    #[serde(default)]
+    pub tools: Vec<crate::host_tools::ToolDecl>,
+    /// Issue 12: lower caps on tool calls (`call_timeout_ms`, `max_calls`, `max_arg_bytes`,
+    /// `max_result_bytes`); the defaults are the ceiling.
+    pub tool_limits: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl EnvKwargs {

@@ -11,6 +11,7 @@ mod batch;
 pub mod completions;
 mod config;
 mod env;
+pub mod host_tools;
 mod register;
 pub mod reward;
 pub mod sandbox;

@@ -97,11 +97,14 @@ pub(crate) struct Settings {
     pub variables: bool,
     /// Issue 12: score steps (`false`: ungraded episodes, see the `grade` kwarg).
     pub grade: bool,
+    /// Issue 12: the host tools of the env's runs.
+    pub tools: Option<crate::sandbox::ToolHost>,
 }
 
 impl Settings {
     pub async fn from_kwargs(shared: &Arc<Shared>, kwargs: &Kwargs) -> Result<Settings, EnvError> {
         let kw = EnvKwargs::parse(kwargs).map_err(EnvError::InvalidKwargs)?;
+        let mode = kw.mode.unwrap_or(shared.config.mode);
         let limits = kw
             .limits(shared.sandbox.limits())
             .map_err(EnvError::InvalidKwargs)?;
@@ -109,13 +112,15 @@ impl Settings {
             tasks: shared
                 .task_set(kw.tasks.as_deref().unwrap_or(&shared.config.tasks))
                 .await?,
-            mode: kw.mode.unwrap_or(shared.config.mode),
+            mode,
             extract: kw.extract.unwrap_or(shared.config.extract),
             limits,
             max_steps: kw.max_episode_steps,
             per_test_timeout_ms: shared.config.per_test_timeout_ms,
             variables: kw.variables.unwrap_or(false),
             grade: kw.grade.unwrap_or(true),
+            tools: crate::host_tools::host(&kw.tools, kw.tool_limits.as_ref(), mode == Mode::Script)
+                .map_err(EnvError::InvalidKwargs)?,
         })
     }
 
@@ -143,6 +148,7 @@ impl Settings {
             source: run.code,
             files: Vec::new(),
             report: Some(self.report_spec(merged, run.variables)),
+            tools: self.tools.clone(),
         }
     }
 

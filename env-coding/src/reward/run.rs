@@ -11,7 +11,7 @@ use futures::future::join_all;
 
 use super::harness::{self, CANDIDATE_FILE, TestReport, TestSuite};
 use super::{Component, ComponentScore, RewardOutcome, RewardSpec, score};
-use crate::sandbox::{ExecRequest, Limits, ReportSpec, Sandbox, SandboxError};
+use crate::sandbox::{ExecRequest, Limits, ReportSpec, Sandbox, SandboxError, ToolHost};
 
 /// A program to score: `main.py` plus files (session mode accumulates both).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -21,6 +21,8 @@ pub struct Program {
     /// Issue 12: how the plain run (the observation) reports, with the vars it injects. Scoring
     /// runs get the same vars through [`vars_prologue`], so they run the same program.
     pub report: Option<ReportSpec>,
+    /// Issue 12: host tools of the plain run (never of scoring runs).
+    pub tools: Option<ToolHost>,
 }
 
 /// Python that sets `vars` as globals, one line (session mode's replayed program and scoring runs).
@@ -40,6 +42,7 @@ impl Program {
             source: source.into(),
             files: Vec::new(),
             report: None,
+            tools: None,
         }
     }
 
@@ -171,6 +174,7 @@ fn plan(
     if run_plain {
         let mut req = request(program.source.clone(), None, files.clone());
         req.report = program.report.clone();
+        req.tools = program.tools.clone();
         jobs.push((Job::Plain, req));
     }
     for (i, c) in spec.components.iter().enumerate() {

@@ -62,6 +62,26 @@ pub struct ToolHost {
     pub limits: ToolLimits,
 }
 
+impl std::fmt::Debug for ToolHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolHost")
+            .field("names", &self.names)
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Equal when the same handler serves the same tools under the same caps.
+impl PartialEq for ToolHost {
+    fn eq(&self, other: &Self) -> bool {
+        self.names == other.names
+            && self.limits == other.limits
+            && std::sync::Arc::ptr_eq(&self.handler, &other.handler)
+    }
+}
+
+impl Eq for ToolHost {}
+
 /// Caps on a run's tool calls. The run's own wall clock keeps running during calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ToolLimits {

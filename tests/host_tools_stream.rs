@@ -199,6 +199,16 @@ async fn a_silent_client_costs_only_its_step_and_pipelined_requests_wait() {
 }
 
 #[tokio::test]
+async fn session_mode_cells_call_tools() {
+    let server = TestServer::start(registry(), Default::default()).await;
+    let mut c = Client::open(&server, tools_kwargs(json!({"mode": "session"})), "s").await;
+    let e = c.run("hits = search('a', k=1)['q']").await;
+    assert!(e.success(), "{}", e.stderr);
+    let e = c.run("import threading\nout = []\nts = [threading.Thread(target=lambda i=i: out.append(search(i)['q'][0])) for i in range(6)]\n[t.start() for t in ts]; [t.join() for t in ts]\n[hits, sorted(out)]").await;
+    assert_eq!(value(&e), json!([["a"], [0, 1, 2, 3, 4, 5]]), "{}", e.stderr);
+}
+
+#[tokio::test]
 async fn two_sessions_tools_never_cross() {
     let server = TestServer::start(registry(), Default::default()).await;
     let mut a = Client::open(&server, tools_kwargs(json!({})), "a").await;
@@ -226,7 +236,6 @@ async fn unary_make_with_tools_is_failed_precondition() {
     for kwargs in [
         json!({"tools": [{"name": "not a name"}]}),
         json!({"tools": [{"name": "a"}, {"name": "a"}]}),
-        json!({"tools": [{"name": "a"}], "mode": "session"}),
         json!({"tools": [{"name": "a"}], "tool_limits": {"call_timeout_ms": 10_000_000}}),
     ] {
         let (tx, rx) = mpsc::channel(4);

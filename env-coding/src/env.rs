@@ -204,7 +204,7 @@ impl CodingEnv {
             let session = self
                 .shared
                 .sandbox
-                .open_session(self.settings.limits)
+                .open_session_with_tools(self.settings.limits, self.settings.tools.clone())
                 .await
                 .map_err(infra)?;
             ep.session = Some(session);

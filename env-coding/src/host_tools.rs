@@ -2,9 +2,10 @@
 //! parameters) and the handler that answers the calls, which the server's `Session` stream task
 //! provides around `make` ([`with_handler`]): env-core's generic API knows nothing of tools.
 //!
-//! Calls from the program travel over its run's private report channel (`sandbox/report.rs`); the
-//! handler forwards them to whoever serves the session (the gRPC client). Tools run in script mode
-//! only, and only in the step's own run: scoring runs never call the host.
+//! Calls from the program travel over its run's private channel (`sandbox/report.rs`: the report
+//! socket of a script run, a session's own tool socket); the handler forwards them to whoever serves
+//! the session (the gRPC client). Only the step's own run has tools: scoring runs never call the
+//! host.
 
 use serde::Deserialize;
 
@@ -39,16 +40,12 @@ pub struct ToolDecl {
 pub(crate) fn host(
     decls: &[ToolDecl],
     limits: Option<&serde_json::Map<String, serde_json::Value>>,
-    script_mode: bool,
 ) -> Result<Option<ToolHost>, String> {
     if decls.is_empty() {
         return Ok(None);
     }
     if decls.len() > MAX_TOOLS {
         return Err(format!("tools: {} declared, at most {MAX_TOOLS}", decls.len()));
-    }
-    if !script_mode {
-        return Err("tools: host tools need mode \"script\" (session mode does not serve them yet)".into());
     }
     let mut names: Vec<String> = Vec::with_capacity(decls.len());
     for d in decls {

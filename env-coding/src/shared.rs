@@ -119,7 +119,7 @@ impl Settings {
             per_test_timeout_ms: shared.config.per_test_timeout_ms,
             variables: kw.variables.unwrap_or(false),
             grade: kw.grade.unwrap_or(true),
-            tools: crate::host_tools::host(&kw.tools, kw.tool_limits.as_ref(), mode == Mode::Script)
+            tools: crate::host_tools::host(&kw.tools, kw.tool_limits.as_ref())
                 .map_err(EnvError::InvalidKwargs)?,
         })
     }

@@ -83,6 +83,7 @@ pub(crate) async fn start_session(
     id: u64,
     limits: &Limits,
     driver: &str,
+    tool_fd: Option<OwnedFd>,
 ) -> Result<(Started<FreshProcess>, Control), SandboxError> {
     let (req_r, req_w) = prepare::pipe_pair()?;
     let (rep_r, rep_w) = prepare::pipe_pair()?;
@@ -91,7 +92,9 @@ pub(crate) async fn start_session(
         c"-c".to_owned(),
         CString::new(driver).unwrap_or_default(),
     ];
-    let extra_fds = vec![(req_r, 3), (rep_w, 4)];
+    let mut extra_fds = vec![(req_r, 3), (rep_w, 4)];
+    // Issue 12: the session's tool channel, when it has host tools.
+    extra_fds.extend(tool_fd.map(|fd| (fd, 5)));
     let run = start(inner, id, &[], limits, tail, extra_fds, false).await?;
     Ok((run, (req_w, rep_r)))
 }

@@ -211,9 +211,18 @@ impl Sandbox {
 
     /// Starts a persistent interpreter for the env's `session` mode.
     pub async fn open_session(&self, limits: Option<Limits>) -> Result<PySession, SandboxError> {
+        self.open_session_with_tools(limits, None).await
+    }
+
+    /// [`Sandbox::open_session`] whose cells may call `tools` (issue 12; with a report spec).
+    pub async fn open_session_with_tools(
+        &self,
+        limits: Option<Limits>,
+        tools: Option<ToolHost>,
+    ) -> Result<PySession, SandboxError> {
         let limits = limits.unwrap_or(self.inner.config.limits);
         let id = self.inner.next_id();
-        PySession::open(self.inner.clone(), id, limits).await
+        PySession::open(self.inner.clone(), id, limits, tools).await
     }
 }
 

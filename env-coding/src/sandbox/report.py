@@ -27,6 +27,8 @@ class _codegym_report:
 
     # Serialises whole frames on the descriptor (tool calls from threads, then the report).
     send_lock = None
+    # The tool-call function of this process, made once (a session installs tools every cell).
+    tool_call = None
 
     @classmethod
     def send(cls, fd, data):
@@ -49,6 +51,22 @@ class _codegym_report:
         names = spec.get("tools") or []
         if not names:
             return
+        if cls.tool_call is None:
+            cls.tool_call = cls.make_tool_call(fd)
+        call = cls.tool_call
+
+        def bind(name):
+            def tool(*args, **kwargs):
+                return call(name, args, kwargs)
+
+            tool.__name__ = tool.__qualname__ = name
+            return tool
+
+        for name in names:
+            g[name] = bind(name)
+
+    @classmethod
+    def make_tool_call(cls, fd):
         threading, json = __import__("threading"), __import__("json")
         cls.send_lock = threading.Lock()
         cond = threading.Condition()
@@ -91,15 +109,7 @@ class _codegym_report:
                 raise RuntimeError(f"tool {name}: {reply['error']}")
             return reply.get("result")
 
-        def bind(name):
-            def tool(*args, **kwargs):
-                return call(name, args, kwargs)
-
-            tool.__name__ = tool.__qualname__ = name
-            return tool
-
-        for name in names:
-            g[name] = bind(name)
+        return call
 
     @classmethod
     def capped(cls, text, cap):

@@ -94,6 +94,13 @@ impl ReportSpec {
         self.to_json_value().to_string().into_bytes()
     }
 
+    /// [`ReportSpec::to_json`] naming the host tools to install (a session's cells).
+    pub(crate) fn to_json_with_tools(&self, names: &[String]) -> Vec<u8> {
+        let mut v = self.to_json_value();
+        v["tools"] = serde_json::json!(names);
+        v.to_string().into_bytes()
+    }
+
     fn to_json_value(&self) -> serde_json::Value {
         serde_json::json!({
             "vars": self.vars,
@@ -152,8 +159,11 @@ pub(crate) fn last_report(mut bytes: &[u8]) -> Option<Report> {
 /// host tools (issue 12).
 pub(crate) struct Channel {
     pub sock: std::os::unix::net::UnixStream,
+    /// Sent first (empty: nothing, a session's tool channel).
     pub spec: Vec<u8>,
     pub tools: Option<ToolHost>,
+    /// Tool calls counted against the cap (a session resets it per cell).
+    pub calls_made: std::sync::Arc<std::sync::atomic::AtomicU32>,
 }
 
 impl Channel {
@@ -172,6 +182,7 @@ impl Channel {
                 sock: ours,
                 spec: frame(json.to_string().as_bytes()),
                 tools,
+                calls_made: Default::default(),
             },
             theirs.into(),
         ))
@@ -190,7 +201,9 @@ impl Channel {
         let (mut rd, mut wr) = sock.into_split();
         // Replies (and first the spec) go out through one writer task, in order.
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
-        let _ = tx.send(self.spec);
+        if !self.spec.is_empty() {
+            let _ = tx.send(self.spec);
+        }
         let writer = tokio::spawn(async move {
             while let Some(bytes) = rx.recv().await {
                 if wr.write_all(&bytes).await.is_err() {
@@ -199,7 +212,6 @@ impl Channel {
             }
         });
         let mut calls = tokio::task::JoinSet::new();
-        let mut made = 0u32;
         let mut reports = Vec::new();
         let mut buf: Vec<u8> = Vec::new();
         let mut scratch = vec![0u8; 64 << 10];
@@ -221,7 +233,10 @@ impl Channel {
                 let body: Vec<u8> = buf.drain(..4 + len).skip(4).collect();
                 match (&self.tools, call_of(&body)) {
                     (Some(tools), Some((id, call))) => {
-                        made += 1;
+                        let made = self
+                            .calls_made
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                            + 1;
                         let reply = tx.clone();
                         let refusal = if made > tools.limits.max_calls {
                             Some(format!(

@@ -22,7 +22,7 @@ use super::config::Limits;
 use super::fresh::{self, FreshProcess};
 use super::prepare::Inner;
 use super::report::{self, Report};
-use super::request::{ReportSpec, SandboxError};
+use super::request::{ReportSpec, SandboxError, ToolHost};
 use super::supervise::{self, Capture, Ending, Exit, Process, Started};
 
 /// The interpreter's main loop: reads cells on fd 3, replies on fd 4; after the run reporter it
@@ -50,6 +50,10 @@ pub struct PySession {
     oom_seen: bool,
     /// Work dir of a session that died, removed at drop/close.
     dead_dir: Option<PathBuf>,
+    /// Issue 12: the host tools' names and the per-cell call counter of their channel (fd 5),
+    /// served by a task for the session's lifetime.
+    tools: Option<(Vec<String>, Arc<std::sync::atomic::AtomicU32>)>,
+    tool_server: Option<tokio::task::JoinHandle<Vec<u8>>>,
 }
 
 impl std::fmt::Debug for PySession {
@@ -85,8 +89,29 @@ impl PySession {
         inner: Arc<Inner>,
         id: u64,
         limits: Limits,
+        tools: Option<ToolHost>,
     ) -> Result<PySession, SandboxError> {
-        let (run, (req, rep)) = fresh::start_session(&inner, id, &limits, DRIVER).await?;
+        // Issue 12: host tools get a channel of their own (fd 5), never the cell pipes, so a
+        // thread still calling a tool after its cell cannot read the next cell's request.
+        let channel = tools
+            .map(|t| report::Channel::pair(&ReportSpec::default(), Some(t)))
+            .transpose()
+            .map_err(SandboxError::setup("tool channel"))?;
+        let (channel, tool_fd) = match channel {
+            Some((mut c, fd)) => {
+                c.spec = Vec::new(); // cells carry their specs on fd 3
+                (Some(c), Some(fd))
+            }
+            None => (None, None),
+        };
+        let (run, (req, rep)) =
+            fresh::start_session(&inner, id, &limits, DRIVER, tool_fd).await?;
+        let tools = channel.as_ref().and_then(|c| {
+            c.tools
+                .as_ref()
+                .map(|t| (t.names.clone(), c.calls_made.clone()))
+        });
+        let tool_server = channel.map(|c| tokio::spawn(c.serve()));
         let requests =
             pipe::Sender::from_owned_fd(req).map_err(SandboxError::setup("session pipe"))?;
         let replies =
@@ -101,6 +126,8 @@ impl PySession {
             work_dir,
             oom_seen: false,
             dead_dir: None,
+            tools,
+            tool_server,
         })
     }
 
@@ -162,7 +189,14 @@ impl PySession {
             }
             None => msg.extend_from_slice(&u64::MAX.to_le_bytes()),
         }
-        let spec = report.map(ReportSpec::to_json).unwrap_or_default();
+        let spec = match (report, &self.tools) {
+            (Some(r), Some((names, made))) => {
+                made.store(0, std::sync::atomic::Ordering::Relaxed); // the call cap is per cell
+                r.to_json_with_tools(names)
+            }
+            (Some(r), None) => r.to_json(),
+            (None, _) => Vec::new(),
+        };
         msg.extend_from_slice(&(spec.len() as u64).to_le_bytes());
         msg.extend_from_slice(&spec);
         let started = Instant::now();
@@ -256,6 +290,9 @@ impl PySession {
     async fn shutdown(&mut self) {
         self.requests = None;
         self.replies = None;
+        if let Some(server) = self.tool_server.take() {
+            server.abort();
+        }
         if let Some(mut run) = self.run.take() {
             let guard = std::mem::take(&mut run.guard);
             // Keep the work dir of a dead session until the session is dropped (the env may still

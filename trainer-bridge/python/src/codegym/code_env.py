@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from codegym.client import Client
 from codegym.env import run_python_action
+from codegym.host_tools import tool_specs
 from codegym.options import ClientOptions
 
 __all__ = ["CodeEnvironment", "ExecutionResult"]
@@ -94,7 +95,9 @@ class CodeEnvironment:
         variables: Report the top-level variables after each call (default True).
         timeout: Wall-clock limit of each call in seconds (can only lower the server's limit).
         client: `ClientOptions` or a shared `Client`.
-        env_kwargs: More `make` kwargs of `codegym/Python-v0` (e.g. `limits`).
+        env_kwargs: More `make` kwargs of `codegym/Python-v0` (e.g. `limits`, `tool_limits`).
+        tools: Host tools, `{name: function}`: inside the sandbox each is a Python function whose
+            calls run here (see `codegym.host_tools`).
     """
 
     def __init__(
@@ -106,6 +109,7 @@ class CodeEnvironment:
         timeout: float | None = None,
         client: Client | ClientOptions | None = None,
         env_kwargs: Mapping[str, Any] | None = None,
+        tools: Mapping[str, Callable[..., Any]] | None = None,
     ) -> None:
         # Ungraded (`grade: False`): the façade runs code, nothing scores it or ends the episode.
         kwargs: dict[str, Any] = {"mode": mode, "variables": variables, "grade": False, "max_episode_steps": 1 << 30}
@@ -117,15 +121,36 @@ class CodeEnvironment:
             self._client, self._owns = client, False
         else:
             self._client, self._owns = Client(address, options=client), True
-        self._session = self._client.session()
+        self._kwargs = kwargs
+        self._tools: dict[str, Callable[..., Any]] = dict(tools or {})
         self._lock = threading.Lock()  # one call at a time on the session's stream
         self._closed = False
+        self._session: Any = None
         try:
-            self._session.make("codegym/Python-v0", **kwargs)
-            self.reset()
+            self._open()
         except BaseException:
             self.shutdown()
             raise
+
+    def _open(self) -> None:
+        """A new session made with the current tools, reset."""
+        session = self._client.session()
+        kwargs = dict(self._kwargs)
+        if self._tools:
+            kwargs["tools"] = tool_specs(self._tools)
+            session.tools = self._tools
+        self._session = session
+        session.make("codegym/Python-v0", **kwargs)
+        self.reset()
+
+    def register_tool(self, fn: Callable[..., Any], name: str | None = None) -> None:
+        """Adds a host tool (its schema from the signature and docstring). Tools are declared when
+        the session is made, so this starts a fresh session: the namespace is reset."""
+        self._tools[name or fn.__name__] = fn
+        with self._lock:
+            if self._session is not None:
+                self._session.close()
+        self._open()
 
     def __call__(self, code: str, *, vars: Mapping[str, Any] | None = None) -> ExecutionResult:
         """Runs `code`; `vars` become global names first (session mode: in the live namespace)."""
@@ -150,7 +175,8 @@ class CodeEnvironment:
         """Ends the session (idempotent)."""
         if not self._closed:
             self._closed = True
-            self._session.close()
+            if self._session is not None:
+                self._session.close()
             if self._owns:
                 self._client.close_channel()
 

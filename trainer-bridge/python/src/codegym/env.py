@@ -76,8 +76,16 @@ class RemoteEnv(gym.Env):
         self._client, self._owns_client = _client_for(address, client, timeout)
         self._session = self._client.session()
         self.env_kwargs: dict[str, Any] = {**dict(env_kwargs or {}), **kwargs}
+        make_kwargs = dict(self.env_kwargs)
+        # Issue 12: host tools are functions here; the server gets their schemas.
+        tools = make_kwargs.pop("tools", None)
+        if tools:
+            from codegym.host_tools import tool_specs
+
+            make_kwargs["tools"] = tool_specs(tools)
+            self._session.tools = dict(tools)
         try:
-            _, spec = self._session.make(env_id, **self.env_kwargs)
+            _, spec = self._session.make(env_id, **make_kwargs)
         except BaseException:
             self._teardown()
             raise

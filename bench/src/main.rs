@@ -12,6 +12,7 @@ mod http;
 mod latency;
 mod rollout;
 mod rollout_harness;
+mod tools;
 
 use std::process::ExitCode;
 

@@ -78,22 +78,40 @@ async fn script_mode_reports_and_injects() {
     )
     .await;
     // The reset's vars are set in every run; the action's override them.
-    let (e, info) = step(&mut c, &id, json!({"tool": "run_python", "code": "y = context * n\ny", "vars": {"n": 2}}))
-        .await
-        .expect("step");
+    let (e, info) = step(
+        &mut c,
+        &id,
+        json!({"tool": "run_python", "code": "y = context * n\ny", "vars": {"n": 2}}),
+    )
+    .await
+    .expect("step");
     assert_eq!(value(&e), Some(&json!("abcabc")), "{}", e.stderr);
     let vars = &e.variables.as_ref().expect("variables (make kwarg)").values;
     assert_eq!(vars.get("y"), Some(&json!("abcabc")));
-    assert!(info["execution_time_ms"].is_u64() && info["memory_used_bytes"].is_u64(), "{info:?}");
-    let (e, _) = step(&mut c, &id, json!({"tool": "run_python", "code": "n", "variables": false}))
-        .await
-        .expect("step");
+    assert!(
+        info["execution_time_ms"].is_u64() && info["memory_used_bytes"].is_u64(),
+        "{info:?}"
+    );
+    let (e, _) = step(
+        &mut c,
+        &id,
+        json!({"tool": "run_python", "code": "n", "variables": false}),
+    )
+    .await
+    .expect("step");
     assert_eq!((value(&e), &e.variables), (Some(&json!(1)), &None));
     // An error is the exception's type and message.
-    let (e, _) = step(&mut c, &id, json!({"tool": "run_python", "code": "int(context)"}))
-        .await
-        .expect("step");
-    assert_eq!(e.error.as_ref().map(|x| x.type_name.as_str()), Some("ValueError"));
+    let (e, _) = step(
+        &mut c,
+        &id,
+        json!({"tool": "run_python", "code": "int(context)"}),
+    )
+    .await
+    .expect("step");
+    assert_eq!(
+        e.error.as_ref().map(|x| x.type_name.as_str()),
+        Some("ValueError")
+    );
     assert!(!e.success());
     // Plain text actions report too.
     let s = c
@@ -120,45 +138,75 @@ async fn session_mode_updates_the_live_namespace() {
         json!({"task_id": "sum-of-squares", "vars": {"total": 10}}),
     )
     .await;
-    let (e, _) = step(&mut c, &id, json!({"tool": "run_python", "code": "total += 5"}))
-        .await
-        .expect("step");
+    let (e, _) = step(
+        &mut c,
+        &id,
+        json!({"tool": "run_python", "code": "total += 5"}),
+    )
+    .await
+    .expect("step");
     assert!(e.success(), "{}", e.stderr);
-    let (e, _) = step(&mut c, &id, json!({"tool": "run_python", "code": "total + extra", "vars": {"extra": 100}}))
-        .await
-        .expect("step");
+    let (e, _) = step(
+        &mut c,
+        &id,
+        json!({"tool": "run_python", "code": "total + extra", "vars": {"extra": 100}}),
+    )
+    .await
+    .expect("step");
     assert_eq!(value(&e), Some(&json!(115)), "{}", e.stderr);
-    let (e, _) = step(&mut c, &id, json!({"tool": "run_python", "code": "total", "variables": true}))
-        .await
-        .expect("step");
+    let (e, _) = step(
+        &mut c,
+        &id,
+        json!({"tool": "run_python", "code": "total", "variables": true}),
+    )
+    .await
+    .expect("step");
     assert_eq!(value(&e), Some(&json!(15)));
     let vars = e.variables.expect("variables").values;
-    assert_eq!((vars.get("total"), vars.get("extra")), (Some(&json!(15)), Some(&json!(100))));
+    assert_eq!(
+        (vars.get("total"), vars.get("extra")),
+        (Some(&json!(15)), Some(&json!(100)))
+    );
 }
 
 #[tokio::test]
 async fn bad_vars_are_invalid_argument() {
     let server = TestServer::start(registry(), Default::default()).await;
     let mut c = server.client().await;
-    let id = episode(&mut c, json!({"max_episode_steps": 8}), json!({"task_id": "sum-of-squares"})).await;
+    let id = episode(
+        &mut c,
+        json!({"max_episode_steps": 8}),
+        json!({"task_id": "sum-of-squares"}),
+    )
+    .await;
     for (vars, needle) in [
         (json!({"not an identifier": 1}), "identifier"),
         (json!({"__builtins__": {}}), "identifier"),
         (json!({"class": 1}), "identifier"),
         (json!({"big": "x".repeat(2 << 20)}), "bytes"),
     ] {
-        let err = step(&mut c, &id, json!({"tool": "run_python", "code": "1", "vars": vars}))
-            .await
-            .expect_err("bad vars");
+        let err = step(
+            &mut c,
+            &id,
+            json!({"tool": "run_python", "code": "1", "vars": vars}),
+        )
+        .await
+        .expect_err("bad vars");
         assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
         assert!(err.message().contains(needle), "{}", err.message());
     }
-    let err = step(&mut c, &id, json!({"tool": "run_python", "code": "1", "vars": [1]}))
-        .await
-        .expect_err("vars not an object");
+    let err = step(
+        &mut c,
+        &id,
+        json!({"tool": "run_python", "code": "1", "vars": [1]}),
+    )
+    .await
+    .expect_err("vars not an object");
     assert_eq!(err.code(), Code::InvalidArgument);
     // The episode is still usable after the refusals.
-    let (e, _) = step(&mut c, &id, json!({"tool": "run_python", "code": "6 * 7"})).await.expect("step");
+    let (e, _) = step(&mut c, &id, json!({"tool": "run_python", "code": "6 * 7"}))
+        .await
+        .expect("step");
     assert_eq!(value(&e), Some(&json!(42)));
     // Reset options: same checks.
     for vars in [json!([1]), json!({"1x": 1})] {

@@ -94,12 +94,18 @@ impl Client {
     /// The response to request `id`, answering tool calls on the way.
     async fn response(&mut self, id: u64) -> Resp {
         loop {
-            let r = self.rx.message().await.expect("stream").expect("a response");
+            let r = self
+                .rx
+                .message()
+                .await
+                .expect("stream")
+                .expect("a response");
             match r.kind.expect("kind") {
                 Resp::ToolCall(call) => {
                     assert_eq!(r.request_id, id, "a tool call names the step in flight");
                     self.calls.push(call.clone());
-                    let args: serde_json::Value = serde_json::from_str(&call.args_json).expect("args");
+                    let args: serde_json::Value =
+                        serde_json::from_str(&call.args_json).expect("args");
                     let kwargs: serde_json::Value =
                         serde_json::from_str(&call.kwargs_json).expect("kwargs");
                     let (result_json, error) = match call.name.as_str() {
@@ -189,11 +195,18 @@ async fn a_silent_client_costs_only_its_step_and_pipelined_requests_wait() {
     let mut c = Client::open(&server, kwargs, "a").await;
     // The next step is pipelined while the first one's call is unanswered.
     let first = c
-        .send(step("try:\n    silent()\nexcept RuntimeError as e:\n    r = str(e)\nr"))
+        .send(step(
+            "try:\n    silent()\nexcept RuntimeError as e:\n    r = str(e)\nr",
+        ))
         .await;
     let second = c.send(step("search('after')['q']")).await;
     let e = execution(c.response(first).await);
-    assert!(value(&e).as_str().is_some_and(|m| m.contains("did not answer")), "{e:?}");
+    assert!(
+        value(&e)
+            .as_str()
+            .is_some_and(|m| m.contains("did not answer")),
+        "{e:?}"
+    );
     let e = execution(c.response(second).await);
     assert_eq!(value(&e), json!(["after"]));
 }
@@ -205,7 +218,12 @@ async fn session_mode_cells_call_tools() {
     let e = c.run("hits = search('a', k=1)['q']").await;
     assert!(e.success(), "{}", e.stderr);
     let e = c.run("import threading\nout = []\nts = [threading.Thread(target=lambda i=i: out.append(search(i)['q'][0])) for i in range(6)]\n[t.start() for t in ts]; [t.join() for t in ts]\n[hits, sorted(out)]").await;
-    assert_eq!(value(&e), json!([["a"], [0, 1, 2, 3, 4, 5]]), "{}", e.stderr);
+    assert_eq!(
+        value(&e),
+        json!([["a"], [0, 1, 2, 3, 4, 5]]),
+        "{}",
+        e.stderr
+    );
 }
 
 #[tokio::test]
@@ -255,8 +273,17 @@ async fn unary_make_with_tools_is_failed_precondition() {
         })
         .await
         .expect("send");
-        match responses.message().await.expect("stream").and_then(|r| r.kind) {
-            Some(Resp::Error(e)) => assert_eq!(Code::from_i32(e.code), Code::InvalidArgument, "{kwargs}: {e:?}"),
+        match responses
+            .message()
+            .await
+            .expect("stream")
+            .and_then(|r| r.kind)
+        {
+            Some(Resp::Error(e)) => assert_eq!(
+                Code::from_i32(e.code),
+                Code::InvalidArgument,
+                "{kwargs}: {e:?}"
+            ),
             other => panic!("{kwargs}: {other:?}"),
         }
     }

@@ -56,8 +56,12 @@ pub async fn run(calls: u32, backend: Backend) -> anyhow::Result<String> {
         })
     })
     .await??;
-    let handler: ToolHandler = Arc::new(|call: ToolCall| Box::pin(async move { Ok(json!(call.args)) }));
-    for (name, f) in [("local Python function (floor)", "local"), ("sandbox tool channel, in-process handler", "echo")] {
+    let handler: ToolHandler =
+        Arc::new(|call: ToolCall| Box::pin(async move { Ok(json!(call.args)) }));
+    for (name, f) in [
+        ("local Python function (floor)", "local"),
+        ("sandbox tool channel, in-process handler", "echo"),
+    ] {
         let mut req = ExecRequest::new(program(f, calls));
         req.tools = Some(ToolHost {
             names: vec!["echo".into()],
@@ -69,7 +73,10 @@ pub async fn run(calls: u32, backend: Backend) -> anyhow::Result<String> {
         });
         let obs = sandbox.run(req).await?;
         let (p50, p99) = timings(&obs)?;
-        table.push_str(&format!("| {name} ({}) | {p50:.0} | {p99:.0} |\n", sandbox.backend()));
+        table.push_str(&format!(
+            "| {name} ({}) | {p50:.0} | {p99:.0} |\n",
+            sandbox.backend()
+        ));
     }
     // The whole path, through an in-process server over loopback TCP.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -95,7 +102,11 @@ pub async fn run(calls: u32, backend: Backend) -> anyhow::Result<String> {
     Ok(table)
 }
 
-async fn over_grpc(addr: std::net::SocketAddr, mode: &str, calls: u32) -> anyhow::Result<(f64, f64)> {
+async fn over_grpc(
+    addr: std::net::SocketAddr,
+    mode: &str,
+    calls: u32,
+) -> anyhow::Result<(f64, f64)> {
     let mut client =
         v1::env_service_client::EnvServiceClient::connect(format!("http://{addr}")).await?;
     let (tx, rx) = mpsc::channel(64);
@@ -116,7 +127,10 @@ async fn over_grpc(addr: std::net::SocketAddr, mode: &str, calls: u32) -> anyhow
         }),
         Req::Step(v1::StepRequest {
             session_id: String::new(),
-            action: Some(value_to_proto(&Value::Text(program("echo", calls.min(200))))),
+            action: Some(value_to_proto(&Value::Text(program(
+                "echo",
+                calls.min(200),
+            )))),
         }),
     ];
     for (i, kind) in requests.into_iter().enumerate() {
@@ -145,7 +159,9 @@ async fn over_grpc(addr: std::net::SocketAddr, mode: &str, calls: u32) -> anyhow
                 .await?;
             }
             Some(Resp::Step(step)) => {
-                let obs = step.observation.ok_or_else(|| anyhow::anyhow!("no observation"))?;
+                let obs = step
+                    .observation
+                    .ok_or_else(|| anyhow::anyhow!("no observation"))?;
                 let Value::Execution(e) = value_from_proto(obs)? else {
                     anyhow::bail!("not an execution")
                 };

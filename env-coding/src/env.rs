@@ -235,7 +235,10 @@ impl CodingEnv {
                 ep.program.source.push_str(&run::vars_prologue(&vars));
                 let spec = self.settings.report_spec(vars, run.variables);
                 let code = run.code;
-                let outcome = session.exec_reporting(&code, None, Some(&spec)).await.map_err(infra)?;
+                let outcome = session
+                    .exec_reporting(&code, None, Some(&spec))
+                    .await
+                    .map_err(infra)?;
                 if outcome.success() {
                     ep.program.source.push_str(&code);
                     if !code.ends_with('\n') {

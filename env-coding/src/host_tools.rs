@@ -45,7 +45,10 @@ pub(crate) fn host(
         return Ok(None);
     }
     if decls.len() > MAX_TOOLS {
-        return Err(format!("tools: {} declared, at most {MAX_TOOLS}", decls.len()));
+        return Err(format!(
+            "tools: {} declared, at most {MAX_TOOLS}",
+            decls.len()
+        ));
     }
     let mut names: Vec<String> = Vec::with_capacity(decls.len());
     for d in decls {
@@ -85,7 +88,9 @@ fn tool_limits(
             other => return Err(format!("tool_limits: unknown field {other:?}")),
         };
         if v == 0 || v > ceiling {
-            return Err(format!("tool_limits: {key} = {v} must be between 1 and {ceiling}"));
+            return Err(format!(
+                "tool_limits: {key} = {v} must be between 1 and {ceiling}"
+            ));
         }
         slot.set(v);
     }

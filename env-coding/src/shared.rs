@@ -127,11 +127,12 @@ impl Settings {
     /// The reward spec a step of `task` is scored by: the task's, or none when ungraded (an empty
     /// spec plans no scoring runs, scores 0 and never counts as solved).
     pub fn reward_of<'a>(&self, task: &'a Task) -> &'a RewardSpec {
-        static UNGRADED: std::sync::LazyLock<RewardSpec> = std::sync::LazyLock::new(|| RewardSpec {
-            version: REWARD_SPEC_VERSION,
-            components: Vec::new(),
-            penalties: Default::default(),
-        });
+        static UNGRADED: std::sync::LazyLock<RewardSpec> =
+            std::sync::LazyLock::new(|| RewardSpec {
+                version: REWARD_SPEC_VERSION,
+                components: Vec::new(),
+                penalties: Default::default(),
+            });
         if self.grade { &task.reward } else { &UNGRADED }
     }
 

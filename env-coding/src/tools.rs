@@ -26,8 +26,13 @@ pub enum ToolCall {
         #[serde(default)]
         variables: Option<bool>,
     },
-    WriteFile { path: String, content: String },
-    ReadFile { path: String },
+    WriteFile {
+        path: String,
+        content: String,
+    },
+    ReadFile {
+        path: String,
+    },
 }
 
 impl ToolCall {
@@ -186,8 +191,17 @@ mod tests {
                 variables: None,
             })
         );
-        let with = ToolCall::parse(json!({"tool": "run_python", "code": "x", "vars": {"x": 1}, "variables": true}));
-        assert!(matches!(with, Ok(ToolCall::RunPython { vars: Some(_), variables: Some(true), .. })));
+        let with = ToolCall::parse(
+            json!({"tool": "run_python", "code": "x", "vars": {"x": 1}, "variables": true}),
+        );
+        assert!(matches!(
+            with,
+            Ok(ToolCall::RunPython {
+                vars: Some(_),
+                variables: Some(true),
+                ..
+            })
+        ));
         assert!(ToolCall::parse(json!({"tool": "run_python", "code": "x", "vars": [1]})).is_err());
         assert!(ToolCall::parse(json!({"tool": "rm_rf"})).is_err());
         assert!(ToolCall::parse(json!({"tool": "read_file"})).is_err());

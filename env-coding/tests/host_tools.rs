@@ -54,7 +54,9 @@ fn handler(tag: &'static str) -> ToolHandler {
                     Ok(json!("done"))
                 }
                 "never" => std::future::pending().await,
-                "big" => Ok(json!("x".repeat(call.args[0].as_u64().unwrap_or(0) as usize))),
+                "big" => Ok(json!(
+                    "x".repeat(call.args[0].as_u64().unwrap_or(0) as usize)
+                )),
                 other => Err(format!("unknown tool {other}")),
             }
         }
@@ -104,10 +106,18 @@ async fn args_kwargs_and_errors() {
         );
         // An uncaught tool error is the program's exception.
         let r = run(backend, "fail('x')", host("a", ToolLimits::default())).await;
-        assert_eq!(r.error.as_ref().map(|e| e.type_name.as_str()), Some("RuntimeError"));
+        assert_eq!(
+            r.error.as_ref().map(|e| e.type_name.as_str()),
+            Some("RuntimeError")
+        );
         // Arguments must be JSON: refused inside the sandbox, nothing sent.
         let r = run(backend, "echo(object())", host("a", ToolLimits::default())).await;
-        assert_eq!(r.error.as_ref().map(|e| e.type_name.as_str()), Some("TypeError"), "{}", r.stderr);
+        assert_eq!(
+            r.error.as_ref().map(|e| e.type_name.as_str()),
+            Some("TypeError"),
+            "{}",
+            r.stderr
+        );
     }
 }
 
@@ -121,7 +131,11 @@ async fn timeouts_and_silent_handlers() {
         // A handler that never answers fails the call after the per-call timeout; the run goes on.
         let src = "try:\n    never()\nexcept RuntimeError as e:\n    msg = str(e)\nmsg";
         let r = run(backend, src, host("a", short)).await;
-        assert!(value(&r).as_str().is_some_and(|m| m.contains("did not answer within 300 ms")));
+        assert!(
+            value(&r)
+                .as_str()
+                .is_some_and(|m| m.contains("did not answer within 300 ms"))
+        );
         // The run's wall clock keeps running during calls: a slow tool cannot extend it.
         let long = ToolLimits {
             call_timeout_ms: 60_000,
@@ -151,13 +165,27 @@ async fn caps_on_calls_and_sizes() {
         let r = run(backend, src, host("a", limits)).await;
         let v = value(&r);
         let out = v.as_array().expect("list");
-        assert_eq!(&out[..5], &[json!(0), json!(1), json!(2), json!(3), json!(4)]);
-        assert!(out[5..].iter().all(|m| m.as_str().is_some_and(|m| m.contains("too many tool calls"))));
+        assert_eq!(
+            &out[..5],
+            &[json!(0), json!(1), json!(2), json!(3), json!(4)]
+        );
+        assert!(out[5..].iter().all(|m| {
+            m.as_str()
+                .is_some_and(|m| m.contains("too many tool calls"))
+        }));
         let src = "res = []\nfor f in (lambda: echo('y' * 20_000), lambda: big(20_000), lambda: big(10)):\n    try:\n        res.append(len(str(f())))\n    except RuntimeError as e:\n        res.append(str(e))\nres";
         let r = run(backend, src, host("a", limits)).await;
         let v = value(&r);
-        assert!(v[0].as_str().is_some_and(|m| m.contains("over the cap of 10000 bytes")), "{v}");
-        assert!(v[1].as_str().is_some_and(|m| m.contains("returned") && m.contains("over the cap")), "{v}");
+        assert!(
+            v[0].as_str()
+                .is_some_and(|m| m.contains("over the cap of 10000 bytes")),
+            "{v}"
+        );
+        assert!(
+            v[1].as_str()
+                .is_some_and(|m| m.contains("returned") && m.contains("over the cap")),
+            "{v}"
+        );
         assert_eq!(v[2], json!(10));
     }
 }
@@ -183,7 +211,11 @@ async fn two_runs_never_cross_and_forged_replies_do_nothing() {
             run(backend, src, host("a", ToolLimits::default())),
             run(backend, src, host("b", ToolLimits::default()))
         );
-        assert_eq!((value(&a), value(&b)), (json!(["a"]), json!(["b"])), "{backend:?}");
+        assert_eq!(
+            (value(&a), value(&b)),
+            (json!(["a"]), json!(["b"])),
+            "{backend:?}"
+        );
         // A program writing a "reply" to its channel sends it to the host, not to itself; its
         // call still gets the host's answer. Other runs' channels are not reachable: no name,
         // and /proc shows only this run's own processes.
@@ -199,6 +231,11 @@ for fd in fds:
 others = [p for p in glob.glob('/proc/[0-9]*') if p.rsplit('/', 1)[1] not in ('1', str(os.getpid()))]
 [echo('real')['args'], others]"#;
         let r = run(backend, hostile, host("a", ToolLimits::default())).await;
-        assert_eq!(value(&r), json!([["real"], []]), "{backend:?}: {}", r.stderr);
+        assert_eq!(
+            value(&r),
+            json!([["real"], []]),
+            "{backend:?}: {}",
+            r.stderr
+        );
     }
 }

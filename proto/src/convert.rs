@@ -509,7 +509,10 @@ mod tests {
                     value: serde_json::json!({"a": [1, null]}),
                 }),
                 variables: Some(Variables {
-                    values: serde_json::json!({"x": 1}).as_object().cloned().unwrap_or_default(),
+                    values: serde_json::json!({"x": 1})
+                        .as_object()
+                        .cloned()
+                        .unwrap_or_default(),
                     dropped: vec![DroppedVariable {
                         name: "f".into(),
                         reason: "function is not JSON-serializable".into(),

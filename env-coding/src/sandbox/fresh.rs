@@ -60,7 +60,16 @@ pub(crate) async fn start_script(
             .map_err(SandboxError::setup("report channel"))?;
         tail.push(c"-c".to_owned());
         tail.push(CString::new(format!("{REPORT_PY}{REPORT_BOOTSTRAP}")).unwrap_or_default());
-        let mut run = start(inner, id, files, limits, tail, vec![(theirs, 3)], with_stdin).await?;
+        let mut run = start(
+            inner,
+            id,
+            files,
+            limits,
+            tail,
+            vec![(theirs, 3)],
+            with_stdin,
+        )
+        .await?;
         run.report = Some(channel);
         return Ok(run);
     }

@@ -46,7 +46,9 @@ pub use isolation::{IsolationReport, Layer};
 pub use report::{
     MAX_REPR_CHARS, MAX_RETURN_BYTES, MAX_VARIABLES, MAX_VARIABLES_BYTES, MAX_VARS, MAX_VARS_BYTES,
 };
-pub use request::{ExecRequest, ReportSpec, SandboxError, ToolCall, ToolHandler, ToolHost, ToolLimits};
+pub use request::{
+    ExecRequest, ReportSpec, SandboxError, ToolCall, ToolHandler, ToolHost, ToolLimits,
+};
 pub use session::PySession;
 
 use prepare::Inner;
@@ -179,22 +181,13 @@ impl Sandbox {
         let report = spec.as_ref().map(|s| (s, req.tools.as_ref()));
         match &self.warm {
             Some(warm) => {
-                let run = warm
-                    .start_run(&files, &limits, with_stdin, report)
-                    .await?;
+                let run = warm.start_run(&files, &limits, with_stdin, report).await?;
                 supervise::script(run, req.stdin, &limits, fetch).await
             }
             None => {
                 let id = self.inner.next_id();
-                let run = fresh::start_script(
-                    &self.inner,
-                    id,
-                    &files,
-                    &limits,
-                    with_stdin,
-                    report,
-                )
-                .await?;
+                let run = fresh::start_script(&self.inner, id, &files, &limits, with_stdin, report)
+                    .await?;
                 supervise::script(run, req.stdin, &limits, fetch).await
             }
         }
@@ -249,7 +242,8 @@ fn self_test(inner: &Inner, warm: Option<&Arc<WarmBackend>>) -> Result<(), Sandb
                     }
                     None => {
                         let run =
-                            fresh::start_script(inner, u64::MAX, &files, &limits, false, None).await?;
+                            fresh::start_script(inner, u64::MAX, &files, &limits, false, None)
+                                .await?;
                         supervise::script(run, None, &limits, Vec::new()).await
                     }
                 }

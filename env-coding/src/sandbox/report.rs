@@ -285,9 +285,20 @@ fn call_of(body: &[u8]) -> Option<(u64, Result<ToolCall, String>)> {
     }
     let id = v.get("id").and_then(|i| i.as_u64())?;
     let call = (|| {
-        let name = v.get("tool").and_then(|t| t.as_str()).ok_or("tool name missing")?;
-        let args = v.get("args").and_then(|a| a.as_array()).cloned().unwrap_or_default();
-        let kwargs = v.get("kwargs").and_then(|k| k.as_object()).cloned().unwrap_or_default();
+        let name = v
+            .get("tool")
+            .and_then(|t| t.as_str())
+            .ok_or("tool name missing")?;
+        let args = v
+            .get("args")
+            .and_then(|a| a.as_array())
+            .cloned()
+            .unwrap_or_default();
+        let kwargs = v
+            .get("kwargs")
+            .and_then(|k| k.as_object())
+            .cloned()
+            .unwrap_or_default();
         Ok(ToolCall {
             name: name.to_string(),
             args,
@@ -364,7 +375,9 @@ mod tests {
         }
         let big = serde_json::Map::from_iter([("x".into(), json!("a".repeat(MAX_VARS_BYTES)))]);
         assert!(ReportSpec::check_vars(&big).unwrap_err().contains("bytes"));
-        let many = (0..=MAX_VARS).map(|i| (format!("v{i}"), json!(i))).collect();
+        let many = (0..=MAX_VARS)
+            .map(|i| (format!("v{i}"), json!(i)))
+            .collect();
         assert!(ReportSpec::check_vars(&many).unwrap_err().contains("names"));
     }
 
@@ -375,10 +388,7 @@ mod tests {
         bytes.extend(frame(br#"{"return_value": {"kind": "json", "value": 2}}"#));
         bytes.extend_from_slice(&[200, 0, 0, 0, b'{']); // torn
         let r = last_report(&bytes).unwrap();
-        assert_eq!(
-            r.return_value,
-            Some(ReturnValue::Json { value: json!(2) })
-        );
+        assert_eq!(r.return_value, Some(ReturnValue::Json { value: json!(2) }));
         assert!(last_report(&frame(b"\"text\"")).is_none());
     }
 }

@@ -35,8 +35,7 @@ const REPLY_HEADER: usize = 9;
 /// The reply is whole: its header and the report it announces.
 fn reply_complete(buf: &[u8]) -> bool {
     buf.len() >= REPLY_HEADER
-        && buf.len() - REPLY_HEADER
-            >= u32::from_le_bytes([buf[5], buf[6], buf[7], buf[8]]) as usize
+        && buf.len() - REPLY_HEADER >= u32::from_le_bytes([buf[5], buf[6], buf[7], buf[8]]) as usize
 }
 
 /// A live sandboxed interpreter. Dropping it kills the whole tree and removes its work dir.
@@ -104,8 +103,7 @@ impl PySession {
             }
             None => (None, None),
         };
-        let (run, (req, rep)) =
-            fresh::start_session(&inner, id, &limits, DRIVER, tool_fd).await?;
+        let (run, (req, rep)) = fresh::start_session(&inner, id, &limits, DRIVER, tool_fd).await?;
         let tools = channel.as_ref().and_then(|c| {
             c.tools
                 .as_ref()

@@ -220,12 +220,14 @@ pub(crate) fn assemble(
     let cpu_limit_hit = signal == Some(libc::SIGXCPU)
         || (signal == Some(libc::SIGKILL) && cpu_ms + 50 >= limits.cpu_ms.div_ceil(1000) * 1000);
     let timed_out = end.wall_killed || cpu_limit_hit;
-    let memory_exceeded =
-        end.oom || (code != Some(0) && looks_like_memory_error(&stderr.buf));
+    let memory_exceeded = end.oom || (code != Some(0) && looks_like_memory_error(&stderr.buf));
     // Issue 12: a limit is the error an agent reads, whatever the runner managed to report.
     let report = report.unwrap_or_default();
     let error = if timed_out {
-        Some(limit_error("TimeoutError", "the run hit its CPU or wall-clock limit"))
+        Some(limit_error(
+            "TimeoutError",
+            "the run hit its CPU or wall-clock limit",
+        ))
     } else if memory_exceeded {
         Some(limit_error("MemoryError", "the run hit its memory limit"))
     } else {

@@ -110,7 +110,17 @@ impl WarmBackend {
             let id = self.inner.next_id();
             let server = self.server().await?;
             attempts += 1;
-            match run::start(&self.inner, server.clone(), id, files, limits, with_stdin, report).await {
+            match run::start(
+                &self.inner,
+                server.clone(),
+                id,
+                files,
+                limits,
+                with_stdin,
+                report,
+            )
+            .await
+            {
                 Err(_) if attempts == 1 && !server.is_alive() => continue,
                 started => return started,
             }

@@ -87,9 +87,10 @@ pub struct ExecutionResult {
     /// nothing), when the program raised or was killed, or when the run did not ask for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub return_value: Option<ReturnValue>,
-    /// The program's top-level variables, when they were requested.
+    /// The program's top-level variables, when they were requested (boxed: most results have
+    /// none, and `Value`s stay small).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub variables: Option<Variables>,
+    pub variables: Option<Box<Variables>>,
     /// Why the program failed: its uncaught exception, or the limit that ended it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ProgramError>,

@@ -254,7 +254,7 @@ pub fn execution_from_proto(e: v1::ExecutionResult) -> Result<ExecutionResult, C
     };
     let variables = match e.variables_json {
         Some(text) => match json("execution.variables_json", &text)? {
-            serde_json::Value::Object(values) => Some(Variables {
+            serde_json::Value::Object(values) => Some(Box::new(Variables {
                 values,
                 dropped: e
                     .dropped_variables
@@ -264,7 +264,7 @@ pub fn execution_from_proto(e: v1::ExecutionResult) -> Result<ExecutionResult, C
                         reason: d.reason,
                     })
                     .collect(),
-            }),
+            })),
             _ => {
                 return Err(ConvertError::Json {
                     field: "execution.variables_json",
@@ -508,7 +508,7 @@ mod tests {
                 return_value: Some(ReturnValue::Json {
                     value: serde_json::json!({"a": [1, null]}),
                 }),
-                variables: Some(Variables {
+                variables: Some(Box::new(Variables {
                     values: serde_json::json!({"x": 1})
                         .as_object()
                         .cloned()
@@ -517,7 +517,7 @@ mod tests {
                         name: "f".into(),
                         reason: "function is not JSON-serializable".into(),
                     }],
-                }),
+                })),
                 ..base.clone()
             },
             ExecutionResult {

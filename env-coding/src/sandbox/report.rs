@@ -45,7 +45,7 @@ pub(crate) struct Report {
     #[serde(default)]
     pub return_value: Option<ReturnValue>,
     #[serde(default)]
-    pub variables: Option<Variables>,
+    pub variables: Option<Box<Variables>>,
     #[serde(default)]
     pub error: Option<ProgramError>,
 }

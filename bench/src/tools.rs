@@ -113,7 +113,6 @@ async fn over_grpc(
     let mut responses = client.session(ReceiverStream::new(rx)).await?.into_inner();
     let kwargs = json!({
         "mode": mode, "grade": false, "tools": [{"name": "echo"}],
-        "limits": {"wall_ms": 60_000, "cpu_ms": 60_000},
     });
     let requests = [
         Req::Make(v1::MakeRequest {

@@ -116,7 +116,11 @@ def test_make_serves_host_tools(server_address):
         _, _, _, _, info = env.step("broken(1)")
         err = info["execution"]["error"]
         assert err["type_name"] == "RuntimeError" and "ValueError: bad 1" in err["message"]
-        src = "import threading\nout = {}\nts = [threading.Thread(target=lambda i=i: out.__setitem__(i, search(str(i), limit=1)[0])) for i in range(6)]\n[t.start() for t in ts]; [t.join() for t in ts]\n[out[i] for i in range(6)]"
+        src = (
+            "import threading\nout = {}\n"
+            "ts = [threading.Thread(target=lambda i=i: out.__setitem__(i, search(str(i), limit=1)[0])) for i in range(6)]\n"
+            "[t.start() for t in ts]; [t.join() for t in ts]\n[out[i] for i in range(6)]"
+        )
         _, _, _, _, info = env.step(src)
         assert info["execution"]["return_value"] == [f"{i}-0" for i in range(6)]
     finally:

@@ -89,6 +89,15 @@ pub enum Command {
         #[arg(long, value_delimiter = ',')]
         languages: Vec<String>,
     },
+    /// Issue 12: the latency a host tool call adds, measured inside the sandbox.
+    Tools {
+        /// Timed calls per row (the gRPC rows take at most 200, the env's cap per step being 256).
+        #[arg(long, default_value_t = 200)]
+        calls: u32,
+        /// How scripts start: auto, warm_fork or fresh.
+        #[arg(long, default_value = "auto", value_parser = parse_backend)]
+        backend: env_coding::sandbox::Backend,
+    },
     /// Rollout engine overhead against the ideal schedule, with the fake LLM server.
     Rollout {
         /// Episodes of the throughput run.
@@ -172,6 +181,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             })
             .await?
         }
+        Command::Tools { calls, backend } => crate::tools::run(calls, backend).await?,
         Command::Exec {
             callers,
             seconds: s,

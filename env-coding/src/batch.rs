@@ -36,9 +36,9 @@ impl CodingEvaluator {
         let task = settings.choose_task(&item.options, &mut rng)?;
         let task = self.shared.with_packages(task).await?;
         let language = settings.choose_language(&item.options, &task)?;
-        let (code, language) = match decode_action(item.action, settings.extract, language)? {
-            Action::Code(code, language) => (Some(code), language),
-            Action::NoCode => (None, language),
+        let code = match decode_action(item.action, settings.extract, language)? {
+            Action::Code(run) => Some(run),
+            Action::NoCode => None,
             Action::WriteFile { .. } | Action::ReadFile { .. } => {
                 return Err(EnvError::InvalidAction(
                     "file tools are not available in Evaluate".into(),
@@ -46,7 +46,10 @@ impl CodingEvaluator {
             }
         };
         let has_code = code.is_some();
-        let mut program = Program::new(code.unwrap_or_default()).in_language(language);
+        let mut program = match code {
+            Some(run) => settings.script_program(run, &serde_json::Map::new()),
+            None => Program::default().in_language(language),
+        };
         program.data = task.data.clone();
         let options = settings.eval_options();
         let key = VerdictCache::key(&task, has_code.then_some(&program), &options);

@@ -95,7 +95,7 @@ async fn code_block_loop(
         .await
         {
             Ok(StepResult::Done(ending)) => return ending,
-            Ok(StepResult::Continue { obs }) => obs,
+            Ok(StepResult::Continue { obs }) => *obs,
             Err(ending) => return ending,
         };
         if turn + 1 < ep.max_turns {
@@ -141,7 +141,8 @@ async fn tools_loop(ctx: &EpisodeContext, plan: &EpisodePlan, st: &mut EpisodeSt
             };
             match env_step(st, action, record, Some(call.id.clone())).await {
                 Ok(StepResult::Done(ending)) => return ending,
-                Ok(StepResult::Continue { obs: (obs, _) }) => {
+                Ok(StepResult::Continue { obs }) => {
+                    let (obs, _) = *obs;
                     let text = format::tool_result(&obs, false, ep.feedback_max_chars);
                     st.messages.push(ChatMessage::tool_result(call.id, text));
                 }

@@ -15,6 +15,15 @@ fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet "./trainer-bridge/python[test]"
 
+# Issue 13 (task packages): the sandbox's interpreter runs pip (as a host tool) to build the task
+# package cache; Debian's system python3 has no pip module until python3-pip is installed.
+if ! "$PYTHON" -m pip --version >/dev/null 2>&1; then
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends python3-pip
+fi
+
+# Issue 13 (AutoCoder mode): the model's tests run pytest==8.3.5 from PyPI through that same package
+# cache (rollout/tests/autocoder.rs, tests/autocoder_cli.rs; cache in $TMPDIR, reused across runs):
+# nothing more to install; a cold cache fetches pytest and its 3 dependencies (~2 MB installed).
 # --- Issue 14: toolchains of every language the sandbox runs (env-coding/src/lang/). -----------
 # The language tests need them all; they come from Debian packages, installed only when missing
 # (about 40 s on a fresh Debian 12 machine with a package mirror; nothing when present).
@@ -33,15 +42,6 @@ if [ ${#MISSING_PACKAGES[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${MISSING_PACKAGES[@]}"
 fi
 # --- end of issue 14's block -----------------------------------------------------------------
-# Issue 13 (task packages): the sandbox's interpreter runs pip (as a host tool) to build the task
-# package cache; Debian's system python3 has no pip module until python3-pip is installed.
-if ! "$PYTHON" -m pip --version >/dev/null 2>&1; then
-    apt-get update -qq && apt-get install -y -qq --no-install-recommends python3-pip
-fi
-
-# Issue 13 (AutoCoder mode): the model's tests run pytest==8.3.5 from PyPI through that same package
-# cache (rollout/tests/autocoder.rs, tests/autocoder_cli.rs; cache in $TMPDIR, reused across runs):
-# nothing more to install; a cold cache fetches pytest and its 3 dependencies (~2 MB installed).
 
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings

@@ -52,19 +52,6 @@ pub enum Command {
         #[arg(long, default_value = "auto", value_parser = parse_backend)]
         backend: env_coding::sandbox::Backend,
     },
-    /// Issue 14: executions/s per language (trivial program, 10-test stdin/stdout problem), compile
-    /// cache warm and cold, vs naive subprocesses.
-    Lang {
-        /// Concurrent callers.
-        #[arg(long, default_value_t = 4)]
-        callers: usize,
-        /// Seconds measured per row.
-        #[arg(long, default_value_t = 5.0)]
-        seconds: f64,
-        /// Comma-separated languages of the trivial-program rows (default: all).
-        #[arg(long, value_delimiter = ',')]
-        languages: Vec<String>,
-    },
     /// Rollout throughput against 1, 2, 3... local `codegym serve` processes (the remote pool).
     Pool {
         /// Comma-separated server counts, one row each.
@@ -88,6 +75,28 @@ pub enum Command {
         /// A `codegym serve --config` file for every server.
         #[arg(long)]
         server_config: Option<PathBuf>,
+    },
+    /// Issue 14: executions/s per language (trivial program, 10-test stdin/stdout problem), compile
+    /// cache warm and cold, vs naive subprocesses.
+    Lang {
+        /// Concurrent callers.
+        #[arg(long, default_value_t = 4)]
+        callers: usize,
+        /// Seconds measured per row.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        /// Comma-separated languages of the trivial-program rows (default: all).
+        #[arg(long, value_delimiter = ',')]
+        languages: Vec<String>,
+    },
+    /// Issue 12: the latency a host tool call adds, measured inside the sandbox.
+    Tools {
+        /// Timed calls per row (the gRPC rows take at most 200, the env's cap per step being 256).
+        #[arg(long, default_value_t = 200)]
+        calls: u32,
+        /// How scripts start: auto, warm_fork or fresh.
+        #[arg(long, default_value = "auto", value_parser = parse_backend)]
+        backend: env_coding::sandbox::Backend,
     },
     /// Rollout engine overhead against the ideal schedule, with the fake LLM server.
     Rollout {
@@ -172,6 +181,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             })
             .await?
         }
+        Command::Tools { calls, backend } => crate::tools::run(calls, backend).await?,
         Command::Exec {
             callers,
             seconds: s,

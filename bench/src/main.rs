@@ -15,6 +15,7 @@ mod latency;
 mod pool;
 mod rollout;
 mod rollout_harness;
+mod tools;
 
 use std::process::ExitCode;
 

@@ -28,7 +28,7 @@ pub enum ExtractMode {
 /// least as many marks. An unclosed block runs to the end of the text, because models often stop
 /// generating before the closing fence.
 pub fn first_python_block(text: &str) -> Option<&str> {
-    first_block(text, PYTHON_TAGS)
+    first_block_tagged(text, PYTHON_TAGS)
 }
 
 /// The info-string tags of a Python block (the empty tag: an untagged block).
@@ -60,16 +60,15 @@ pub fn fence_tags(language: &str) -> Option<&'static [&'static str]> {
 /// name matches blocks tagged with it, and untagged ones).
 pub fn first_block_in<'t>(text: &'t str, language: &str) -> Option<&'t str> {
     match fence_tags(language) {
-        Some(tags) => first_block(text, tags),
-        None => first_block(text, &["", language]),
+        Some(tags) => first_block_tagged(text, tags),
+        None => first_block_tagged(text, &["", language]),
     }
 }
 
-/// The body of the first fenced block whose language (first word of the info string, compared
-/// lower-cased) is one of `langs` (`""`: no language), by the rules of [`first_python_block`].
-/// AutoCoder mode (issue 13) reads its fenced-JSON fallback with `&["json"]`; other languages
-/// (issue 14) pass their fence tags.
-pub fn first_block<'t>(text: &'t str, langs: &[&str]) -> Option<&'t str> {
+/// Issue 14: the body of the first fenced block whose tag (lower-cased first word of the info
+/// string) is one of `tags` (`""` matches an untagged block); the same fence rules as
+/// [`first_python_block`], which is this with [`PYTHON_TAGS`].
+pub fn first_block_tagged<'t>(text: &'t str, tags: &[&str]) -> Option<&'t str> {
     let mut offset = 0;
     let mut lines = text.split_inclusive('\n');
     while let Some(line) = lines.next() {
@@ -82,9 +81,9 @@ pub fn first_block<'t>(text: &'t str, langs: &[&str]) -> Option<&'t str> {
             .next()
             .unwrap_or("")
             .to_ascii_lowercase();
-        let wanted = langs.contains(&lang.as_str());
-        // Skip the whole block even when it is not wanted, so that a fence inside it is not read
-        // as the start of another block.
+        let wanted = tags.contains(&lang.as_str());
+        // Skip the whole block even when it is not wanted, so that a fence inside it is not read as
+        // the start of another block.
         let body_start = offset;
         let mut body_end = None;
         for inner in lines.by_ref() {
@@ -138,8 +137,8 @@ pub fn extract(text: &str, mode: ExtractMode) -> Option<&str> {
 pub fn extract_tagged<'t>(text: &'t str, mode: ExtractMode, tags: &[&str]) -> Option<&'t str> {
     match mode {
         ExtractMode::Raw => Some(text),
-        ExtractMode::Fenced => first_block(text, tags),
-        ExtractMode::Auto => Some(first_block(text, tags).unwrap_or(text)),
+        ExtractMode::Fenced => first_block_tagged(text, tags),
+        ExtractMode::Auto => Some(first_block_tagged(text, tags).unwrap_or(text)),
     }
 }
 
@@ -173,8 +172,11 @@ mod tests {
     #[test]
     fn blocks_of_other_languages_by_tag() {
         let text = "```python\nprint(1)\n```\n```cpp\nint main(){}\n```\n";
-        assert_eq!(first_block(text, &["cpp", "c++"]), Some("int main(){}\n"));
-        assert_eq!(first_block(text, &["rust"]), None);
+        assert_eq!(
+            first_block_tagged(text, &["cpp", "c++"]),
+            Some("int main(){}\n")
+        );
+        assert_eq!(first_block_tagged(text, &["rust"]), None);
         assert_eq!(first_block_in(text, "cpp"), Some("int main(){}\n"));
         assert_eq!(first_block_in(text, "python"), Some("print(1)\n"));
         assert_eq!(first_block_in(text, "rust"), None);
@@ -219,10 +221,10 @@ mod tests {
     #[test]
     fn blocks_of_other_languages() {
         let t = "```python\nx = 1\n```\nand\n```JSON\n{\"a\": 1}\n```\n";
-        assert_eq!(first_block(t, &["json"]), Some("{\"a\": 1}\n"));
-        assert_eq!(first_block("```\n{}\n```", &["json"]), None);
+        assert_eq!(first_block_tagged(t, &["json"]), Some("{\"a\": 1}\n"));
+        assert_eq!(first_block_tagged("```\n{}\n```", &["json"]), None);
         // A json fence inside a python block is not a block of its own.
         let nested = "````python\n```json\n{}\n```\n````";
-        assert_eq!(first_block(nested, &["json"]), None);
+        assert_eq!(first_block_tagged(nested, &["json"]), None);
     }
 }

@@ -36,49 +36,45 @@ impl CodingEvaluator {
         let task = settings.choose_task(&item.options, &mut rng)?;
         let task = self.shared.with_packages(task).await?;
         let language = settings.choose_language(&item.options, &task)?;
-        let (code, language) = match decode_action(item.action, settings.extract, language)? {
-            Action::Code(code, language) => (Some(code), language),
-            Action::NoCode => (None, language),
+        let code = match decode_action(item.action, settings.extract, language)? {
+            Action::Code(run) => Some(run),
+            Action::NoCode => None,
             Action::WriteFile { .. } | Action::ReadFile { .. } => {
                 return Err(EnvError::InvalidAction(
                     "file tools are not available in Evaluate".into(),
                 ));
             }
         };
-        // Issue 14: the item's language is part of its task, so the verdict key tells them apart.
-        let task = match language == task.language {
-            true => task,
-            false => Arc::new(Task {
-                language,
-                ..(*task).clone()
-            }),
+        let has_code = code.is_some();
+        let mut program = match code {
+            Some(run) => settings.script_program(run, &serde_json::Map::new()),
+            None => Program::default().in_language(language),
         };
+        program.data = task.data.clone();
         let options = settings.eval_options();
-        let key = VerdictCache::key(&task, code.as_deref(), &options);
+        let key = VerdictCache::key(&task, has_code.then_some(&program), &options);
         self.shared
             .verdicts
-            .get_or_score(key, self.score(&task, code, options))
+            .get_or_score(key, self.score(&task, program, has_code, options))
             .await
     }
 
-    /// Runs and scores `code` (or scores the absence of code) for `task`.
+    /// Runs and scores `program` (or scores the absence of code) for `task`.
     async fn score(
         &self,
         task: &Task,
-        code: Option<String>,
+        program: Program,
+        has_code: bool,
         options: EvalOptions,
     ) -> Result<Step<Value>> {
-        let has_code = code.is_some();
-        let mut program = Program::new(code.unwrap_or_default()).in_language(task.language);
-        program.data = task.data.clone();
         let sandbox = &self.shared.sandbox;
-        sandbox.supports(task.language).map_err(infra)?;
+        sandbox.supports(program.language).map_err(infra)?;
         let (result, outcome) = match has_code {
             true => run::run_and_score(sandbox, &task.reward, &program, options)
                 .await
                 .map_err(infra)?,
             false => {
-                let result = no_code_result(task.language);
+                let result = no_code_result(program.language);
                 let outcome =
                     run::score_program(sandbox, &task.reward, &program, Some(&result), options)
                         .await

@@ -70,6 +70,17 @@ pub(crate) struct EnvKwargs {
     /// Normally consumed by the registry's `make` (TimeLimit); honoured here when the creator is
     /// called directly.
     pub max_episode_steps: Option<u32>,
+    /// Issue 12: report the program's top-level variables with every run (an action may override).
+    pub variables: Option<bool>,
+    /// Issue 12: `false` makes an ungraded episode (a code environment for agents): nothing is
+    /// scored, the reward is 0, episodes end only by truncation. Default `true`.
+    pub grade: Option<bool>,
+    /// Issue 12: host tools the program may call (served over the `Session` stream).
+    #[serde(default)]
+    pub tools: Vec<crate::host_tools::ToolDecl>,
+    /// Issue 12: lower caps on tool calls (`call_timeout_ms`, `max_calls`, `max_arg_bytes`,
+    /// `max_result_bytes`); the defaults are the ceiling.
+    pub tool_limits: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl EnvKwargs {

@@ -21,7 +21,7 @@ use crate::config::Mode;
 use crate::lang::Language;
 use crate::reward::RewardOutcome;
 use crate::reward::run::{self, Program};
-use crate::sandbox::PySession;
+use crate::sandbox::{PySession, ReportSpec};
 use crate::shared::{Settings, Shared};
 use crate::tasks::Task;
 use crate::tools::{self, MAX_READ_BYTES, ToolCall};
@@ -38,10 +38,32 @@ pub(crate) fn text_space() -> Space {
     }
 }
 
+/// A program an action runs, with what it injects and reports (issue 12).
+pub(crate) struct Run {
+    pub code: String,
+    /// Global names set before the code runs (checked).
+    pub vars: serde_json::Map<String, serde_json::Value>,
+    /// Report variables (`None`: the env's `variables` kwarg).
+    pub variables: Option<bool>,
+    /// Issue 14: the program's language (the episode's, or a `run_code` call's).
+    pub language: Language,
+}
+
+impl Run {
+    fn plain(code: String, language: Language) -> Run {
+        Run {
+            code,
+            vars: serde_json::Map::new(),
+            variables: None,
+            language,
+        }
+    }
+}
+
 /// What an action asks for.
 pub(crate) enum Action {
     /// A program; issue 14: in the episode's language unless a `run_code` call names one.
-    Code(String, Language),
+    Code(Run),
     /// `extract: fenced` and no fenced block: nothing runs.
     NoCode,
     WriteFile {
@@ -61,12 +83,25 @@ pub(crate) fn decode_action(
 ) -> Result<Action> {
     match action {
         Value::Text(t) => Ok(match extract_tagged(&t, mode, language.fence_tags()) {
-            Some(code) => Action::Code(code.to_string(), language),
+            Some(code) => Action::Code(Run::plain(code.to_string(), language)),
             None => Action::NoCode,
         }),
         Value::Json(v) => match ToolCall::parse(v).map_err(EnvError::InvalidAction)? {
-            ToolCall::RunPython { code } => Ok(Action::Code(code, Language::Python)),
-            ToolCall::RunCode { code, language } => Ok(Action::Code(code, language)),
+            ToolCall::RunPython {
+                code,
+                vars,
+                variables,
+            } => {
+                let vars = vars.unwrap_or_default();
+                ReportSpec::check_vars(&vars).map_err(EnvError::InvalidAction)?;
+                Ok(Action::Code(Run {
+                    code,
+                    vars,
+                    variables,
+                    language: Language::Python,
+                }))
+            }
+            ToolCall::RunCode { code, language } => Ok(Action::Code(Run::plain(code, language))),
             ToolCall::WriteFile { path, content } => Ok(Action::WriteFile { path, content }),
             ToolCall::ReadFile { path } => Ok(Action::ReadFile { path }),
         },
@@ -108,6 +143,9 @@ struct Episode {
     program: Program,
     /// The reward of `program` as last evaluated (session mode re-evaluates only on change).
     last: Option<(Program, RewardOutcome)>,
+    /// Issue 12: the reset's `vars`. Script mode sets them in every run; session mode sets them
+    /// once in the live namespace, with the first cell (then taken).
+    vars: serde_json::Map<String, serde_json::Value>,
 }
 
 /// The `codegym/Python-v0` environment.
@@ -147,19 +185,19 @@ impl CodingEnv {
         }
     }
 
-    async fn step_script(&mut self, code: String, language: Language) -> Result<Step<Value>> {
+    async fn step_script(&mut self, run: Run) -> Result<Step<Value>> {
         let Some(ep) = self.episode.as_mut() else {
             return Err(EnvError::ResetNeeded);
         };
-        self.shared.sandbox.supports(language).map_err(infra)?;
         let task = ep.task.clone();
-        let mut program = Program::new(code).in_language(language);
+        self.shared.sandbox.supports(run.language).map_err(infra)?;
+        let mut program = self.settings.script_program(run, &ep.vars);
         program.data = task.data.clone();
         let shared = &self.shared;
         let settings = &self.settings;
         let (result, outcome) = run::run_and_score(
             &shared.sandbox,
-            &task.reward,
+            self.settings.reward_of(&task),
             &program,
             settings.eval_options(),
         )
@@ -184,7 +222,11 @@ impl CodingEnv {
             let session = self
                 .shared
                 .sandbox
-                .open_session_with(self.settings.limits, &ep.task.data)
+                .open_session_with(
+                    self.settings.limits,
+                    &ep.task.data,
+                    self.settings.tools.clone(),
+                )
                 .await
                 .map_err(infra)?;
             ep.session = Some(session);
@@ -207,13 +249,24 @@ impl CodingEnv {
             .unwrap_or(*shared.sandbox.limits())
             .max_file_bytes;
         let obs = match action {
-            Action::Code(_, language) if language != Language::Python => {
+            Action::Code(run) if run.language != Language::Python => {
+                let language = run.language;
                 return Err(EnvError::InvalidAction(format!(
                     "session mode runs Python only; {language} programs need mode \"script\""
                 )));
             }
-            Action::Code(code, _) => {
-                let outcome = session.exec(&code, None).await.map_err(infra)?;
+            Action::Code(run) => {
+                // Issue 12: the reset's vars (first cell only) and the action's, in the live
+                // namespace; the replayed program sets them too, whether or not the cell succeeds.
+                let mut vars = std::mem::take(&mut ep.vars);
+                vars.extend(run.vars);
+                ep.program.source.push_str(&run::vars_prologue(&vars));
+                let spec = self.settings.report_spec(vars, run.variables);
+                let code = run.code;
+                let outcome = session
+                    .exec_reporting(&code, None, Some(&spec))
+                    .await
+                    .map_err(infra)?;
                 if outcome.success() {
                     ep.program.source.push_str(&code);
                     if !code.ends_with('\n') {
@@ -257,7 +310,7 @@ impl CodingEnv {
                 let program = ep.program.clone();
                 let o = run::score_program(
                     &shared.sandbox,
-                    &task.reward,
+                    self.settings.reward_of(&task),
                     &program,
                     None,
                     self.settings.eval_options(),
@@ -287,7 +340,12 @@ impl CodingEnv {
         let terminated = outcome.solved;
         let truncated = !terminated && max_steps.is_some_and(|m| ep.steps >= m);
         ep.ended = terminated || truncated;
-        let info = step_info(&ep.task, &outcome, ep.steps, mode);
+        let mut info = step_info(&ep.task, &outcome, ep.steps, mode);
+        // Issue 12: timings and memory in `info` (non-deterministic: not for the observation).
+        if let Value::Execution(r) = &obs {
+            info.insert("execution_time_ms".into(), json!(r.wall_ms));
+            info.insert("memory_used_bytes".into(), json!(r.peak_rss_bytes));
+        }
         if ep.ended {
             self.end_session().await;
         }
@@ -322,6 +380,7 @@ impl CodingEnv {
                 "session mode runs Python only; a {language} episode needs mode \"script\""
             )));
         }
+        let vars = Settings::reset_vars(&options)?;
         self.end_session().await;
         self.episode = Some(Episode {
             task: task.clone(),
@@ -334,6 +393,7 @@ impl CodingEnv {
                 ..Program::default()
             },
             last: None,
+            vars,
         });
         if self.settings.mode == Mode::Session {
             self.ensure_session().await?;
@@ -369,7 +429,7 @@ impl CodingEnv {
             .map_or(Language::Python, |e| e.language);
         let action = decode_action(action, self.settings.extract, language)?;
         match (self.settings.mode, action) {
-            (Mode::Script, Action::Code(code, language)) => self.step_script(code, language).await,
+            (Mode::Script, Action::Code(run)) => self.step_script(run).await,
             (Mode::Script, Action::NoCode) => {
                 let Some(ep) = self.episode.as_ref() else {
                     return Err(EnvError::ResetNeeded);
@@ -379,12 +439,12 @@ impl CodingEnv {
                 let result = no_code_result(language);
                 let program = Program {
                     data: task.data.clone(),
+                    language,
                     ..Program::default()
-                }
-                .in_language(language);
+                };
                 let outcome = run::score_program(
                     &self.shared.sandbox,
-                    &task.reward,
+                    self.settings.reward_of(&task),
                     &program,
                     Some(&result),
                     self.settings.eval_options(),

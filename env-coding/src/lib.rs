@@ -15,6 +15,7 @@ pub mod completions;
 mod config;
 pub mod data;
 mod env;
+pub mod host_tools;
 pub mod judge;
 pub mod lang;
 pub mod packages;

@@ -10,8 +10,9 @@ use rand::Rng;
 use crate::config::{CodingConfig, EnvKwargs, Mode};
 use crate::lang::Language;
 use crate::packages::PackageCache;
-use crate::reward::run::EvalOptions;
-use crate::sandbox::{Limits, Sandbox};
+use crate::reward::run::{EvalOptions, Program};
+use crate::reward::{REWARD_SPEC_VERSION, RewardSpec};
+use crate::sandbox::{Limits, ReportSpec, Sandbox};
 use crate::tasks::{Task, TaskSet};
 use crate::verdicts::VerdictCache;
 use code_extract::ExtractMode;
@@ -131,11 +132,18 @@ pub(crate) struct Settings {
     pub limits: Option<Limits>,
     pub max_steps: Option<u32>,
     pub per_test_timeout_ms: u64,
+    /// Issue 12: report variables unless an action says otherwise.
+    pub variables: bool,
+    /// Issue 12: score steps (`false`: ungraded episodes, see the `grade` kwarg).
+    pub grade: bool,
+    /// Issue 12: the host tools of the env's runs.
+    pub tools: Option<crate::sandbox::ToolHost>,
 }
 
 impl Settings {
     pub async fn from_kwargs(shared: &Arc<Shared>, kwargs: &Kwargs) -> Result<Settings, EnvError> {
         let kw = EnvKwargs::parse(kwargs).map_err(EnvError::InvalidKwargs)?;
+        let mode = kw.mode.unwrap_or(shared.config.mode);
         let limits = kw
             .limits(shared.sandbox.limits())
             .map_err(EnvError::InvalidKwargs)?;
@@ -143,12 +151,78 @@ impl Settings {
             tasks: shared
                 .task_set(kw.tasks.as_deref().unwrap_or(&shared.config.tasks))
                 .await?,
-            mode: kw.mode.unwrap_or(shared.config.mode),
+            mode,
             extract: kw.extract.unwrap_or(shared.config.extract),
             limits,
             max_steps: kw.max_episode_steps,
             per_test_timeout_ms: shared.config.per_test_timeout_ms,
+            variables: kw.variables.unwrap_or(false),
+            grade: kw.grade.unwrap_or(true),
+            tools: crate::host_tools::host(&kw.tools, kw.tool_limits.as_ref())
+                .map_err(EnvError::InvalidKwargs)?,
         })
+    }
+
+    /// The reward spec a step of `task` is scored by: the task's, or none when ungraded (an empty
+    /// spec plans no scoring runs, scores 0 and never counts as solved).
+    pub fn reward_of<'a>(&self, task: &'a Task) -> &'a RewardSpec {
+        static UNGRADED: std::sync::LazyLock<RewardSpec> =
+            std::sync::LazyLock::new(|| RewardSpec {
+                version: REWARD_SPEC_VERSION,
+                components: Vec::new(),
+                penalties: Default::default(),
+            });
+        if self.grade { &task.reward } else { &UNGRADED }
+    }
+
+    /// Issue 12: a script-mode run's program: `vars` (the episode's) overridden by the action's
+    /// own, reported as the action or the env's `variables` kwarg asks.
+    pub fn script_program(
+        &self,
+        run: crate::env::Run,
+        vars: &serde_json::Map<String, serde_json::Value>,
+    ) -> Program {
+        let mut merged = vars.clone();
+        merged.extend(run.vars);
+        // Issue 12's report channel and host tools live in the Python runner: other languages
+        // (issue 14) run plain.
+        let python = run.language == Language::Python;
+        Program {
+            source: run.code,
+            files: Vec::new(),
+            report: python.then(|| self.report_spec(merged, run.variables)),
+            tools: if python { self.tools.clone() } else { None },
+            language: run.language,
+            data: Default::default(),
+        }
+    }
+
+    /// Issue 12: what a run reports, given its vars and the action's `variables` flag.
+    pub fn report_spec(
+        &self,
+        vars: serde_json::Map<String, serde_json::Value>,
+        variables: Option<bool>,
+    ) -> ReportSpec {
+        ReportSpec {
+            vars,
+            variables: variables.unwrap_or(self.variables),
+        }
+    }
+
+    /// Issue 12: the `vars` reset option, checked.
+    pub fn reset_vars(
+        options: &Options,
+    ) -> Result<serde_json::Map<String, serde_json::Value>, EnvError> {
+        match options.get("vars") {
+            None => Ok(serde_json::Map::new()),
+            Some(serde_json::Value::Object(vars)) => {
+                ReportSpec::check_vars(vars).map_err(EnvError::InvalidOptions)?;
+                Ok(vars.clone())
+            }
+            Some(other) => Err(EnvError::InvalidOptions(format!(
+                "vars must be a JSON object of names to values, got {other}"
+            ))),
+        }
     }
 
     pub fn eval_options(&self) -> EvalOptions {
@@ -181,12 +255,11 @@ impl Settings {
         if let Some(k) = options.keys().find(|k| {
             !matches!(
                 k.as_str(),
-                "task_id" | "task" | "inputs" | "files" | "requirements" | "language"
+                "task_id" | "task" | "inputs" | "files" | "requirements" | "language" | "vars"
             )
         }) {
             return Err(EnvError::InvalidOptions(format!(
-                "unknown option {k:?} (expected task_id, task, inputs, files, requirements or \
-                 language)"
+                "unknown option {k:?} (expected task_id, task, inputs, files, requirements, language or vars)"
             )));
         }
         let task = self.choose_base_task(options, rng)?;

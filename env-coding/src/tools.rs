@@ -19,6 +19,12 @@ use serde::Deserialize;
 pub enum ToolCall {
     RunPython {
         code: String,
+        /// Issue 12: global names set before the code runs (session mode: in the live namespace).
+        #[serde(default)]
+        vars: Option<serde_json::Map<String, serde_json::Value>>,
+        /// Issue 12: report the top-level variables (default: the env's `variables` kwarg).
+        #[serde(default)]
+        variables: Option<bool>,
     },
     /// Issue 14: a program in any supported language (SandboxFusion's names).
     RunCode {
@@ -185,9 +191,23 @@ mod tests {
         assert_eq!(
             ToolCall::parse(json!({"tool": "run_python", "code": "print(1)"})),
             Ok(ToolCall::RunPython {
-                code: "print(1)".into()
+                code: "print(1)".into(),
+                vars: None,
+                variables: None,
             })
         );
+        let with = ToolCall::parse(
+            json!({"tool": "run_python", "code": "x", "vars": {"x": 1}, "variables": true}),
+        );
+        assert!(matches!(
+            with,
+            Ok(ToolCall::RunPython {
+                vars: Some(_),
+                variables: Some(true),
+                ..
+            })
+        ));
+        assert!(ToolCall::parse(json!({"tool": "run_python", "code": "x", "vars": [1]})).is_err());
         assert!(ToolCall::parse(json!({"tool": "rm_rf"})).is_err());
         assert!(ToolCall::parse(json!({"tool": "read_file"})).is_err());
         assert!(ToolCall::parse(json!({"tool": "read_file", "path": "a", "x": 1})).is_err());

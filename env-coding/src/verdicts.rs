@@ -9,7 +9,7 @@
 //!
 //! The key is a SHA-256 over the task's full in-memory description (`Debug`: every field, tests and
 //! expected outputs included, so fields added later are covered without touching this file), the
-//! program and the scoring options. The cache lives in memory, so the `Debug` text only has to be
+//! program (source, files, language) and the scoring options. The cache lives in memory, so the `Debug` text only has to be
 //! stable within one process; where it is not (hash-map order), the result is a miss, never a wrong
 //! hit. Tasks that declare `"deterministic": false` are never cached; nor are machinery failures
 //! (an error is never a verdict).
@@ -20,7 +20,7 @@ use env_core::{EnvError, Step, Value};
 use moka::future::Cache;
 use sha2::{Digest, Sha256};
 
-use crate::reward::run::EvalOptions;
+use crate::reward::run::{EvalOptions, Program};
 use crate::tasks::Task;
 
 /// A verdict's identity: SHA-256 of (task, program, scoring options).
@@ -44,8 +44,13 @@ impl VerdictCache {
         VerdictCache { cache }
     }
 
-    /// The key of scoring `program` for `task`, or `None` when the task opts out of sharing.
-    pub fn key(task: &Task, program: Option<&str>, options: &EvalOptions) -> Option<VerdictKey> {
+    /// The key of scoring `program` (`None`: no code) for `task`, or `None` when the task opts out
+    /// of sharing. The program's `Debug` covers its source, files, language and data.
+    pub fn key(
+        task: &Task,
+        program: Option<&Program>,
+        options: &EvalOptions,
+    ) -> Option<VerdictKey> {
         if !task.deterministic {
             return None;
         }

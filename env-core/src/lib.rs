@@ -48,5 +48,8 @@ pub use registry::{
 pub use seeding::{ChaCha8Rng, entropy_rng, seeded_rng};
 pub use space::{BoxSpace, DType, Space};
 pub use spec::{CallCost, EnvId, EnvSpec};
-pub use value::{ExecutionResult, OutputValue, Tensor, Value};
+pub use value::{
+    DroppedVariable, ExecutionResult, OutputValue, ProgramError, ReturnValue, Tensor, Value,
+    Variables,
+};
 pub use vector::{VectorEnv, VectorStep, stack_obs};

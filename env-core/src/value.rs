@@ -89,6 +89,23 @@ pub struct ExecutionResult {
     /// run declared none. A missing or malformed output is an outcome, never an error.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub outputs: std::collections::BTreeMap<String, OutputValue>,
+
+    // --- Results as agents use them (issue 12): return value, variables, error. Reported by the
+    // program's runner inside the sandbox over a private descriptor (never parsed from stdout or
+    // stderr), so printing cannot fake them; a program writing to that descriptor on purpose can
+    // change only its own values, which rewards never read.
+    /// The value of the program's last top-level expression statement, as a REPL shows it. `None`
+    /// when the last statement is not an expression or its value is Python's `None` (a REPL shows
+    /// nothing), when the program raised or was killed, or when the run did not ask for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub return_value: Option<ReturnValue>,
+    /// The program's top-level variables, when they were requested (boxed: most results have
+    /// none, and `Value`s stay small).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variables: Option<Box<Variables>>,
+    /// Why the program failed: its uncaught exception, or the limit that ended it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ProgramError>,
 }
 
 /// One declared output of a run (issue 13, data tasks): its parsed value (JSON: a string, number,
@@ -108,6 +125,42 @@ impl OutputValue {
             OutputValue::Error(_) => None,
         }
     }
+}
+
+/// The value of a program's last expression statement (issue 12).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ReturnValue {
+    /// The value as JSON.
+    Json { value: serde_json::Value },
+    /// The value has no JSON form (or its JSON is over the cap): its type and capped `repr`.
+    Unrepresentable {
+        type_name: String,
+        repr: String,
+        reason: String,
+    },
+}
+
+/// A program's top-level variables whose values are JSON, and the names left out (issue 12).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Variables {
+    pub values: serde_json::Map<String, serde_json::Value>,
+    pub dropped: Vec<DroppedVariable>,
+}
+
+/// A variable left out of [`Variables::values`], and why (not JSON, over a cap).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DroppedVariable {
+    pub name: String,
+    pub reason: String,
+}
+
+/// Why a program failed, as an agent reads it (issue 12): the exception type and message
+/// (`TimeoutError` / `MemoryError` for the sandbox's limits).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProgramError {
+    pub type_name: String,
+    pub message: String,
 }
 
 impl ExecutionResult {

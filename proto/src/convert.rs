@@ -4,7 +4,10 @@
 //! Decoding never panics: malformed messages (a tensor whose byte length does not match its shape, an
 //! unset `oneof`, invalid JSON) are a [`ConvertError`], which servers report as INVALID_ARGUMENT.
 
-use env_core::{DType, EnvSpec, ExecutionResult, Info, Space, Step, Tensor, Value};
+use env_core::{
+    DType, DroppedVariable, EnvSpec, ExecutionResult, Info, ProgramError, ReturnValue, Space, Step,
+    Tensor, Value, Variables,
+};
 use ndarray::{ArrayD, IxDyn};
 
 use crate::v1;
@@ -191,6 +194,41 @@ pub fn execution_to_proto(e: &ExecutionResult) -> v1::ExecutionResult {
         wall_ms: e.wall_ms,
         cpu_ms: e.cpu_ms,
         peak_rss_bytes: e.peak_rss_bytes,
+        // Issue 12: results as agents use them.
+        return_value_json: match &e.return_value {
+            Some(ReturnValue::Json { value }) => Some(value.to_string()),
+            _ => None,
+        },
+        return_value_unrepresentable: match &e.return_value {
+            Some(ReturnValue::Unrepresentable {
+                type_name,
+                repr,
+                reason,
+            }) => Some(v1::UnrepresentableValue {
+                type_name: type_name.clone(),
+                repr: repr.clone(),
+                reason: reason.clone(),
+            }),
+            _ => None,
+        },
+        variables_json: e
+            .variables
+            .as_ref()
+            .map(|v| serde_json::Value::Object(v.values.clone()).to_string()),
+        dropped_variables: e
+            .variables
+            .iter()
+            .flat_map(|v| &v.dropped)
+            .map(|d| v1::DroppedVariable {
+                name: d.name.clone(),
+                reason: d.reason.clone(),
+            })
+            .collect(),
+        error: e.error.as_ref().map(|x| v1::ProgramError {
+            type_name: x.type_name.clone(),
+            message: x.message.clone(),
+        }),
+        success: e.success(),
         // Issue 14: the compile step.
         compile: e
             .compile
@@ -228,8 +266,48 @@ fn output_from_proto(v: v1::OutputValue) -> env_core::OutputValue {
 }
 
 /// The one conversion of an execution result from the wire.
-pub fn execution_from_proto(e: v1::ExecutionResult) -> ExecutionResult {
-    ExecutionResult {
+pub fn execution_from_proto(e: v1::ExecutionResult) -> Result<ExecutionResult, ConvertError> {
+    let json = |field: &'static str, text: &str| {
+        serde_json::from_str::<serde_json::Value>(text).map_err(|err| ConvertError::Json {
+            field,
+            reason: err.to_string(),
+        })
+    };
+    // Issue 12: results as agents use them.
+    let return_value = match (e.return_value_json, e.return_value_unrepresentable) {
+        (Some(text), _) => Some(ReturnValue::Json {
+            value: json("execution.return_value_json", &text)?,
+        }),
+        (None, Some(u)) => Some(ReturnValue::Unrepresentable {
+            type_name: u.type_name,
+            repr: u.repr,
+            reason: u.reason,
+        }),
+        (None, None) => None,
+    };
+    let variables = match e.variables_json {
+        Some(text) => match json("execution.variables_json", &text)? {
+            serde_json::Value::Object(values) => Some(Box::new(Variables {
+                values,
+                dropped: e
+                    .dropped_variables
+                    .into_iter()
+                    .map(|d| DroppedVariable {
+                        name: d.name,
+                        reason: d.reason,
+                    })
+                    .collect(),
+            })),
+            _ => {
+                return Err(ConvertError::Json {
+                    field: "execution.variables_json",
+                    reason: "not a JSON object".into(),
+                });
+            }
+        },
+        None => None,
+    };
+    Ok(ExecutionResult {
         exit_code: e.exit_code,
         signal: e.signal,
         timed_out: e.timed_out,
@@ -241,14 +319,23 @@ pub fn execution_from_proto(e: v1::ExecutionResult) -> ExecutionResult {
         wall_ms: e.wall_ms,
         cpu_ms: e.cpu_ms,
         peak_rss_bytes: e.peak_rss_bytes,
-        // Issue 14: the compile step.
-        compile: e.compile.map(|c| Box::new(execution_from_proto(*c))),
         outputs: e
             .outputs
             .into_iter()
             .map(|(k, v)| (k, output_from_proto(v)))
             .collect(),
-    }
+        // Issue 14: the compile step.
+        compile: e
+            .compile
+            .map(|c| execution_from_proto(*c).map(Box::new))
+            .transpose()?,
+        return_value,
+        variables,
+        error: e.error.map(|x| ProgramError {
+            type_name: x.type_name,
+            message: x.message,
+        }),
+    })
 }
 
 pub fn value_to_proto(v: &Value) -> v1::Value {
@@ -279,7 +366,7 @@ pub fn value_from_proto(v: v1::Value) -> Result<Value, ConvertError> {
             field: "value.json",
             reason: e.to_string(),
         })?),
-        Kind::Execution(e) => Value::Execution(execution_from_proto(e)),
+        Kind::Execution(e) => Value::Execution(execution_from_proto(e)?),
         Kind::Discrete(i) => Value::Discrete(i),
         Kind::List(l) => Value::List(
             l.items
@@ -451,6 +538,58 @@ mod tests {
         );
     }
 
+    /// Issue 12: return values (both forms), variables and errors survive the wire; a malformed
+    /// JSON field is an error, not a panic.
+    #[test]
+    fn execution_agent_fields_round_trip() {
+        let base = ExecutionResult {
+            exit_code: Some(0),
+            ..ExecutionResult::default()
+        };
+        let cases = [
+            ExecutionResult {
+                return_value: Some(ReturnValue::Json {
+                    value: serde_json::json!({"a": [1, null]}),
+                }),
+                variables: Some(Box::new(Variables {
+                    values: serde_json::json!({"x": 1})
+                        .as_object()
+                        .cloned()
+                        .unwrap_or_default(),
+                    dropped: vec![DroppedVariable {
+                        name: "f".into(),
+                        reason: "function is not JSON-serializable".into(),
+                    }],
+                })),
+                ..base.clone()
+            },
+            ExecutionResult {
+                return_value: Some(ReturnValue::Unrepresentable {
+                    type_name: "K".into(),
+                    repr: "<K>".into(),
+                    reason: "not JSON-serializable".into(),
+                }),
+                error: Some(ProgramError {
+                    type_name: "ValueError".into(),
+                    message: "boom".into(),
+                }),
+                ..base.clone()
+            },
+            base.clone(),
+        ];
+        for e in cases {
+            let wire = execution_to_proto(&e);
+            assert_eq!(wire.success, e.success());
+            assert_eq!(execution_from_proto(wire).ok(), Some(e));
+        }
+        let mut bad = execution_to_proto(&base);
+        bad.return_value_json = Some("{nope".into());
+        assert!(execution_from_proto(bad).is_err());
+        let mut bad = execution_to_proto(&base);
+        bad.variables_json = Some("[1]".into());
+        assert!(execution_from_proto(bad).is_err());
+    }
+
     #[test]
     fn typed_outputs_round_trip() {
         // Issue 13: outputs travel as JSON text or an error; a foreign sender's bad JSON is an error.
@@ -464,7 +603,7 @@ mod tests {
         );
         e.outputs
             .insert("bad".into(), OutputValue::Error("missing".into()));
-        assert_eq!(execution_from_proto(execution_to_proto(&e)), e);
+        assert_eq!(execution_from_proto(execution_to_proto(&e)), Ok(e.clone()));
         let mut wire = execution_to_proto(&e);
         wire.outputs.insert(
             "x".into(),
@@ -474,7 +613,7 @@ mod tests {
         );
         wire.outputs
             .insert("y".into(), v1::OutputValue { kind: None });
-        let back = execution_from_proto(wire);
+        let back = execution_from_proto(wire).unwrap();
         assert!(matches!(back.outputs["x"], OutputValue::Error(_)));
         assert!(matches!(back.outputs["y"], OutputValue::Error(_)));
     }

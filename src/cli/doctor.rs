@@ -29,8 +29,6 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let sandbox = tokio::task::spawn_blocking(move || Sandbox::new(config)).await??;
     println!("python: {}", sandbox.python().display());
     print!("{}", sandbox.isolation());
-    // Issue 14: languages.
-    print!("{}", languages_report(&sandbox));
     // Data tasks (issue 13): what the task package cache holds.
     let packages = env_coding::packages::PackagesConfig {
         cache_dir: args
@@ -41,6 +39,8 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cache = env_coding::packages::PackageCache::new(packages, sandbox.python().to_path_buf());
     let report = tokio::task::spawn_blocking(move || cache.report()).await?;
     print!("{report}");
+    // Issue 14: languages.
+    print!("{}", languages_report(&sandbox));
     let level = sandbox.isolation().level;
     if args.require_isolation && level < IsolationLevel::Strict {
         eprintln!("error: isolation level {level} is below strict (--require-isolation)");

@@ -230,6 +230,9 @@ async fn execute(state: &HttpState, request: RunCodeRequest) -> RunCodeResponse 
         limits: Some(limits),
         language,
         compile_limits: Some(compile_limits),
+        // Issue 12: SandboxFusion reads output only, and has no host tools.
+        report: None,
+        tools: None,
         ..ExecRequest::default()
     };
     match state.sandbox.run_fetching(exec, request.fetch_files).await {

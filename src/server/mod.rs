@@ -15,6 +15,7 @@ mod service;
 pub(crate) mod sessions;
 pub mod status;
 mod stream;
+mod tools;
 
 use std::future::Future;
 use std::net::SocketAddr;

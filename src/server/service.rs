@@ -33,14 +33,23 @@ impl EnvServer {
 
 /// A fresh env for `make`, with its capacity slot. Synchronous constructors that may block run
 /// through the registry's offload (the blocking pool).
+/// `stream`: the request came over a `Session` stream, which can serve host tools (issue 12).
 pub(crate) async fn make_env(
     state: &Arc<State>,
     req: v1::MakeRequest,
+    stream: bool,
 ) -> Result<(Box<dyn AsyncEnv>, EnvSpec, Permit), ServerError> {
     if state.draining.is_cancelled() {
         return Err(ServerError::ShuttingDown);
     }
     let kwargs = convert::json_object(&req.kwargs_json, "kwargs_json")?;
+    // Issue 12: tool calls need a client to forward them to, which only a stream has.
+    let declares_tools = kwargs
+        .get("tools")
+        .is_some_and(|t| !t.is_null() && t.as_array().is_none_or(|a| !a.is_empty()));
+    if declares_tools && !stream {
+        return Err(ServerError::ToolsNeedStream);
+    }
     let spec = state.registry.spec(&req.env_id)?.clone();
     let permit = state.sessions.reserve()?;
     let env = state.registry.make_async(&req.env_id, &kwargs).await?;
@@ -104,7 +113,7 @@ impl v1::env_service_server::EnvService for EnvServer {
         let deadline = deadline::from_request(&req);
         let state = &self.state;
         let response = deadline::within(deadline, async {
-            let (env, spec, permit) = make_env(state, req.into_inner()).await?;
+            let (env, spec, permit) = make_env(state, req.into_inner(), false).await?;
             let session = state.sessions.insert(spec, env, permit);
             tracing::Span::current().record("session_id", session.id.as_str());
             tracing::debug!("session created");

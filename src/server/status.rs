@@ -38,6 +38,11 @@ pub enum ServerError {
     EnvPanicked,
     #[error("the server is shutting down")]
     ShuttingDown,
+    /// Issue 12.
+    #[error(
+        "host tools (the `tools` kwarg) are served only over the Session stream (EnvService/Session), which forwards their calls to the client; unary Make cannot"
+    )]
+    ToolsNeedStream,
 }
 
 impl ServerError {
@@ -51,7 +56,9 @@ impl ServerError {
             | ServerError::BadPageToken(_) => Code::InvalidArgument,
             ServerError::SessionNotFound(_) => Code::NotFound,
             ServerError::TooManySessions(_) => Code::ResourceExhausted,
-            ServerError::NoSession | ServerError::SessionExists => Code::FailedPrecondition,
+            ServerError::NoSession | ServerError::SessionExists | ServerError::ToolsNeedStream => {
+                Code::FailedPrecondition
+            }
             ServerError::DeadlineExceeded(_) => Code::DeadlineExceeded,
             ServerError::EnvPanicked => Code::Internal,
             ServerError::ShuttingDown => Code::Unavailable,

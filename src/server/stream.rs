@@ -5,6 +5,7 @@
 //! errors, or the client vanishes, or the server shuts down, the session is closed; a request already
 //! being handled finishes first. An env that panics is dropped: the stream goes on without a session.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use env_core::{AsyncEnv, EnvError, EnvFuture};
@@ -19,6 +20,7 @@ use super::State;
 use super::service::{make_env, make_response, parse_action, parse_reset, reset_response};
 use super::sessions::Permit;
 use super::status::ServerError;
+use super::tools::{self, Bridge};
 
 /// Responses buffered ahead of a slow reader; beyond this the stream applies backpressure.
 const BUFFER: usize = 64;
@@ -38,23 +40,55 @@ pub fn spawn(
     tokio::spawn(
         async move {
             let mut session: Option<Owned> = None;
+            // Issue 12: host tools. The env's calls arrive on the bridge while a request is being
+            // handled; requests the client pipelined meanwhile wait in `queued`.
+            let (handler, mut bridge) = tools::bridge();
+            let mut queued: VecDeque<v1::SessionRequest> = VecDeque::new();
+            let mut inbound_done = false;
             loop {
-                let next = tokio::select! {
-                    biased;
-                    _ = state.shutdown.cancelled() => break,
-                    _ = tx.closed() => break,
-                    next = inbound.message() => next,
-                };
-                let request = match next {
-                    Ok(Some(r)) => r,
-                    Ok(None) => break,
-                    Err(status) => {
-                        tracing::debug!(%status, "session stream ended by the client");
-                        break;
+                let request = match queued.pop_front() {
+                    Some(r) => r,
+                    None if inbound_done => break,
+                    None => {
+                        let next = tokio::select! {
+                            biased;
+                            _ = state.shutdown.cancelled() => break,
+                            _ = tx.closed() => break,
+                            next = inbound.message() => next,
+                        };
+                        match next {
+                            Ok(Some(r)) => r,
+                            Ok(None) => break,
+                            Err(status) => {
+                                tracing::debug!(%status, "session stream ended by the client");
+                                break;
+                            }
+                        }
                     }
                 };
                 let request_id = request.request_id;
-                let kind = match handle(&state, &mut session, request.kind).await {
+                let kind = match request.kind {
+                    // A late answer (its call timed out): nothing waits for it, and it gets no
+                    // response of its own.
+                    Some(Req::ToolResult(result)) => {
+                        bridge.resolve(result);
+                        continue;
+                    }
+                    kind => kind,
+                };
+                let handled = handle(&state, &mut session, kind, &handler);
+                let outcome = serve_tools(
+                    handled,
+                    &mut bridge,
+                    &mut inbound,
+                    &mut queued,
+                    &mut inbound_done,
+                    &tx,
+                    request_id,
+                )
+                .await;
+                bridge.step_ended();
+                let kind = match outcome {
                     Ok(kind) => kind,
                     Err(e) => Resp::Error((&e).into()),
                 };
@@ -75,17 +109,59 @@ pub fn spawn(
     ReceiverStream::new(rx)
 }
 
+/// Awaits a request's handling while forwarding the env's tool calls to the client and reading
+/// its answers (issue 12); other requests read meanwhile are queued, in order.
+async fn serve_tools<F: std::future::Future<Output = Result<Resp, ServerError>>>(
+    handled: F,
+    bridge: &mut Bridge,
+    inbound: &mut Streaming<v1::SessionRequest>,
+    queued: &mut VecDeque<v1::SessionRequest>,
+    inbound_done: &mut bool,
+    tx: &mpsc::Sender<Result<v1::SessionResponse, Status>>,
+    request_id: u64,
+) -> Result<Resp, ServerError> {
+    tokio::pin!(handled);
+    loop {
+        tokio::select! {
+            out = &mut handled => return out,
+            Some(call) = bridge.next_call() => {
+                let response = v1::SessionResponse {
+                    request_id,
+                    kind: Some(Resp::ToolCall(call)),
+                };
+                // A gone client just never answers: the call times out in the sandbox.
+                let _ = tx.send(Ok(response)).await;
+            }
+            next = inbound.message(), if !*inbound_done => match next {
+                Ok(Some(v1::SessionRequest { kind: Some(Req::ToolResult(result)), .. })) => {
+                    bridge.resolve(result);
+                }
+                Ok(Some(request)) => queued.push_back(request),
+                Ok(None) | Err(_) => *inbound_done = true,
+            },
+        }
+    }
+}
+
 async fn handle(
     state: &Arc<State>,
     session: &mut Option<Owned>,
     kind: Option<Req>,
+    tool_handler: &env_coding::sandbox::ToolHandler,
 ) -> Result<Resp, ServerError> {
     match kind.ok_or(ServerError::EmptyRequest)? {
+        // Never reached: the stream routes tool results before handling requests.
+        Req::ToolResult(_) => Err(ServerError::EmptyRequest),
         Req::Make(req) => {
             if session.is_some() {
                 return Err(ServerError::SessionExists);
             }
-            let (env, spec, permit) = make_env(state, req).await?;
+            // Issue 12: envs made here can call host tools, which this stream serves.
+            let (env, spec, permit) = env_coding::host_tools::with_handler(
+                tool_handler.clone(),
+                make_env(state, req, true),
+            )
+            .await?;
             let id = uuid::Uuid::new_v4().to_string();
             tracing::Span::current().record("session_id", id.as_str());
             *session = Some(Owned {

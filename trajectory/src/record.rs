@@ -8,14 +8,15 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use env_core::ExecutionResult;
+pub use env_core::{ExecutionResult, ReturnValue};
 
 /// Version of the record layout written in every record's `schema_version`.
 ///
 /// - 1: the first layout.
 /// - 2: the optional `env_server` and `restarts` (issue 16: scale-out), and AutoCoder mode's
 ///   `mode: "autocoder"`, `turns[].stage`, the `model_tests` action and the record's `autocoder`
-///   summary (issue 13). Every addition is optional, so a version-1 record is a valid version-2
+///   summary (issue 13), and execution results' `return_value`, `variables` and `error` (issue
+///   12). Every addition is optional, so a version-1 record is a valid version-2
 ///   record without them: readers accept every version from [`OLDEST_READABLE_VERSION`] up to this.
 pub const SCHEMA_VERSION: u32 = 2;
 

@@ -148,11 +148,6 @@ pub enum Component {
         #[serde(default = "one")]
         weight: f64,
     },
-    // Issue 14: the stdin/stdout judge.
-    /// Competitive-programming judging in any language: `tests` (`input`/`output`), a `checker`,
-    /// per-test `time_limit_ms`/`memory_limit_mb`, `partial` credit or stop at the first failure;
-    /// per-test verdicts in the detail (see [`crate::judge`]).
-    Judge(crate::judge::JudgeSpec),
     // Data tasks (issue 13).
     /// The typed output `name` of the plain run (see [`crate::data`]) equals `expected`: numbers
     /// (and `timedelta` seconds) within `tolerance` (absolute; relative 1e-9 besides), datetimes
@@ -166,6 +161,11 @@ pub enum Component {
         #[serde(default = "one")]
         weight: f64,
     },
+    // Issue 14: the stdin/stdout judge.
+    /// Competitive-programming judging in any language: `tests` (`input`/`output`), a `checker`,
+    /// per-test `time_limit_ms`/`memory_limit_mb`, `partial` credit or stop at the first failure;
+    /// per-test verdicts in the detail (see [`crate::judge`]).
+    Judge(crate::judge::JudgeSpec),
 }
 
 impl Component {
@@ -180,8 +180,8 @@ impl Component {
             Component::IoCases { .. } => "io_cases",
             Component::CheckFunction { .. } => "check_function",
             Component::Asserts { .. } => "asserts",
-            Component::Judge(_) => "judge",
             Component::Output { .. } => "output",
+            Component::Judge(_) => "judge",
         }
     }
 

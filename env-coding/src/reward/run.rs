@@ -13,19 +13,35 @@ use super::harness::{self, CANDIDATE_FILE, TestReport, TestSuite};
 use super::{Component, ComponentScore, RewardOutcome, RewardSpec, score};
 use crate::data::TaskData;
 use crate::lang::Language;
-use crate::sandbox::{ExecRequest, Limits, Sandbox, SandboxError};
+use crate::sandbox::{ExecRequest, Limits, ReportSpec, Sandbox, SandboxError, ToolHost};
 
 /// A program to score: `main.py` plus files (session mode accumulates both).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Program {
     pub source: String,
     pub files: Vec<(String, Vec<u8>)>,
-    /// Issue 14: the source's language (default Python). Unit-test components (`check_function`,
-    /// `asserts`) need Python; output checks, `io_cases` and `judge` run any language.
-    pub language: Language,
     /// Data tasks (issue 13): the task's input files, inputs and declared outputs, given to its
     /// runs (the unit-test harness gets the files only).
     pub data: TaskData,
+    /// Issue 14: the source's language (default Python). Unit-test components (`check_function`,
+    /// `asserts`) need Python; output checks, `io_cases` and `judge` run any language.
+    pub language: Language,
+    /// Issue 12: how the plain run (the observation) reports, with the vars it injects. Scoring
+    /// runs get the same vars through [`vars_prologue`], so they run the same program.
+    pub report: Option<ReportSpec>,
+    /// Issue 12: host tools of the plain run (never of scoring runs).
+    pub tools: Option<ToolHost>,
+}
+
+/// Python that sets `vars` as globals, one line (session mode's replayed program and scoring runs).
+pub fn vars_prologue(vars: &serde_json::Map<String, serde_json::Value>) -> String {
+    if vars.is_empty() {
+        return String::new();
+    }
+    // A JSON string is a valid Python string literal (serde_json never writes `\/`).
+    let text = serde_json::Value::Object(vars.clone()).to_string();
+    let literal = serde_json::Value::String(text).to_string();
+    format!("globals().update(__import__('json').loads({literal}))\n")
 }
 
 impl Program {
@@ -33,8 +49,21 @@ impl Program {
         Program {
             source: source.into(),
             files: Vec::new(),
-            language: Language::Python,
             data: TaskData::default(),
+            language: Language::Python,
+            report: None,
+            tools: None,
+        }
+    }
+
+    /// The source the scoring runs execute: the injected vars' prologue, then the program.
+    fn scored_source(&self) -> String {
+        match &self.report {
+            // The prologue is Python: other languages take no vars (refused before they get here).
+            Some(r) if !r.vars.is_empty() && self.language == Language::Python => {
+                format!("{}{}", vars_prologue(&r.vars), self.source)
+            }
+            _ => self.source.clone(),
         }
     }
 
@@ -198,20 +227,23 @@ fn plan(
             files: extra,
             stdin,
             limits: opts.limits,
-            language: program.language,
             data: program.data.clone(),
+            language: program.language,
+            report: None,
+            tools: None,
             ..ExecRequest::default()
         };
+    let scored = program.scored_source();
     let run_plain = match plain {
         PlainRun::Given(_) => false,
         PlainRun::IfNeeded => spec.needs_plain_run(),
         PlainRun::Always => true,
     };
     if run_plain {
-        jobs.push((
-            Job::Plain,
-            request(program.source.clone(), None, files.clone()),
-        ));
+        let mut req = request(program.source.clone(), None, files.clone());
+        req.report = program.report.clone();
+        req.tools = program.tools.clone();
+        jobs.push((Job::Plain, req));
     }
     for (i, c) in spec.components.iter().enumerate() {
         let suite = match c {
@@ -223,7 +255,7 @@ fn plan(
                             component: i,
                             case: k,
                         },
-                        request(program.source.clone(), stdin, files.clone()),
+                        request(scored.clone(), stdin, files.clone()),
                     ));
                 }
                 continue;
@@ -242,10 +274,7 @@ fn plan(
         };
         let input = harness::prepare(&suite, opts.per_test_timeout_ms as f64 / 1000.0);
         let mut extra = files.clone();
-        extra.push((
-            CANDIDATE_FILE.to_string(),
-            program.source.clone().into_bytes(),
-        ));
+        extra.push((CANDIDATE_FILE.to_string(), scored.clone().into_bytes()));
         let mut req = request(
             harness::HARNESS_SOURCE.to_string(),
             Some(input.stdin.clone()),
@@ -411,6 +440,12 @@ fn score_component(
             let expected: Vec<&str> = spec_cases.iter().map(|c| c.stdout.as_str()).collect();
             score::io_cases(&runs, &expected, *mode, *weight)
         }
+        Component::Output {
+            name,
+            expected,
+            tolerance,
+            weight,
+        } => score::output(plain, name, expected, *tolerance, *weight),
         // Scored from the judge's report in `score_runs`; reaching here means it did not run.
         Component::Judge(j) => ComponentScore {
             kind: c.kind(),
@@ -418,12 +453,6 @@ fn score_component(
             score: 0.0,
             detail: serde_json::json!({"error": "the judge did not run"}),
         },
-        Component::Output {
-            name,
-            expected,
-            tolerance,
-            weight,
-        } => score::output(plain, name, expected, *tolerance, *weight),
         Component::CheckFunction { weight, .. } | Component::Asserts { weight, .. } => {
             let report = report.unwrap_or_else(|| TestReport {
                 tests: Vec::new(),

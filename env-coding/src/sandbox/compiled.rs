@@ -100,8 +100,20 @@ pub(crate) async fn run(
         limits.memory_bytes,
     );
     argv.extend(req.args.iter().cloned());
-    // Data tasks (issue 13) in any language: read-only inputs, `--name value` args, `outputs/`.
-    argv.extend(req.data.argv());
+    let command = Command {
+        argv: cstrings(argv)?,
+        extra_env: cstrings(tc.run_env())?,
+        address_space: language.address_space(limits.memory_bytes),
+    };
+    let _permit = inner
+        .permits
+        .acquire()
+        .await
+        .map_err(|_| SandboxError::Closed)?;
+    let id = inner.next_id();
+    let with_stdin = req.stdin.is_some();
+    // Data tasks (issue 13) in any language: read-only inputs, `--name value` arguments (after
+    // `args`), the outputs dir and its typed outputs.
     let mut read_only = Vec::with_capacity(req.data.files.len());
     for (name, data) in &req.data.files {
         let p = workdir::validate_rel(name)?;
@@ -116,28 +128,20 @@ pub(crate) async fn run(
         }
         read_only.push((p, &data[..]));
     }
+    let mut command = command;
+    command.argv.extend(cstrings(req.data.argv())?);
     let layout = RunLayout {
         files,
         read_only,
         outputs_dir: !req.data.outputs.is_empty(),
-        ..RunLayout::default()
+        args: Vec::new(),
+        python_path: None,
     };
-    let command = Command {
-        argv: cstrings(argv)?,
-        extra_env: cstrings(tc.run_env())?,
-        address_space: language.address_space(limits.memory_bytes),
-    };
-    let _permit = inner
-        .permits
-        .acquire()
-        .await
-        .map_err(|_| SandboxError::Closed)?;
-    let id = inner.next_id();
-    let with_stdin = req.stdin.is_some();
     let started =
         fresh::start_command(inner, id, &layout, &limits, command, Vec::new(), with_stdin).await?;
+    let outputs = req.data.outputs.clone();
     let (mut result, fetched) =
-        supervise::script(started, req.stdin, &limits, fetch, req.data.outputs.clone()).await?;
+        supervise::script(started, req.stdin, &limits, fetch, outputs).await?;
     if let Some(c) = compiled {
         result.compile = Some(Box::new(c.result.clone()));
     }
@@ -174,7 +178,10 @@ async fn compile(
             (PathBuf::from(source_file), source.as_bytes()),
             (Path::new(ARTIFACT_DIR).join(".dir"), &b""[..]),
         ],
-        ..RunLayout::default()
+        read_only: Vec::new(),
+        outputs_dir: false,
+        args: Vec::new(),
+        python_path: None,
     };
     let started =
         fresh::start_command(inner, id, &layout, &limits, command, Vec::new(), false).await?;

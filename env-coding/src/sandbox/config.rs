@@ -92,15 +92,15 @@ pub struct SandboxConfig {
     pub uid_count: u32,
     /// How one-shot scripts start (sessions always get a fresh interpreter).
     pub backend: Backend,
+    /// Data tasks (issue 13): host dirs runs may read but never write (the package cache), visible
+    /// even under hidden dirs (bound back read-only) and readable under Landlock.
+    pub read_only_dirs: Vec<PathBuf>,
     // Issue 14 (languages): the compile step of compiled languages.
     /// Default limits of a compile (`wall_ms` is SandboxFusion's `compile_timeout`; `stderr_cap`
     /// caps the compiler's message kept in the result).
     pub compile_limits: Limits,
     /// Bytes of compiled artifacts kept in memory for reuse (least recently used evicted).
     pub compile_cache_bytes: u64,
-    /// Data tasks (issue 13): host dirs runs may read but never write (the package cache), visible
-    /// even under hidden dirs (bound back read-only) and readable under Landlock.
-    pub read_only_dirs: Vec<PathBuf>,
 }
 
 /// The default limits of a compile: compilers need more memory, processes (gcc's driver, `cc1plus`,
@@ -162,9 +162,9 @@ impl Default for SandboxConfig {
             uid_base: 1_500_000,
             uid_count: 65_536,
             backend: Backend::Auto,
+            read_only_dirs: Vec::new(),
             compile_limits: default_compile_limits(),
             compile_cache_bytes: 512 << 20,
-            read_only_dirs: Vec::new(),
         }
     }
 }

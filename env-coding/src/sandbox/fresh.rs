@@ -18,7 +18,8 @@ use super::child::{ChildPlan, cstr};
 use super::config::{Limits, SitePackages};
 use super::isolation;
 use super::prepare::{self, Inner, RunGuard, RunLayout};
-use super::request::SandboxError;
+use super::report::{self, REPORT_PY};
+use super::request::{ReportSpec, SandboxError, ToolHost};
 use super::spawn;
 use super::supervise::{Exit, Process, Started};
 
@@ -34,6 +35,14 @@ __import__('sys').excepthook = lambda t, v, tb, h=__import__('sys').__excepthook
 exec(compile(open(__file__, 'rb').read(), __file__, 'exec'))
 ";
 
+/// After `report.py`: the script run of [`SCRIPT_BOOTSTRAP`] through the reporter, which the
+/// program's globals do not keep (issue 12).
+const REPORT_BOOTSTRAP: &str = "
+__import__('site').setquit(); __import__('site').sethelper(); __import__('site').setcopyright()
+__file__ = 'main.py'; __import__('sys').argv[0] = 'main.py'
+globals().pop('_codegym_report').run_script(3, globals(), __file__)
+";
+
 /// Starts `main.py` (among `files`) in a fresh interpreter; it runs once this returns.
 pub(crate) async fn start_script(
     inner: &Inner,
@@ -41,18 +50,41 @@ pub(crate) async fn start_script(
     layout: &RunLayout<'_>,
     limits: &Limits,
     with_stdin: bool,
+    report: Option<(&ReportSpec, Option<&ToolHost>)>,
 ) -> Result<Started<FreshProcess>, SandboxError> {
     let mut tail = Vec::with_capacity(2 + layout.args.len());
+    // Data tasks (issue 13): `sys.argv[1:]` (the bootstraps replace only `argv[0]`).
+    let mut args = Vec::with_capacity(layout.args.len());
+    for a in &layout.args {
+        args.push(CString::new(a.as_str()).map_err(|_| SandboxError::InvalidPath(a.clone()))?);
+    }
+    // Issue 12: with a report, the runner of `report.py` runs the script, its channel on fd 3.
+    if let Some((spec, tools)) = report {
+        let (channel, theirs) = report::Channel::pair(spec, tools.cloned())
+            .map_err(SandboxError::setup("report channel"))?;
+        tail.push(c"-c".to_owned());
+        tail.push(CString::new(format!("{REPORT_PY}{REPORT_BOOTSTRAP}")).unwrap_or_default());
+        tail.extend(args);
+        let mut run = start(
+            inner,
+            id,
+            layout,
+            limits,
+            tail,
+            vec![(theirs, 3)],
+            with_stdin,
+        )
+        .await?;
+        run.report = Some(channel);
+        return Ok(run);
+    }
     if inner.config.site_packages == SitePackages::Full {
         tail.push(c"main.py".to_owned());
     } else {
         tail.push(c"-c".to_owned());
         tail.push(CString::new(SCRIPT_BOOTSTRAP).unwrap_or_default());
     }
-    // Data tasks (issue 13): `sys.argv[1:]` (the bootstrap replaces only `argv[0]`).
-    for a in &layout.args {
-        tail.push(CString::new(a.as_str()).map_err(|_| SandboxError::InvalidPath(a.clone()))?);
-    }
+    tail.extend(args);
     start(inner, id, layout, limits, tail, Vec::new(), with_stdin).await
 }
 
@@ -67,6 +99,7 @@ pub(crate) async fn start_session(
     limits: &Limits,
     driver: &str,
     layout: &RunLayout<'_>,
+    tool_fd: Option<OwnedFd>,
 ) -> Result<(Started<FreshProcess>, Control), SandboxError> {
     let (req_r, req_w) = prepare::pipe_pair()?;
     let (rep_r, rep_w) = prepare::pipe_pair()?;
@@ -79,7 +112,9 @@ pub(crate) async fn start_session(
     for a in &layout.args {
         tail.push(CString::new(a.as_str()).map_err(|_| SandboxError::InvalidPath(a.clone()))?);
     }
-    let extra_fds = vec![(req_r, 3), (rep_w, 4)];
+    let mut extra_fds = vec![(req_r, 3), (rep_w, 4)];
+    // Issue 12: the session's tool channel, when it has host tools.
+    extra_fds.extend(tool_fd.map(|fd| (fd, 5)));
     let run = start(inner, id, layout, limits, tail, extra_fds, false).await?;
     Ok((run, (req_w, rep_r)))
 }
@@ -146,7 +181,6 @@ pub(crate) async fn start_command(
     let wd =
         cstr(&workdir).ok_or_else(|| SandboxError::InvalidPath(workdir.display().to_string()))?;
     let mut envp = prepare::environment(inner, &workdir);
-    envp.extend(extra_env);
     // Data tasks (issue 13): the task's package site dir leads `PYTHONPATH`.
     if let Some(site) = &layout.python_path {
         let old = envp
@@ -163,6 +197,7 @@ pub(crate) async fn start_command(
                 .map_err(|_| SandboxError::InvalidPath(site.display().to_string()))?,
         );
     }
+    envp.extend(extra_env);
     let landlock =
         prepare::landlock_ruleset(inner, &workdir)?.map(|fd| (fd, isolation::proc_access()));
     let plan = ChildPlan {
@@ -205,6 +240,7 @@ pub(crate) async fn start_command(
         stdout,
         stderr,
         started,
+        report: None,
     })
 }
 

@@ -18,9 +18,9 @@
 //! - `session.rs` + `session_driver.py`: a persistent interpreter per episode (fresh backend);
 //! - `supervise.rs`: driving a started execution to its end, and the one function that assembles
 //!   every [`ExecutionResult`];
+//! - `metrics.rs`: what the sandbox reports to the `metrics` facade.
 //! - `compiled.rs`: every other language (issue 14): a cached, sandboxed compile step, then a
 //!   fresh run (see [`crate::lang`] for the per-language table).
-//! - `metrics.rs`: what the sandbox reports to the `metrics` facade.
 
 mod cgroup;
 mod child;
@@ -33,6 +33,7 @@ pub mod metrics;
 mod prepare;
 mod probe;
 mod python;
+mod report;
 mod request;
 mod seccomp;
 mod session;
@@ -53,7 +54,12 @@ pub use config::{
     Backend, IsolationLevel, Limits, SandboxConfig, SitePackages, default_compile_limits,
 };
 pub use isolation::{IsolationReport, Layer};
-pub use request::{ExecRequest, SandboxError};
+pub use report::{
+    MAX_REPR_CHARS, MAX_RETURN_BYTES, MAX_VARIABLES, MAX_VARIABLES_BYTES, MAX_VARS, MAX_VARS_BYTES,
+};
+pub use request::{
+    ExecRequest, ReportSpec, SandboxError, ToolCall, ToolHandler, ToolHost, ToolLimits,
+};
 pub use session::PySession;
 
 use crate::lang::Language;
@@ -223,8 +229,14 @@ impl Sandbox {
         drop(queued);
         let _in_flight = metrics::Level::enter(metrics::IN_FLIGHT);
         let admitted = std::time::Instant::now();
+        // Issue 12: host tools travel over the report channel, so they imply one.
+        let spec = req
+            .report
+            .clone()
+            .or_else(|| req.tools.as_ref().map(|_| ReportSpec::default()));
+        let report = spec.as_ref().map(|s| (s, req.tools.as_ref()));
         let out = self
-            .run_admitted(&layout, &limits, req.stdin, fetch, outputs)
+            .run_admitted(&layout, &limits, req.stdin, fetch, outputs, report)
             .await;
         metrics::finished(
             out.as_ref().map(|(r, _)| r).map_err(|_| ()),
@@ -241,16 +253,18 @@ impl Sandbox {
         stdin: Option<Vec<u8>>,
         fetch: Vec<String>,
         outputs: BTreeMap<String, OutputType>,
+        report: Option<(&ReportSpec, Option<&ToolHost>)>,
     ) -> Result<(ExecutionResult, Vec<(String, Vec<u8>)>), SandboxError> {
         let with_stdin = stdin.is_some();
         match &self.warm {
             Some(warm) => {
-                let run = warm.start_run(layout, limits, with_stdin).await?;
+                let run = warm.start_run(layout, limits, with_stdin, report).await?;
                 supervise::script(run, stdin, limits, fetch, outputs).await
             }
             None => {
                 let id = self.inner.next_id();
-                let run = fresh::start_script(&self.inner, id, layout, limits, with_stdin).await?;
+                let run = fresh::start_script(&self.inner, id, layout, limits, with_stdin, report)
+                    .await?;
                 supervise::script(run, stdin, limits, fetch, outputs).await
             }
         }
@@ -286,17 +300,19 @@ impl Sandbox {
 
     /// Starts a persistent interpreter for the env's `session` mode.
     pub async fn open_session(&self, limits: Option<Limits>) -> Result<PySession, SandboxError> {
-        self.open_session_with(limits, &crate::data::TaskData::default())
+        self.open_session_with(limits, &crate::data::TaskData::default(), None)
             .await
     }
 
     /// A session whose work dir holds a data task's read-only input files and `outputs/`, with its
-    /// inputs in `sys.argv[1:]` and its packages importable (issue 13). Typed outputs are read by
-    /// the reward runs, which replay the session's program.
+    /// inputs in `sys.argv[1:]` and its packages importable (issue 13; typed outputs are read by
+    /// the reward runs, which replay the session's program), and whose cells may call `tools`
+    /// (issue 12; with a report spec).
     pub async fn open_session_with(
         &self,
         limits: Option<Limits>,
         data: &crate::data::TaskData,
+        tools: Option<ToolHost>,
     ) -> Result<PySession, SandboxError> {
         let limits = limits.unwrap_or(self.inner.config.limits);
         let id = self.inner.next_id();
@@ -311,7 +327,7 @@ impl Sandbox {
             args: data.argv(),
             ..RunLayout::default()
         };
-        PySession::open(self.inner.clone(), id, limits, &layout).await
+        PySession::open(self.inner.clone(), id, limits, &layout, tools).await
     }
 }
 
@@ -342,7 +358,8 @@ fn self_test(inner: &Inner, warm: Option<&Arc<WarmBackend>>) -> Result<(), Sandb
                     }
                     None => {
                         let run =
-                            fresh::start_script(inner, u64::MAX, &layout, &limits, false).await?;
+                            fresh::start_script(inner, u64::MAX, &layout, &limits, false, None)
+                                .await?;
                         supervise::script(run, None, &limits, Vec::new(), none).await
                     }
                 }

@@ -10,7 +10,7 @@ use crate::lang::Language;
 
 /// One execution: `source` becomes `main.py` in a fresh work dir, run with `python -I main.py` (or,
 /// for another `language`, its source file, compiled and run with that language's toolchain).
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct ExecRequest {
     pub source: String,
     /// Extra files, by relative path (no `..`, not absolute); parent dirs are created.
@@ -19,6 +19,10 @@ pub struct ExecRequest {
     pub stdin: Option<Vec<u8>>,
     /// `None`: the sandbox's default limits.
     pub limits: Option<Limits>,
+    // Data tasks (issue 13).
+    /// Read-only input files (owned by the server, mode 0444), `--name value` arguments after
+    /// `main.py`, and the typed outputs read back from `outputs/` after the run.
+    pub data: TaskData,
     // Issue 14 (languages): what the source is written in, and its compile step's limits.
     /// The source's language (default Python). Other languages start fresh under the same layers
     /// (`compiled.rs`); compiled ones compile first, once per distinct source (artifact cache).
@@ -28,10 +32,107 @@ pub struct ExecRequest {
     /// Arguments after the program (`argv[1..]`), for languages other than Python (a special
     /// judge's testlib-style `input output answer`); a Python program runs as `main.py` alone.
     pub args: Vec<String>,
-    // Data tasks (issue 13).
-    /// Read-only input files (owned by the server, mode 0444), `--name value` arguments after
-    /// `main.py`, and the typed outputs read back from `outputs/` after the run.
-    pub data: TaskData,
+    /// Issue 12: report the return value, error and (on request) variables, and inject `vars`
+    /// first. `None`: a plain script run (test harness runs, SandboxFusion) with no report channel.
+    pub report: Option<ReportSpec>,
+    /// Issue 12: host tools the program may call as Python functions (script runs; implies a
+    /// report channel, over which the calls travel).
+    pub tools: Option<ToolHost>,
+}
+
+impl std::fmt::Debug for ExecRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecRequest")
+            .field("source", &self.source.len())
+            .field("files", &self.files.len())
+            .field("stdin", &self.stdin.as_ref().map(Vec::len))
+            .field("limits", &self.limits)
+            .field("data", &self.data)
+            .field("language", &self.language)
+            .field("compile_limits", &self.compile_limits)
+            .field("args", &self.args)
+            .field("report", &self.report)
+            .field("tools", &self.tools.as_ref().map(|t| &t.names))
+            .finish()
+    }
+}
+
+/// A call of a host tool from inside the sandbox (issue 12): positional and keyword arguments as
+/// JSON.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    pub name: String,
+    pub args: Vec<serde_json::Value>,
+    pub kwargs: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Answers tool calls: the JSON result, or an error message the program sees as an exception.
+pub type ToolHandler = std::sync::Arc<
+    dyn Fn(ToolCall) -> futures::future::BoxFuture<'static, Result<serde_json::Value, String>>
+        + Send
+        + Sync,
+>;
+
+/// The host tools of one run (issue 12): their names (each a global function in the program),
+/// the handler, and the caps.
+#[derive(Clone)]
+pub struct ToolHost {
+    pub names: Vec<String>,
+    pub handler: ToolHandler,
+    pub limits: ToolLimits,
+}
+
+impl std::fmt::Debug for ToolHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolHost")
+            .field("names", &self.names)
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Equal when the same handler serves the same tools under the same caps.
+impl PartialEq for ToolHost {
+    fn eq(&self, other: &Self) -> bool {
+        self.names == other.names
+            && self.limits == other.limits
+            && std::sync::Arc::ptr_eq(&self.handler, &other.handler)
+    }
+}
+
+impl Eq for ToolHost {}
+
+/// Caps on a run's tool calls. The run's own wall clock keeps running during calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ToolLimits {
+    /// A call not answered within this is an error in the program (`TimeoutError` message).
+    pub call_timeout_ms: u64,
+    /// Calls per run; later calls fail at once.
+    pub max_calls: u32,
+    /// Largest call (its JSON: name, args, kwargs) and result, in bytes.
+    pub max_arg_bytes: usize,
+    pub max_result_bytes: usize,
+}
+
+impl Default for ToolLimits {
+    fn default() -> Self {
+        ToolLimits {
+            call_timeout_ms: 30_000,
+            max_calls: 256,
+            max_arg_bytes: 1 << 20,
+            max_result_bytes: 1 << 20,
+        }
+    }
+}
+
+/// What the program's runner reports besides its output, and the names it injects first (issue
+/// 12). Travels to the runner over the run's private report descriptor, never through a file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ReportSpec {
+    /// Global names set before the program runs (checked by [`ReportSpec::check_vars`]).
+    pub vars: serde_json::Map<String, serde_json::Value>,
+    /// Also report the top-level variables (capped, see [`super::report`]).
+    pub variables: bool,
 }
 
 impl ExecRequest {

@@ -21,11 +21,22 @@ use tokio::net::unix::pipe;
 use super::config::Limits;
 use super::fresh::{self, FreshProcess};
 use super::prepare::{Inner, RunLayout};
-use super::request::SandboxError;
+use super::report::{self, Report};
+use super::request::{ReportSpec, SandboxError, ToolHost};
 use super::supervise::{self, Capture, Ending, Exit, Process, Started};
 
-/// The interpreter's main loop: reads cells on fd 3, replies on fd 4.
-const DRIVER: &str = include_str!("session_driver.py");
+/// The interpreter's main loop: reads cells on fd 3, replies on fd 4; after the run reporter it
+/// calls for cells with a report spec (issue 12).
+const DRIVER: &str = concat!(include_str!("report.py"), include_str!("session_driver.py"));
+
+/// A reply's header: `D`, the exit code (i32 LE), the report's length (u32 LE).
+const REPLY_HEADER: usize = 9;
+
+/// The reply is whole: its header and the report it announces.
+fn reply_complete(buf: &[u8]) -> bool {
+    buf.len() >= REPLY_HEADER
+        && buf.len() - REPLY_HEADER >= u32::from_le_bytes([buf[5], buf[6], buf[7], buf[8]]) as usize
+}
 
 /// A live sandboxed interpreter. Dropping it kills the whole tree and removes its work dir.
 pub struct PySession {
@@ -38,6 +49,10 @@ pub struct PySession {
     oom_seen: bool,
     /// Work dir of a session that died, removed at drop/close.
     dead_dir: Option<PathBuf>,
+    /// Issue 12: the host tools' names and the per-cell call counter of their channel (fd 5),
+    /// served by a task for the session's lifetime.
+    tools: Option<(Vec<String>, Arc<std::sync::atomic::AtomicU32>)>,
+    tool_server: Option<tokio::task::JoinHandle<Vec<u8>>>,
 }
 
 impl std::fmt::Debug for PySession {
@@ -74,8 +89,29 @@ impl PySession {
         id: u64,
         limits: Limits,
         layout: &RunLayout<'_>,
+        tools: Option<ToolHost>,
     ) -> Result<PySession, SandboxError> {
-        let (run, (req, rep)) = fresh::start_session(&inner, id, &limits, DRIVER, layout).await?;
+        // Issue 12: host tools get a channel of their own (fd 5), never the cell pipes, so a
+        // thread still calling a tool after its cell cannot read the next cell's request.
+        let channel = tools
+            .map(|t| report::Channel::pair(&ReportSpec::default(), Some(t)))
+            .transpose()
+            .map_err(SandboxError::setup("tool channel"))?;
+        let (channel, tool_fd) = match channel {
+            Some((mut c, fd)) => {
+                c.spec = Vec::new(); // cells carry their specs on fd 3
+                (Some(c), Some(fd))
+            }
+            None => (None, None),
+        };
+        let (run, (req, rep)) =
+            fresh::start_session(&inner, id, &limits, DRIVER, layout, tool_fd).await?;
+        let tools = channel.as_ref().and_then(|c| {
+            c.tools
+                .as_ref()
+                .map(|t| (t.names.clone(), c.calls_made.clone()))
+        });
+        let tool_server = channel.map(|c| tokio::spawn(c.serve()));
         let requests =
             pipe::Sender::from_owned_fd(req).map_err(SandboxError::setup("session pipe"))?;
         let replies =
@@ -90,6 +126,8 @@ impl PySession {
             work_dir,
             oom_seen: false,
             dead_dir: None,
+            tools,
+            tool_server,
         })
     }
 
@@ -109,6 +147,17 @@ impl PySession {
         &mut self,
         source: &str,
         stdin: Option<Vec<u8>>,
+    ) -> Result<ExecutionResult, SandboxError> {
+        self.exec_reporting(source, stdin, None).await
+    }
+
+    /// [`PySession::exec`] with a report (issue 12): `report`'s vars are set in the namespace
+    /// first, and the result carries the return value, error and (on request) variables.
+    pub async fn exec_reporting(
+        &mut self,
+        source: &str,
+        stdin: Option<Vec<u8>>,
+        report: Option<&ReportSpec>,
     ) -> Result<ExecutionResult, SandboxError> {
         let limits = self.limits;
         let (Some(run), Some(requests), Some(replies)) = (
@@ -140,15 +189,25 @@ impl PySession {
             }
             None => msg.extend_from_slice(&u64::MAX.to_le_bytes()),
         }
+        let spec = match (report, &self.tools) {
+            (Some(r), Some((names, made))) => {
+                made.store(0, std::sync::atomic::Ordering::Relaxed); // the call cap is per cell
+                r.to_json_with_tools(names)
+            }
+            (Some(r), None) => r.to_json(),
+            (None, _) => Vec::new(),
+        };
+        msg.extend_from_slice(&(spec.len() as u64).to_le_bytes());
+        msg.extend_from_slice(&spec);
         let started = Instant::now();
         let deadline = tokio::time::sleep(Duration::from_millis(limits.wall_ms.max(1)));
         tokio::pin!(deadline);
         let mut out = Capture::new(limits.stdout_cap);
         let mut err = Capture::new(limits.stderr_cap);
-        let mut reply = Capture::new(5);
+        let mut reply = Capture::new(REPLY_HEADER + report::MAX_FRAME);
         let mut scratch = vec![0u8; 64 << 10];
         let mut scratch2 = vec![0u8; 64 << 10];
-        let mut scratch3 = [0u8; 16];
+        let mut scratch3 = vec![0u8; 64 << 10];
         let (mut out_open, mut err_open, mut rep_open) = (true, true, true);
         let mut sent = false;
         let mut wall_killed = false;
@@ -165,7 +224,7 @@ impl PySession {
                 more = supervise::read_some(&mut run.stderr, &mut err, &mut scratch2), if err_open => err_open = more,
                 more = supervise::read_some(replies, &mut reply, &mut scratch3), if rep_open => {
                     rep_open = more;
-                    if reply.buf.len() == 5 || !more { break; }
+                    if reply_complete(&reply.buf) || reply.truncated || !more { break; }
                 }
                 () = run.process.exited() => { exited = true; break; }
                 () = &mut deadline => {
@@ -175,12 +234,16 @@ impl PySession {
             }
         }
         let wall_ms = started.elapsed().as_millis() as u64;
-        let finished = reply.buf.len() == 5 && reply.buf[0] == b'D' && !wall_killed;
+        let finished = reply_complete(&reply.buf) && reply.buf[0] == b'D' && !wall_killed;
         if finished {
             out.drain_now(&run.stdout, &mut scratch);
             err.drain_now(&run.stderr, &mut scratch);
             let after = cpu_ticks(pid).unwrap_or(before);
             let code = i32::from_le_bytes([reply.buf[1], reply.buf[2], reply.buf[3], reply.buf[4]]);
+            let cell_report = match report {
+                Some(_) => report::last_report(&reply.buf[REPLY_HEADER - 4..]),
+                None => None,
+            };
             let (cgroup_peak, oom) = run.guard.memory_stats();
             // The cgroup's OOM record spans the session: only a new one is this cell's.
             let new_oom = oom && !self.oom_seen;
@@ -206,6 +269,7 @@ impl PySession {
                 out,
                 err,
                 Default::default(),
+                cell_report,
             ));
         }
         // The interpreter died or overran: the session ends here.
@@ -225,7 +289,14 @@ impl PySession {
             cgroup_peak,
             oom: oom && !self.oom_seen,
         };
-        let result = supervise::assemble(ending, &limits, out, err, Default::default());
+        let result = supervise::assemble(
+            ending,
+            &limits,
+            out,
+            err,
+            Default::default(),
+            None::<Report>,
+        );
         self.shutdown().await;
         Ok(result)
     }
@@ -233,6 +304,9 @@ impl PySession {
     async fn shutdown(&mut self) {
         self.requests = None;
         self.replies = None;
+        if let Some(server) = self.tool_server.take() {
+            server.abort();
+        }
         if let Some(mut run) = self.run.take() {
             let guard = std::mem::take(&mut run.guard);
             // Keep the work dir of a dead session until the session is dropped (the env may still

@@ -16,6 +16,7 @@ use tokio::net::unix::pipe;
 
 use super::config::Limits;
 use super::prepare::RunGuard;
+use super::report::{self, Report};
 use super::request::SandboxError;
 use crate::data::OutputType;
 
@@ -45,6 +46,8 @@ pub(crate) struct Started<P> {
     pub stdout: pipe::Receiver,
     pub stderr: pipe::Receiver,
     pub started: Instant,
+    /// The host's end of the run's report channel (issue 12), when the request asked for one.
+    pub report: Option<report::Channel>,
 }
 
 /// How the main process ended.
@@ -90,6 +93,7 @@ pub(crate) async fn script<P: Process>(
         (Some(fd), Some(data)) => Some(tokio::spawn(write_all(fd, data))),
         _ => None,
     };
+    let reporter = run.report.take().map(|c| tokio::spawn(c.serve()));
     let mut out = Capture::new(limits.stdout_cap);
     let mut err = Capture::new(limits.stderr_cap);
     let mut scratch = vec![0u8; 64 << 10];
@@ -137,6 +141,7 @@ pub(crate) async fn script<P: Process>(
     if let Some(w) = writer {
         w.abort();
     }
+    let report = report::collect(reporter, Duration::from_millis(200)).await;
     let (cgroup_peak, oom) = run.guard.memory_stats();
     let ending = Ending {
         exit,
@@ -162,7 +167,7 @@ pub(crate) async fn script<P: Process>(
     })
     .await
     .unwrap_or_default();
-    Ok((assemble(ending, limits, out, err, outputs), fetched))
+    Ok((assemble(ending, limits, out, err, outputs, report), fetched))
 }
 
 /// The regular files among `paths` (relative to the work dir), each read whole up to `max_bytes`,
@@ -233,13 +238,15 @@ pub(crate) struct Ending {
 }
 
 /// The one place an execution's result is made, for script runs on both backends and session
-/// cells alike. Output is decoded here, once, as lossy UTF-8 (see [`ExecutionResult`]).
+/// cells alike. Output is decoded here, once, as lossy UTF-8 (see [`ExecutionResult`]). `report`
+/// is what the runner reported over the run's report channel, when there was one (issue 12).
 pub(crate) fn assemble(
     end: Ending,
     limits: &Limits,
     stdout: Capture,
     stderr: Capture,
     outputs: BTreeMap<String, OutputValue>,
+    report: Option<Report>,
 ) -> ExecutionResult {
     let Exit {
         code,
@@ -250,11 +257,29 @@ pub(crate) fn assemble(
     // SIGXCPU at the soft CPU limit, or SIGKILL at the hard one (a program may ignore SIGXCPU).
     let cpu_limit_hit = signal == Some(libc::SIGXCPU)
         || (signal == Some(libc::SIGKILL) && cpu_ms + 50 >= limits.cpu_ms.div_ceil(1000) * 1000);
+    let timed_out = end.wall_killed || cpu_limit_hit;
+    let memory_exceeded = end.oom || (code != Some(0) && looks_like_memory_error(&stderr.buf));
+    // Issue 12: a limit is the error an agent reads, whatever the runner managed to report.
+    let report = report.unwrap_or_default();
+    let error = if timed_out {
+        Some(limit_error(
+            "TimeoutError",
+            "the run hit its CPU or wall-clock limit",
+        ))
+    } else if memory_exceeded {
+        Some(limit_error("MemoryError", "the run hit its memory limit"))
+    } else {
+        report.error
+    };
+    let ended_cleanly = !timed_out && !memory_exceeded && signal.is_none();
     ExecutionResult {
         exit_code: code,
         signal,
-        timed_out: end.wall_killed || cpu_limit_hit,
-        memory_exceeded: end.oom || (code != Some(0) && looks_like_memory_error(&stderr.buf)),
+        timed_out,
+        memory_exceeded,
+        return_value: report.return_value.filter(|_| ended_cleanly),
+        variables: report.variables,
+        error,
         stdout_truncated: stdout.truncated,
         stderr_truncated: stderr.truncated,
         stdout: lossy_utf8(stdout.buf),
@@ -262,8 +287,8 @@ pub(crate) fn assemble(
         wall_ms: end.wall_ms,
         cpu_ms,
         peak_rss_bytes: end.cgroup_peak.unwrap_or(max_rss).max(max_rss),
-        compile: None,
         outputs,
+        compile: None,
     }
 }
 
@@ -285,6 +310,16 @@ pub(crate) fn not_run_after_compile(compile: ExecutionResult) -> ExecutionResult
         peak_rss_bytes: 0,
         compile: Some(Box::new(compile)),
         outputs: Default::default(),
+        return_value: None,
+        variables: None,
+        error: None,
+    }
+}
+
+fn limit_error(type_name: &str, message: &str) -> env_core::ProgramError {
+    env_core::ProgramError {
+        type_name: type_name.into(),
+        message: message.into(),
     }
 }
 

@@ -47,9 +47,9 @@ fn judge_task(
         reference_solution: reference,
         completion_prefix: None,
         metadata,
-        language: Language::Python,
         deterministic: true,
         data: Default::default(),
+        language: Language::Python,
     })
 }
 

@@ -61,8 +61,8 @@ pub(super) fn humaneval(value: serde_json::Value) -> Result<Task, String> {
         prompt: r.prompt,
         reward,
         metadata,
-        language: crate::lang::Language::Python,
         deterministic: true,
+        language: crate::lang::Language::Python,
     })
 }
 
@@ -115,7 +115,7 @@ pub(super) fn mbpp(value: serde_json::Value) -> Result<Task, String> {
         reference_solution: r.code,
         completion_prefix: None,
         metadata,
-        language: crate::lang::Language::Python,
         deterministic: true,
+        language: crate::lang::Language::Python,
     })
 }

@@ -59,9 +59,6 @@ pub struct Task {
     /// Prepended to completions (HumanEval convention).
     pub completion_prefix: Option<String>,
     pub metadata: serde_json::Map<String, serde_json::Value>,
-    /// Issue 14: the language solutions are written in (native field `language`, default
-    /// `python`; a reset option `language` overrides it for an episode).
-    pub language: crate::lang::Language,
     /// Whether a program's verdict depends only on its code, so identical submissions may share one
     /// (`verdicts.rs`). False for tasks whose programs read clocks, randomness or the environment
     /// on purpose.
@@ -69,6 +66,9 @@ pub struct Task {
     /// Data tasks (issue 13): input files, CLI inputs, typed outputs (empty for plain tasks).
     #[serde(flatten)]
     pub data: TaskData,
+    /// Issue 14: the language solutions are written in (native field `language`, default
+    /// `python`; a reset option `language` overrides it for an episode).
+    pub language: crate::lang::Language,
 }
 
 impl Task {

@@ -102,8 +102,8 @@ pub(super) fn parse_task(
         reference_solution: line.reference_solution,
         completion_prefix: line.completion_prefix,
         metadata: line.metadata,
-        language: line.language,
         deterministic: line.deterministic,
+        language: line.language,
     })
 }
 

@@ -104,9 +104,9 @@ pub(super) fn history_view(messages: &[ChatMessage], cap: Option<usize>) -> Cow<
 pub(super) enum StepResult {
     /// The episode ended with this step (solved, or the env terminated or truncated it).
     Done(Ending),
-    Continue {
-        obs: (Value, f64),
-    },
+    /// The observation and reward (boxed: an execution result is large, and this enum is moved
+    /// around on every step).
+    Continue { obs: Box<(Value, f64)> },
 }
 
 /// Steps the env and records the step. Invalid actions are shown to the model; other env errors
@@ -152,7 +152,7 @@ pub(super) async fn env_step(
             if invalid {
                 // The model's action was at fault, not the machinery: let it see why.
                 return Ok(StepResult::Continue {
-                    obs: (Value::Text(format!("invalid action: {e}")), 0.0),
+                    obs: Box::new((Value::Text(format!("invalid action: {e}")), 0.0)),
                 });
             }
             return Err(Ending {
@@ -196,7 +196,7 @@ pub(super) async fn env_step(
         return Ok(StepResult::Done(Ending::new(StopReason::EnvDone)));
     }
     Ok(StepResult::Continue {
-        obs: (step.obs, step.reward),
+        obs: Box::new((step.obs, step.reward)),
     })
 }
 

@@ -106,7 +106,7 @@ async fn code_block_loop(
         let obs = match env_step(st, action, ActionRecord::CodeBlock { code, language }, None).await
         {
             Ok(StepResult::Done(ending)) => return ending,
-            Ok(StepResult::Continue { obs }) => obs,
+            Ok(StepResult::Continue { obs }) => *obs,
             Err(ending) => return ending,
         };
         if turn + 1 < ep.max_turns {
@@ -148,7 +148,8 @@ async fn tools_loop(ctx: &EpisodeContext, plan: &EpisodePlan, st: &mut EpisodeSt
             };
             match env_step(st, action, record, Some(call.id.clone())).await {
                 Ok(StepResult::Done(ending)) => return ending,
-                Ok(StepResult::Continue { obs: (obs, _) }) => {
+                Ok(StepResult::Continue { obs }) => {
+                    let (obs, _) = *obs;
                     let text = format::tool_result(&obs, false, ep.feedback_max_chars);
                     st.messages.push(ChatMessage::tool_result(call.id, text));
                 }

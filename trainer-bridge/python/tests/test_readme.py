@@ -29,7 +29,7 @@ def test_readme_snippets_run(server_address, tmp_path, monkeypatch):
         done = subprocess.run([str(codegym_bin()), *argv[1:]], check=False, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
     snippets = blocks("python")
-    assert len(snippets) == 8
+    assert len(snippets) == 9
     scopes = []
     for code in snippets:
         scope: dict = {}
@@ -39,8 +39,9 @@ def test_readme_snippets_run(server_address, tmp_path, monkeypatch):
     assert len(scopes[0]["rl"]) == 6 and "chosen" in scopes[0]["dpo"].column_names
     assert "task_id" in scopes[1]["train"].column_names
     assert scopes[3]["obs"]["stdout"] == "338350\n"
-    scores = scopes[4]["scores"]
+    assert (scopes[4]["area"], scopes[4]["words"], scopes[4]["hits"]) == (12.57, 3, ["rust-0", "rust-1"])
+    scores = scopes[5]["scores"]
     assert scores[0] > scores[1]
-    assert len(scopes[5]["ds"]) > 0
-    assert scopes[6]["env"].get_reward() == 1.0
-    assert scopes[7]["played"].result > 0 and scopes[7]["played"].restarts == []
+    assert len(scopes[6]["ds"]) > 0
+    assert scopes[7]["env"].get_reward() == 1.0
+    assert scopes[8]["played"].result > 0 and scopes[8]["played"].restarts == []

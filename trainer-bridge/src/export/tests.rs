@@ -145,6 +145,44 @@ fn reader_errors_name_file_and_line() {
     assert!(err.contains("missing.jsonl"), "{err}");
 }
 
+/// Issue 12: version 2 records (execution results with a return value, variables and an error)
+/// and version 1 records read alike.
+#[test]
+fn reader_accepts_v1_and_v2_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("mixed.jsonl");
+    let v1 = record("a", 0, 1.0, true, "solved", false);
+    let mut v2 = record("a", 1, 0.0, false, "max_turns", false);
+    v2["schema_version"] = json!(2);
+    v2["turns"][0]["env_steps"] = json!([{
+        "action": {"kind": "run_python", "code": "x = 1\nx"},
+        "execution": {
+            "exit_code": 0, "signal": null, "timed_out": false, "memory_exceeded": false,
+            "stdout": "", "stderr": "", "stdout_truncated": false, "stderr_truncated": false,
+            "wall_ms": 1, "cpu_ms": 1, "peak_rss_bytes": 1,
+            "return_value": {"kind": "json", "value": 1},
+            "variables": {"values": {"x": 1}, "dropped": []},
+            "error": null
+        },
+        "reward": 0.0, "terminated": false, "truncated": false, "duration_ms": 1
+    }]);
+    write_lines(&input, &[v1, v2]);
+    let records = read_records(&input).unwrap();
+    assert_eq!(records.len(), 2);
+    let step = records
+        .iter()
+        .flat_map(|r| &r.turns)
+        .flat_map(|t| &t.env_steps)
+        .next()
+        .expect("a step");
+    let exec = step.execution.as_ref().expect("execution");
+    assert_eq!(
+        exec.return_value,
+        Some(trajectory::record::ReturnValue::Json { value: json!(1) })
+    );
+    assert_eq!(exec.variables.as_ref().map(|v| v.values.len()), Some(1));
+}
+
 #[test]
 fn version_1_and_version_2_records_are_both_read() {
     // A v1 file (written before env servers and restarts were recorded) beside a v2 record that

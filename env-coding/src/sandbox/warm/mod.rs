@@ -19,7 +19,7 @@ use server::ForkServer;
 use super::config::{Backend, Limits};
 use super::isolation::Layer;
 use super::prepare::{Inner, RunLayout};
-use super::request::SandboxError;
+use super::request::{ReportSpec, SandboxError, ToolHost};
 use super::supervise::Started;
 
 /// The warm backend of one sandbox: its live fork server.
@@ -102,13 +102,24 @@ impl WarmBackend {
         layout: &RunLayout<'_>,
         limits: &Limits,
         with_stdin: bool,
+        report: Option<(&ReportSpec, Option<&ToolHost>)>,
     ) -> Result<Started<WarmRun>, SandboxError> {
         let mut attempts = 0;
         loop {
             let id = self.inner.next_id();
             let server = self.server().await?;
             attempts += 1;
-            match run::start(&self.inner, server.clone(), id, layout, limits, with_stdin).await {
+            match run::start(
+                &self.inner,
+                server.clone(),
+                id,
+                layout,
+                limits,
+                with_stdin,
+                report,
+            )
+            .await
+            {
                 Err(_) if attempts == 1 && !server.is_alive() => continue,
                 started => return started,
             }
@@ -128,7 +139,7 @@ impl WarmBackend {
             .map_err(|_| SandboxError::Closed)?
             .clone()
             .ok_or(SandboxError::Closed)?;
-        run::start(&self.inner, server, id, layout, limits, false).await
+        run::start(&self.inner, server, id, layout, limits, false, None).await
     }
 
     /// The live fork server, restarted if it died.

@@ -11,7 +11,8 @@ use tokio::sync::oneshot;
 use super::server::ForkServer;
 use crate::sandbox::config::Limits;
 use crate::sandbox::prepare::{self, Inner, RunGuard, RunLayout};
-use crate::sandbox::request::SandboxError;
+use crate::sandbox::report;
+use crate::sandbox::request::{ReportSpec, SandboxError, ToolHost};
 use crate::sandbox::supervise::{Exit, Process, Started};
 
 /// A run of the fork server. Its end means the run's whole tree is gone (its PID namespace's
@@ -82,6 +83,7 @@ pub(crate) async fn start(
     layout: &RunLayout<'_>,
     limits: &Limits,
     with_stdin: bool,
+    report: Option<(&ReportSpec, Option<&ToolHost>)>,
 ) -> Result<Started<WarmRun>, SandboxError> {
     let ids = prepare::run_ids(inner, id);
     let (guard, workdir) = RunGuard::with_workdir(inner, id, layout)?;
@@ -91,6 +93,11 @@ pub(crate) async fn start(
     let (in_r, in_w) = prepare::stdin_pair(with_stdin)?;
     let (setup_r, setup_w) = prepare::pipe_pair()?;
     let ruleset = prepare::landlock_ruleset(inner, workdir)?;
+    // Issue 12: the run's private report channel, when asked for (see `report.rs`).
+    let channel = report
+        .map(|(spec, tools)| report::Channel::pair(spec, tools.cloned()))
+        .transpose()
+        .map_err(SandboxError::setup("report channel"))?;
     // JSON has no u64::MAX: "unlimited" is Python's RLIM_INFINITY (-1).
     let rlimits: Vec<(u32, i64, i64)> = prepare::rlimits(limits, false)
         .into_iter()
@@ -109,6 +116,7 @@ pub(crate) async fn start(
         // Data tasks (issue 13): `sys.argv[1:]`.
         "argv": layout.args,
         "python_path": layout.python_path.as_ref().map(|p| p.display().to_string()),
+        "report": channel.is_some(),
     });
     let mut fds = vec![
         in_r.as_raw_fd(),
@@ -116,6 +124,13 @@ pub(crate) async fn start(
         err_w.as_raw_fd(),
         setup_w.as_raw_fd(),
     ];
+    let (channel, report_fd) = match channel {
+        Some((c, fd)) => (Some(c), Some(fd)),
+        None => (None, None),
+    };
+    if let Some(fd) = &report_fd {
+        fds.push(fd.as_raw_fd());
+    }
     if let Some(r) = &ruleset {
         fds.push(r.as_raw_fd());
     }
@@ -127,7 +142,7 @@ pub(crate) async fn start(
         exit: None,
     };
     // The server has its own copies now; ours must go for EOFs to mean anything.
-    drop((in_r, out_w, err_w, setup_w, ruleset));
+    drop((in_r, out_w, err_w, setup_w, ruleset, report_fd));
     // The child writes `+` when the program starts, or why its setup failed. Nothing at all: the
     // server (or the run's first fork) died before; the run's reply tells which.
     let setup = read_to_end(setup_r).await;
@@ -150,6 +165,7 @@ pub(crate) async fn start(
         stdout: pipe::Receiver::from_owned_fd(out_r).map_err(SandboxError::setup("stdout pipe"))?,
         stderr: pipe::Receiver::from_owned_fd(err_r).map_err(SandboxError::setup("stderr pipe"))?,
         started: Instant::now(),
+        report: channel,
     })
 }
 

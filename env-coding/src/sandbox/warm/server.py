@@ -11,7 +11,11 @@
 #   B (PID 1 of the run's namespaces): fresh /proc, setsid, fds, work dir, rlimits, uid drop,
 #     Landlock, close fds, seccomp last; then the program as `__main__`, finalised like `python`.
 # Protocol (fd 3, SOCK_SEQPACKET, JSON): first an init message, then "run" (+ fds stdin, stdout,
-# stderr, setup-error pipe[, Landlock ruleset]) and "kill"; the reply per run is its wait status.
+# stderr, setup-error pipe[, report channel when "report" is true][, Landlock ruleset]) and
+# "kill"; the reply per run is its wait status.
+# Issue 12: with a report channel the program runs through `_codegym_report` (report.py, prepended
+# to this file by server.rs), which reads the spec (injected vars) on it and answers with the
+# return value, error and variables.
 import builtins, ctypes, json, os, resource, signal, select, socket, sys, types
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -72,7 +76,7 @@ def _finalize(status):
     os._exit(status)
 
 
-def _run_main(workdir, argv, python_path):
+def _run_main(workdir, argv, python_path, report_fd):
     main = types.ModuleType("__main__")
     main.__file__ = "main.py"
     main.__builtins__ = builtins
@@ -85,10 +89,21 @@ def _run_main(workdir, argv, python_path):
     sys.path_importer_cache.clear()
     if "random" in sys.modules:
         sys.modules["random"].seed()
+    spec, report = None, {}
+    if report_fd is not None:
+        try:
+            spec = _codegym_report.read_frame(report_fd)
+            os.set_inheritable(report_fd, False)
+            _codegym_report.install_tools(report_fd, main.__dict__, spec)
+        except BaseException:
+            spec = None  # the host gave up on the run already
     try:
         with open("main.py", "rb") as f:
             source = f.read()
-        exec(compile(source, "main.py", "exec"), main.__dict__)
+        if spec is None:
+            exec(compile(source, "main.py", "exec"), main.__dict__)
+        else:
+            _codegym_report.execute(source, "main.py", main.__dict__, spec, report)
         status = 0
     except SystemExit as e:
         status = _exit_code(e)
@@ -102,6 +117,11 @@ def _run_main(workdir, argv, python_path):
         except BaseException:
             pass
         status = 1
+    if spec is not None:
+        try:
+            _codegym_report.send(report_fd, _codegym_report.finish(main.__dict__, spec, report))
+        except OSError:
+            pass
     _finalize(status)
 
 
@@ -133,9 +153,11 @@ def _sandboxed(init, req, fds):
             os.setgroups([])
             os.setresgid(req["gid"], req["gid"], req["gid"])
             os.setresuid(req["uid"], req["uid"], req["uid"])
-        if len(fds) > 4:
+        report_fd = fds[4] if req.get("report") else None
+        ruleset_at = 5 if report_fd is not None else 4
+        if len(fds) > ruleset_at:
             stage = "landlock"
-            ruleset = fds[4]
+            ruleset = fds[ruleset_at]
             if init["mount_proc"]:
                 proc = os.open("/proc", os.O_PATH | os.O_CLOEXEC)
                 attr = ctypes.create_string_buffer(
@@ -145,8 +167,11 @@ def _sandboxed(init, req, fds):
                 os.close(proc)
             _check(_libc.syscall(init["sys_landlock_restrict_self"], ruleset, 0), stage)
         stage = "close fds"
-        os.closerange(3, setup)
-        os.closerange(setup + 1, 1 << 20)
+        low = 3
+        for keep in sorted(fd for fd in (setup, report_fd) if fd is not None):
+            os.closerange(low, keep)
+            low = keep + 1
+        os.closerange(low, 1 << 20)
         stage = "seccomp"
         for prog in _PROGRAMS:
             _check(_libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog[0]), 0, 0), stage)
@@ -154,7 +179,7 @@ def _sandboxed(init, req, fds):
         _fail(setup, stage, e)
     os.write(setup, b"+")  # set up; the program starts now
     os.close(setup)
-    _run_main(req["dir"], req.get("argv", ()), req.get("python_path"))
+    _run_main(req["dir"], req.get("argv", ()), req.get("python_path"), report_fd)
 
 
 def _fork_run(own_pid_ns):

@@ -34,7 +34,8 @@ use crate::sandbox::request::SandboxError;
 use crate::sandbox::spawn;
 use crate::sandbox::supervise::Exit;
 
-const SERVER: &str = include_str!("server.py");
+/// The server, after the run reporter it calls for runs with a report channel (issue 12).
+const SERVER: &str = concat!(include_str!("../report.py"), include_str!("server.py"));
 
 /// Namespaces each run's main process unshares (those the machine offers), besides the PID
 /// namespace it is forked into. The network namespace is added only where Landlock cannot scope

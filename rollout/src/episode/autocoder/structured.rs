@@ -102,7 +102,7 @@ fn json_object(text: &str) -> Result<Value, String> {
     let value = match whole {
         Ok(v) => v,
         Err(_) => {
-            let block = code_extract::first_block(text, &["json"])
+            let block = code_extract::first_block_tagged(text, &["json"])
                 .ok_or("the answer is neither a JSON object nor holds a ```json block")?;
             serde_json::from_str(block.trim())
                 .map_err(|e| format!("the ```json block is not valid JSON: {e}"))?

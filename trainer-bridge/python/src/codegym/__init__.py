@@ -5,6 +5,7 @@
 """
 
 from codegym._errors import CodegymError
+from codegym.code_env import CodeEnvironment, ExecutionResult
 from codegym.client import AsyncClient, AsyncSession, Client, EvalItem, Session, StepResult, TaskEntry
 from codegym.env import (
     CodingEnv,
@@ -41,8 +42,10 @@ __all__ = [
     "CodegymEnv",
     "CodegymError",
     "CodegymSessionEnv",
+    "CodeEnvironment",
     "CodingEnv",
     "EvalItem",
+    "ExecutionResult",
     "RemoteEnv",
     "PooledSession",
     "RemoteVectorEnv",

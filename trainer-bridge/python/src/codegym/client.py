@@ -6,11 +6,13 @@ programs). Failures raise `CodegymError` with the gRPC status code.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import queue
 import threading
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -259,6 +261,10 @@ class Session:
         self.spec: pb.EnvSpec | None = None
         self._responses = stub.Session(iter(self._requests.get, _END), timeout=timeout)
         self._closed = False
+        # Issue 12: host tools this session serves (set before `make` declares them), and the
+        # thread pool their calls run on.
+        self.tools: dict[str, Any] = {}
+        self._tool_pool: Any = None
 
     def _send(self, **kind) -> int:
         if self._closed:
@@ -288,13 +294,30 @@ class Session:
             if not self._pending:
                 raise CodegymError(grpc.StatusCode.FAILED_PRECONDITION, "no request in flight", "Session")
             expected = self._pending.pop(0)
-        try:
-            resp = next(self._responses)
-        except StopIteration:
-            raise CodegymError(grpc.StatusCode.UNAVAILABLE, "stream ended", "Session") from None
-        except grpc.RpcError as err:
-            raise from_rpc_error(err, "Session") from None
-        return _session_result(resp, expected, self)
+        while True:
+            try:
+                resp = next(self._responses)
+            except StopIteration:
+                raise CodegymError(grpc.StatusCode.UNAVAILABLE, "stream ended", "Session") from None
+            except grpc.RpcError as err:
+                raise from_rpc_error(err, "Session") from None
+            if resp.WhichOneof("kind") != "tool_call":
+                return _session_result(resp, expected, self)
+            self._serve_tool(resp.tool_call)
+
+    def _serve_tool(self, call: pb.ToolCall) -> None:
+        """Issue 12: runs a tool call on the pool; its result goes out as soon as it is ready."""
+        from codegym.host_tools import answer  # noqa: PLC0415 - only sessions with tools need it
+
+        if self._tool_pool is None:
+            self._tool_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="codegym-tool")
+        future = self._tool_pool.submit(answer, self.tools, call)
+
+        def reply(f) -> None:
+            if not self._closed:
+                self._requests.put(pb.SessionRequest(tool_result=f.result()))
+
+        future.add_done_callback(reply)
 
     def make(self, env_id: str, **kwargs: Any) -> tuple[str, pb.EnvSpec]:
         self.send_make(env_id, **kwargs)
@@ -313,6 +336,8 @@ class Session:
         if not self._closed:
             self._closed = True
             self._requests.put(_END)
+            if self._tool_pool is not None:
+                self._tool_pool.shutdown(wait=False, cancel_futures=True)
             self._responses.cancel()
 
     def __enter__(self) -> Session:
@@ -430,16 +455,37 @@ class AsyncSession:
         self.action_space: pb.Space | None = None
         self.spec: pb.EnvSpec | None = None
         self._closed = False
+        # Issue 12: host tools this session serves, their running calls, one writer at a time.
+        self.tools: dict[str, Any] = {}
+        self._tool_tasks: set[Any] = set()
+        self._write_lock: Any = None
 
     async def _send(self, **kind) -> int:
         rid = self._next_id
         self._next_id += 1
         self._pending.append(rid)
         try:
-            await self._call.write(pb.SessionRequest(request_id=rid, **kind))
+            await self._write(pb.SessionRequest(request_id=rid, **kind))
         except grpc.RpcError as err:
             raise from_rpc_error(err, "Session") from None
         return rid
+
+    async def _write(self, request: pb.SessionRequest) -> None:
+        if self._write_lock is None:
+            self._write_lock = asyncio.Lock()
+        async with self._write_lock:
+            await self._call.write(request)
+
+    async def _serve_tool(self, call: pb.ToolCall) -> None:
+        """Issue 12: answers a tool call (async tools on this loop) and sends the result."""
+        from codegym.host_tools import answer_async  # noqa: PLC0415 - only sessions with tools need it
+
+        result = await answer_async(self.tools, call)
+        if not self._closed:
+            try:
+                await self._write(pb.SessionRequest(tool_result=result))
+            except grpc.RpcError:
+                pass  # the stream is gone: nobody waits for the result
 
     async def send_make(self, env_id: str, **kwargs: Any) -> int:
         return await self._send(make=pb.MakeRequest(env_id=env_id, kwargs_json=_dumps(kwargs)))
@@ -457,13 +503,18 @@ class AsyncSession:
         if not self._pending:
             raise CodegymError(grpc.StatusCode.FAILED_PRECONDITION, "no request in flight", "Session")
         expected = self._pending.pop(0)
-        try:
-            resp = await self._call.read()
-        except grpc.RpcError as err:
-            raise from_rpc_error(err, "Session") from None
-        if resp is grpc.aio.EOF:
-            raise CodegymError(grpc.StatusCode.UNAVAILABLE, "stream ended", "Session")
-        return _session_result(resp, expected, self)
+        while True:
+            try:
+                resp = await self._call.read()
+            except grpc.RpcError as err:
+                raise from_rpc_error(err, "Session") from None
+            if resp is grpc.aio.EOF:
+                raise CodegymError(grpc.StatusCode.UNAVAILABLE, "stream ended", "Session")
+            if resp.WhichOneof("kind") != "tool_call":
+                return _session_result(resp, expected, self)
+            task = asyncio.get_running_loop().create_task(self._serve_tool(resp.tool_call))
+            self._tool_tasks.add(task)
+            task.add_done_callback(self._tool_tasks.discard)
 
     async def make(self, env_id: str, **kwargs: Any):
         await self.send_make(env_id, **kwargs)

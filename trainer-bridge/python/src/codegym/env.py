@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any, SupportsFloat, cast
@@ -15,6 +16,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.envs.registration import EnvSpec
 
+from codegym.v1 import env_pb2 as pb
 from codegym._values import AnyText, to_gym_space
 from codegym.client import Client, StepResult
 from codegym.options import ClientOptions
@@ -74,8 +76,16 @@ class RemoteEnv(gym.Env):
         self._client, self._owns_client = _client_for(address, client, timeout)
         self._session = self._client.session()
         self.env_kwargs: dict[str, Any] = {**dict(env_kwargs or {}), **kwargs}
+        make_kwargs = dict(self.env_kwargs)
+        # Issue 12: host tools are functions here; the server gets their schemas.
+        tools = make_kwargs.pop("tools", None)
+        if tools:
+            from codegym.host_tools import tool_specs
+
+            make_kwargs["tools"] = tool_specs(tools)
+            self._session.tools = dict(tools)
         try:
-            _, spec = self._session.make(env_id, **self.env_kwargs)
+            _, spec = self._session.make(env_id, **make_kwargs)
         except BaseException:
             self._teardown()
             raise
@@ -237,11 +247,41 @@ class CodingEnv(RemoteEnv):
         self._prompt = obs if isinstance(obs, str) else str(obs)
         return self._observation(None), info
 
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        """Runs `action`: text (source or model output), or (issue 12) a mapping
+        `{"code": ..., "vars": {...}, "variables": bool}` whose `vars` become globals first."""
+        return super().step(run_python_action(action) if isinstance(action, Mapping) else action)
+
     def _step_result(self, result: StepResult) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         execution = result.observation if isinstance(result.observation, Mapping) else {}
         info = dict(result.info)
-        info["execution"] = {k: execution.get(k) for k in (*_TIMINGS, "exit_code", "signal")}
+        info["execution"] = {k: execution.get(k) for k in (*_TIMINGS, "exit_code", "signal", *_AGENT_FIELDS)}
         return self._observation(execution), result.reward, result.terminated, result.truncated, info
+
+
+# Issue 12: the results agents read, in `info["execution"]` (JSON values do not fit a fixed space).
+_AGENT_FIELDS = (
+    "success",
+    "has_return_value",
+    "return_value",
+    "return_value_unrepresentable",
+    "variables",
+    "dropped_variables",
+    "error",
+)
+
+
+def run_python_action(action: Mapping[str, Any]) -> pb.Value:
+    """Issue 12: `{"code", "vars"?, "variables"?}` as the coding env's `run_python` tool call."""
+    unknown = set(action) - {"code", "vars", "variables"}
+    if "code" not in action or unknown:
+        raise ValueError(f"a mapping action needs 'code' and may have 'vars' and 'variables' (got {sorted(action)})")
+    call: dict[str, Any] = {"tool": "run_python", "code": str(action["code"])}
+    if action.get("vars") is not None:
+        call["vars"] = dict(action["vars"])
+    if action.get("variables") is not None:
+        call["variables"] = bool(action["variables"])
+    return pb.Value(json=json.dumps(call))
 
 
 def _is_coding(env_id: str) -> bool:

@@ -172,6 +172,8 @@ pub struct Prompts {
     /// User message after each execution in code-block mode (tools mode answers with tool
     /// messages holding the same fields).
     pub feedback: String,
+    /// Issue 12: system prompt of program-of-thought mode.
+    pub pot_system: String,
 }
 
 impl Default for Prompts {
@@ -190,6 +192,8 @@ impl Default for Prompts {
                        {stdout}\n\nstderr:\n{stderr}\n\nFix the problem and answer with the \
                        complete corrected program in one ```python block."
                 .to_string(),
+            // Issue 12: program-of-thought mode.
+            pot_system: crate::episode::pot::SYSTEM_PROMPT.to_string(),
         }
     }
 }
@@ -202,6 +206,8 @@ impl Prompts {
         let system = match mode {
             EpisodeMode::CodeBlock => &self.system,
             EpisodeMode::Tools => &self.tools_system,
+            // Issue 12.
+            EpisodeMode::ProgramOfThought => &self.pot_system,
         };
         (
             system.clone(),

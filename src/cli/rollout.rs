@@ -119,6 +119,9 @@ struct Flags {
 enum ModeArg {
     CodeBlock,
     Tools,
+    /// Issue 12: code runs in session mode with the task's context as `context`, `llm_query`
+    /// host tools, ends on `FINAL(answer)` (in-process envs only).
+    ProgramOfThought,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -216,6 +219,8 @@ fn apply_flags(a: &Flags, c: &mut RolloutConfig) -> anyhow::Result<()> {
         c.episode.mode = match m {
             ModeArg::CodeBlock => EpisodeMode::CodeBlock,
             ModeArg::Tools => EpisodeMode::Tools,
+            // Issue 12.
+            ModeArg::ProgramOfThought => EpisodeMode::ProgramOfThought,
         };
     }
     if let Some(m) = &a.env_mode {

@@ -13,7 +13,9 @@ pub use env_core::{ExecutionResult, ReturnValue};
 /// Version of the record layout written in every record's `schema_version`.
 ///
 /// 2 (issue 12): execution results may carry `return_value`, `variables` and `error` (optional
-/// fields; a version 1 record is a valid version 2 record without them).
+/// fields; a version 1 record is a valid version 2 record without them). Also under version 2
+/// (issue 12, program-of-thought mode): a turn's optional `sub_calls` ([`SubCallRecord`]) and the
+/// `program_of_thought` episode mode.
 pub const SCHEMA_VERSION: u32 = 2;
 
 /// The oldest layout readers still accept ([`SCHEMA_VERSION`] only adds optional fields since).
@@ -117,6 +119,10 @@ pub enum EpisodeMode {
     /// OpenAI function calling with the `run_python` (and in session mode `write_file`,
     /// `read_file`) tools.
     Tools,
+    /// Issue 12: the model's code runs in session mode with the task's context injected as the
+    /// variable `context`; it may call `llm_query`/`llm_query_batched` (answered by the policy's
+    /// own endpoint) and ends the episode by calling `FINAL(answer)`, which the task's reward scores.
+    ProgramOfThought,
 }
 
 /// Why an episode ended.
@@ -282,6 +288,24 @@ pub struct TurnRecord {
     /// mode.
     #[serde(default)]
     pub env_steps: Vec<EnvStepRecord>,
+    /// Issue 12 (program-of-thought mode): the policy calls (`llm_query`, `llm_query_batched`)
+    /// the program of this turn made from inside the sandbox, in the order they finished.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sub_calls: Vec<SubCallRecord>,
+}
+
+/// One policy call made by a program through the `llm_query` host tools (issue 12).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SubCallRecord {
+    /// The tool the program called (`llm_query` or `llm_query_batched`).
+    pub tool: String,
+    /// The prompt, sent as the only user message.
+    pub prompt: String,
+    /// The answer's text (absent when the call failed: see `call.error`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
+    /// Latency, attempts, tokens (`usage`) and the error of the call.
+    pub call: ModelCall,
 }
 
 /// One `/v1/chat/completions` call, including its retries.

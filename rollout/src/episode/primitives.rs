@@ -46,6 +46,7 @@ pub(super) async fn call_model(
         model_call: outcome.call,
         message_index: None,
         env_steps: Vec::new(),
+        sub_calls: Vec::new(),
     };
     let Some(completion) = outcome.completion else {
         st.turns.push(turn);

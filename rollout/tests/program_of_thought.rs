@@ -8,7 +8,7 @@ mod support;
 
 use std::sync::Arc;
 
-use fake_llm::{FakeLlm, FakeScript, Reply, Rule};
+use fake_llm::{FakeLlm, FakeScript, Fault, FaultRule, Reply, Rule};
 use rollout::dataset::read_latest;
 use rollout::dataset::record::{EpisodeMode, StopReason, TrajectoryRecord};
 use rollout::{EnvBackend, run};
@@ -88,9 +88,18 @@ fn script() -> FakeScript {
 }
 
 async fn play(tasks: &[&str]) -> (Vec<TrajectoryRecord>, FakeLlm, tempfile::TempDir) {
+    play_with(tasks, Vec::new()).await
+}
+
+async fn play_with(
+    tasks: &[&str],
+    faults: Vec<FaultRule>,
+) -> (Vec<TrajectoryRecord>, FakeLlm, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let task_file = write_tasks(dir.path());
-    let server = FakeLlm::start(script()).await.unwrap();
+    let server = FakeLlm::start(FakeScript { faults, ..script() })
+        .await
+        .unwrap();
     let out = dir.path().join("pot-out.jsonl");
     let mut config = support::config(&server.base_url(), &[], 1, &out);
     config.tasks = tasks.iter().map(|t| (*t).to_string()).collect();
@@ -180,4 +189,26 @@ async fn tool_errors_are_python_exceptions_and_a_wrong_final_answer_scores_zero(
     assert!(subs.iter().all(|s| s.tool == "llm_query_batched"));
     let last = r.turns[0].env_steps.last().unwrap();
     assert_eq!(last.execution.as_ref().unwrap().stdout, "wrong\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_sub_call_is_an_exception_in_the_program_and_is_recorded() {
+    // Request 0 is the model's turn; 1 and 2 are the batch's queries, one of which the endpoint
+    // refuses (context length: not retried). The batch raises, the cell fails, no FINAL: the
+    // model's next answer has no code and the episode ends there, with no engine error.
+    let faults = vec![FaultRule::at(Fault::ContextLength, [1])];
+    let (records, _server, _dir) = play_with(&["errors"], faults).await;
+    let r = &records[0];
+    assert!(r.error.is_none(), "{:?}", r.error);
+    assert_eq!(r.stop_reason, StopReason::NoCode);
+    let exec = r.turns[0].env_steps[0].execution.as_ref().unwrap();
+    assert!(!exec.success(), "{exec:#?}");
+    assert!(exec.stderr.contains("llm_query failed"), "{exec:#?}");
+    let subs = &r.turns[0].sub_calls;
+    assert_eq!(subs.len(), 2, "{subs:#?}");
+    let failed: Vec<_> = subs.iter().filter(|s| s.answer.is_none()).collect();
+    assert_eq!(failed.len(), 1, "{subs:#?}");
+    assert!(failed[0].call.error.is_some());
+    // No scoring run happened: the only env step is the failed cell.
+    assert_eq!(r.turns[0].env_steps.len(), 1);
 }

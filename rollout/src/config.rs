@@ -281,6 +281,13 @@ impl RolloutConfig {
         if self.output.out.as_os_str().is_empty() {
             return bad("no output file");
         }
+        // Issue 12: the engine serves host tools only to the envs it makes in process.
+        if self.episode.mode == EpisodeMode::ProgramOfThought && !self.env_servers.is_empty() {
+            return bad(
+                "program-of-thought mode needs the engine's host tools, which it serves only to \
+                 in-process envs: run without env servers (--env-server)",
+            );
+        }
         Ok(())
     }
 }

@@ -212,3 +212,17 @@ async fn a_failed_sub_call_is_an_exception_in_the_program_and_is_recorded() {
     // No scoring run happened: the only env step is the failed cell.
     assert_eq!(r.turns[0].env_steps.len(), 1);
 }
+
+#[tokio::test]
+async fn program_of_thought_with_env_servers_is_refused_up_front() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = support::config("http://127.0.0.1:9", &[], 1, &dir.path().join("o.jsonl"));
+    config.tasks = vec!["secret".into()];
+    config.episode.mode = EpisodeMode::ProgramOfThought;
+    config.env_servers = vec!["127.0.0.1:9".into()];
+    let err = config.validate().unwrap_err().to_string();
+    assert!(
+        err.contains("program-of-thought") && err.contains("--env-server"),
+        "{err}"
+    );
+}

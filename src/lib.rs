@@ -1,5 +1,6 @@
 //! The `codegym` package: the gRPC environment server (`server`), its HTTP facades for
-//! SandboxFusion and OpenEnv clients (`http`), configuration files (`config`),
+//! SandboxFusion and OpenEnv clients (`http`), configuration files (`config`), its Prometheus
+//! metrics (`metrics`),
 //! the process's descriptor setup (`fds`) and the default environment registry, behind the
 //! `codegym` binary (and used by the `codegym-bench` benchmarks). The binary's `cli` module only
 //! parses arguments and calls into here and into the workspace crates.
@@ -7,6 +8,7 @@
 pub mod config;
 pub mod fds;
 pub mod http;
+pub mod metrics;
 pub mod server;
 
 /// Every built-in environment: `classic/CartPole-v1` and the coding environments.

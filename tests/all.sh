@@ -15,9 +15,66 @@ fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet "./trainer-bridge/python[test]"
 
+# Issue 13 (task packages): the sandbox's interpreter runs pip (as a host tool) to build the task
+# package cache; Debian's system python3 has no pip module until python3-pip is installed.
+if ! "$PYTHON" -m pip --version >/dev/null 2>&1; then
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends python3-pip
+fi
+
+# Issue 13 (AutoCoder mode): the model's tests run pytest==8.3.5 from PyPI through that same package
+# cache (rollout/tests/autocoder.rs, tests/autocoder_cli.rs; cache in $TMPDIR, reused across runs):
+# nothing more to install; a cold cache fetches pytest and its 3 dependencies (~2 MB installed).
+# --- Issue 14: toolchains of every language the sandbox runs (env-coding/src/lang/). -----------
+# The language tests need them all; they come from Debian packages, installed only when missing
+# (about 40 s on a fresh Debian 12 machine with a package mirror; nothing when present).
+declare -A TOOLCHAIN_PACKAGES=(
+    [/usr/bin/g++]=g++ [/usr/bin/gcc]=gcc [/usr/bin/rustc]=rustc [/usr/bin/go]=golang-go
+    [/usr/bin/javac]=default-jdk-headless [/usr/bin/node]=nodejs
+    [/usr/share/nodejs/typescript/lib/typescript.js]=node-typescript
+    [/usr/bin/ruby]=ruby [/usr/bin/php]=php-cli [/usr/bin/lua5.4]=lua5.4 [/usr/bin/perl]=perl
+)
+MISSING_PACKAGES=()
+for tool in "${!TOOLCHAIN_PACKAGES[@]}"; do
+    [ -e "$tool" ] || MISSING_PACKAGES+=("${TOOLCHAIN_PACKAGES[$tool]}")
+done
+if [ ${#MISSING_PACKAGES[@]} -gt 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${MISSING_PACKAGES[@]}"
+fi
+# --- end of issue 14's block -----------------------------------------------------------------
+
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo build --workspace --locked
 cargo test --workspace --locked
 
 CODEGYM_BIN="$PWD/target/debug/codegym" .venv/bin/python -m pytest trainer-bridge/python/tests -q
+
+# ---- heavy suites (browser, containers, Ray) ------------------------------------------------------
+# Issue 16. Real third-party runtimes, installed here from Debian and npm: headless Chromium for the
+# HTML report, podman for the sandbox inside containers; the Ray cluster test has its own sub-block.
+heavy_start=$SECONDS
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q >/dev/null
+# chromium: the report's browser test; podman + runc + mmdebstrap: the container test (runc because
+# crun refuses hybrid cgroup hosts; mmdebstrap builds the base image, no registry is reachable).
+apt-get install -y -q --no-install-recommends chromium podman runc mmdebstrap curl >/dev/null
+
+# -- browser: `codegym report` in headless Chromium (playwright-core from npm, Debian's Chromium).
+rm -rf target/report-browser
+CODEGYM_REPORT_KEEP_DIR="$PWD/target/report-browser" \
+    cargo test --locked -p codegym --test report -- a_rollout_report_is_self_contained
+(cd tests/browser && npm ci --no-audit --no-fund --loglevel=error \
+    && CODEGYM_REPORT_HTML="$PWD/../../target/report-browser/report.html" node --test)
+
+# -- containers: the sandbox under podman with the default seccomp profiles, the restricted profile
+# and the documented capabilities (deploy/README.md has what each leaves).
+tests/container.sh target/debug/codegym target/container-test
+
+# -- Ray: a local multi-node Ray cluster (ray from PyPI, the package's `ray`
+# extra) with one `codegym serve` per node, a rollout over it with a server killed mid-rollout.
+# Cost measured on the 2-core machine: ~30 s for the suite, plus installing ray (one wheel).
+.venv/bin/python -m pip install --quiet "./trainer-bridge/python[ray]"
+CODEGYM_HEAVY=1 CODEGYM_BIN="$PWD/target/debug/codegym" .venv/bin/python -m pytest trainer-bridge/python/tests/heavy -q -m heavy
+
+echo "heavy suites took $((SECONDS - heavy_start)) s"

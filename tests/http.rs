@@ -213,10 +213,32 @@ async fn malformed_requests_get_fastapi_errors_and_unknown_fields_are_ignored() 
 
     // A language SandboxFusion knows but codegym does not run: SandboxError, HTTP 200.
     let r = server
-        .run_code(json!({"code": "int main(){}", "language": "cpp"}))
+        .run_code(json!({"code": "object Main extends App", "language": "scala"}))
         .await;
     assert_eq!(r["status"], "SandboxError", "{r}");
-    assert!(r["message"].as_str().unwrap().contains("cpp"));
+    assert!(r["message"].as_str().unwrap().contains("scala"));
+    assert_eq!(r["run_result"], Value::Null);
+
+    // Issue 14: compiled languages report their compile step; a compile error has no run.
+    let r = server
+        .run_code(json!({"code": "#include <cstdio>\nint main(){int n; scanf(\"%d\", &n); printf(\"%d\\n\", 2*n);}",
+                         "language": "cpp", "stdin": "21"}))
+        .await;
+    assert_eq!(r["status"], "Success", "{r}");
+    assert_eq!(r["compile_result"]["status"], "Finished", "{r}");
+    assert_eq!(r["compile_result"]["return_code"], 0, "{r}");
+    assert_eq!(r["run_result"]["stdout"], "42\n", "{r}");
+    let r = server
+        .run_code(json!({"code": "int main(){ nope }", "language": "cpp"}))
+        .await;
+    assert_eq!(r["status"], "Failed", "{r}");
+    assert_ne!(r["compile_result"]["return_code"], 0, "{r}");
+    assert!(
+        r["compile_result"]["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("nope")
+    );
     assert_eq!(r["run_result"], Value::Null);
 
     // Over the body cap: 413 in FastAPI's shape, never a hang or a panic.

@@ -73,7 +73,11 @@ async fn a_full_run_writes_every_episode_and_a_summary() {
         4
     );
     let manifest = std::fs::read_to_string(sidecar(&out, ".manifest.json")).unwrap();
-    assert!(manifest.contains("\"schema_version\": 2"));
+    let version = format!(
+        "\"schema_version\": {}",
+        rollout::dataset::record::SCHEMA_VERSION
+    );
+    assert!(manifest.contains(&version), "{manifest}");
     assert!(manifest.contains("\"complete\": true"));
     assert!(sidecar(&out, ".summary.json").exists());
 }

@@ -52,6 +52,43 @@ pub enum Command {
         #[arg(long, default_value = "auto", value_parser = parse_backend)]
         backend: env_coding::sandbox::Backend,
     },
+    /// Rollout throughput against 1, 2, 3... local `codegym serve` processes (the remote pool).
+    Pool {
+        /// Comma-separated server counts, one row each.
+        #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
+        servers: Vec<usize>,
+        /// Samples of each bundled example task.
+        #[arg(long, default_value_t = 16)]
+        samples: u32,
+        /// Model turns per episode (the fake model's program fails, so every episode takes all).
+        #[arg(long, default_value_t = 2)]
+        turns: u32,
+        /// Fake model latency per request, in milliseconds.
+        #[arg(long, default_value_t = 50)]
+        latency_ms: u64,
+        /// Episodes in flight.
+        #[arg(long, default_value_t = 64)]
+        concurrency: usize,
+        /// The `codegym` binary to run as servers (default: the one beside this binary).
+        #[arg(long)]
+        codegym_bin: Option<PathBuf>,
+        /// A `codegym serve --config` file for every server.
+        #[arg(long)]
+        server_config: Option<PathBuf>,
+    },
+    /// Issue 14: executions/s per language (trivial program, 10-test stdin/stdout problem), compile
+    /// cache warm and cold, vs naive subprocesses.
+    Lang {
+        /// Concurrent callers.
+        #[arg(long, default_value_t = 4)]
+        callers: usize,
+        /// Seconds measured per row.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        /// Comma-separated languages of the trivial-program rows (default: all).
+        #[arg(long, value_delimiter = ',')]
+        languages: Vec<String>,
+    },
     /// Issue 12: the latency a host tool call adds, measured inside the sandbox.
     Tools {
         /// Timed calls per row (the gRPC rows take at most 200, the env's cap per step being 256).
@@ -92,6 +129,24 @@ pub enum Command {
         #[arg(long, value_delimiter = ',', default_value = "64")]
         clients: Vec<usize>,
         /// Seconds measured per row.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+    },
+    /// `Evaluate` on GRPO-shaped batches (groups of identical programs), verdict sharing on vs off.
+    Grpo {
+        /// Items per `Evaluate` call.
+        #[arg(long, default_value_t = 64)]
+        batch: usize,
+        /// Identical programs per group.
+        #[arg(long, default_value_t = 8)]
+        group: usize,
+        /// Concurrent clients.
+        #[arg(long, default_value_t = 2)]
+        clients: usize,
+        /// Alternating rounds (each measures both servers).
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Seconds measured per cell.
         #[arg(long, default_value_t = 5.0)]
         seconds: f64,
     },
@@ -142,6 +197,27 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             })
             .await?
         }
+        Command::Lang {
+            callers,
+            seconds: s,
+            languages,
+        } => {
+            let duration = seconds(s)?;
+            let languages = if languages.is_empty() {
+                env_coding::lang::Language::ALL.to_vec()
+            } else {
+                languages
+                    .iter()
+                    .map(|l| env_coding::lang::Language::parse(l))
+                    .collect::<Result<Vec<_>, _>>()?
+            };
+            crate::lang::run(crate::lang::LangBenchArgs {
+                callers,
+                duration,
+                languages,
+            })
+            .await?
+        }
         Command::Rollout {
             episodes,
             turns,
@@ -162,10 +238,46 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             };
             crate::rollout::run(args).await?
         }
+        Command::Pool {
+            servers,
+            samples,
+            turns,
+            latency_ms,
+            concurrency,
+            codegym_bin,
+            server_config,
+        } => {
+            crate::pool::run(crate::pool::PoolBenchArgs {
+                servers,
+                samples,
+                turns,
+                latency: Duration::from_millis(latency_ms),
+                concurrency,
+                codegym_bin,
+                server_config,
+            })
+            .await?
+        }
         Command::Http {
             clients,
             seconds: s,
         } => crate::http::run(&clients, seconds(s)?).await?,
+        Command::Grpo {
+            batch,
+            group,
+            clients,
+            rounds,
+            seconds: s,
+        } => {
+            let args = crate::grpo::GrpoBenchArgs {
+                batch,
+                group,
+                clients,
+                rounds,
+                duration: seconds(s)?,
+            };
+            crate::grpo::run(args).await?
+        }
         Command::FakeLlm { latency_ms } => {
             crate::rollout::serve_fake_llm(Duration::from_millis(latency_ms)).await?;
             return Ok(ExitCode::SUCCESS);

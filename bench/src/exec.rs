@@ -113,13 +113,23 @@ impl Workload {
     }
 }
 
+/// The coding env's configuration for throughput rows: the same program is submitted over and over,
+/// so verdict sharing (on by default; `codegym-bench grpo` measures it) would measure a cache lookup
+/// instead of an execution.
+pub(crate) fn unshared_config() -> CodingConfig {
+    CodingConfig {
+        verdict_cache_mib: 0,
+        ..CodingConfig::default()
+    }
+}
+
 /// Runs every (workload, path, callers) row and returns the Markdown table.
 pub async fn run(args: ExecBenchArgs) -> anyhow::Result<String> {
     let python = args.python.clone();
     let backend = args.backend;
     let (registry, sandbox) = tokio::task::spawn_blocking(move || {
         let mut registry = Registry::new();
-        let mut config = CodingConfig::default();
+        let mut config = unshared_config();
         config.sandbox.python = python;
         config.sandbox.backend = backend;
         let sandbox = env_coding::register(&mut registry, config)?;
@@ -165,7 +175,7 @@ pub async fn run(args: ExecBenchArgs) -> anyhow::Result<String> {
 
 /// Runs `callers` closed loops of `call` for `duration` after one warm-up call each; returns calls/s
 /// and the latency distribution.
-async fn closed_loop<F, Fut>(
+pub(crate) async fn closed_loop<F, Fut>(
     callers: usize,
     duration: Duration,
     call: F,

@@ -51,7 +51,7 @@ pub async fn run(args: GrpcBenchArgs) -> anyhow::Result<String> {
         None => {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
             let addr = listener.local_addr()?;
-            let registry = codegym::registry(Default::default())?;
+            let registry = codegym::registry(crate::exec::unshared_config())?;
             let (tx, rx) = tokio::sync::oneshot::channel::<()>();
             let handle = tokio::spawn(codegym::server::serve(
                 Arc::new(registry),

@@ -14,8 +14,10 @@ const CODE: &str = crate::grpc_coding::CODE;
 
 /// The table: one row per protocol and client count.
 pub async fn run(clients: &[usize], duration: Duration) -> anyhow::Result<String> {
-    let (registry, sandbox) =
-        tokio::task::spawn_blocking(|| codegym::registry_and_sandbox(Default::default())).await??;
+    let (registry, sandbox) = tokio::task::spawn_blocking(|| {
+        codegym::registry_and_sandbox(crate::exec::unshared_config())
+    })
+    .await??;
     let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let http = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let (grpc_addr, http_addr) = (grpc.local_addr()?, http.local_addr()?);

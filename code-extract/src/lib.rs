@@ -28,6 +28,16 @@ pub enum ExtractMode {
 /// least as many marks. An unclosed block runs to the end of the text, because models often stop
 /// generating before the closing fence.
 pub fn first_python_block(text: &str) -> Option<&str> {
+    first_block_tagged(text, PYTHON_TAGS)
+}
+
+/// The info-string tags of a Python block (the empty tag: an untagged block).
+pub const PYTHON_TAGS: &[&str] = &["", "python", "py", "python3"];
+
+/// Issue 14: the body of the first fenced block whose tag (lower-cased first word of the info
+/// string) is one of `tags` (`""` matches an untagged block); the same fence rules as
+/// [`first_python_block`], which is this with [`PYTHON_TAGS`].
+pub fn first_block_tagged<'t>(text: &'t str, tags: &[&str]) -> Option<&'t str> {
     let mut offset = 0;
     let mut lines = text.split_inclusive('\n');
     while let Some(line) = lines.next() {
@@ -40,8 +50,8 @@ pub fn first_python_block(text: &str) -> Option<&str> {
             .next()
             .unwrap_or("")
             .to_ascii_lowercase();
-        let is_python = matches!(lang.as_str(), "" | "python" | "py" | "python3");
-        // Skip the whole block even when it is not Python, so that a fence inside it is not read as
+        let wanted = tags.contains(&lang.as_str());
+        // Skip the whole block even when it is not wanted, so that a fence inside it is not read as
         // the start of another block.
         let body_start = offset;
         let mut body_end = None;
@@ -59,7 +69,7 @@ pub fn first_python_block(text: &str) -> Option<&str> {
         }
         // An unclosed fence with nothing after it is a stray marker, not a block.
         let body = &text[body_start..body_end.unwrap_or(text.len())];
-        if is_python && (body_end.is_some() || !body.trim().is_empty()) {
+        if wanted && (body_end.is_some() || !body.trim().is_empty()) {
             return Some(body);
         }
     }
@@ -89,10 +99,15 @@ fn fence(line: &str) -> Option<(char, usize, &str)> {
 
 /// Applies `mode` to a text action. `None` means "fenced mode and no block": the caller reports it.
 pub fn extract(text: &str, mode: ExtractMode) -> Option<&str> {
+    extract_tagged(text, mode, PYTHON_TAGS)
+}
+
+/// Issue 14: [`extract`] for a language whose blocks carry one of `tags`.
+pub fn extract_tagged<'t>(text: &'t str, mode: ExtractMode, tags: &[&str]) -> Option<&'t str> {
     match mode {
         ExtractMode::Raw => Some(text),
-        ExtractMode::Fenced => first_python_block(text),
-        ExtractMode::Auto => Some(first_python_block(text).unwrap_or(text)),
+        ExtractMode::Fenced => first_block_tagged(text, tags),
+        ExtractMode::Auto => Some(first_block_tagged(text, tags).unwrap_or(text)),
     }
 }
 
@@ -124,6 +139,20 @@ mod tests {
     }
 
     #[test]
+    fn blocks_of_other_languages_by_tag() {
+        let text = "```python\nprint(1)\n```\n```cpp\nint main(){}\n```\n";
+        assert_eq!(
+            first_block_tagged(text, &["cpp", "c++"]),
+            Some("int main(){}\n")
+        );
+        assert_eq!(first_block_tagged(text, &["rust"]), None);
+        assert_eq!(
+            extract_tagged("```\nuntagged\n```", ExtractMode::Fenced, &["", "go"]),
+            Some("untagged\n")
+        );
+    }
+
+    #[test]
     fn no_block() {
         assert_eq!(first_python_block("print(1)"), None);
         assert_eq!(first_python_block("use ``` inline"), None);
@@ -152,5 +181,15 @@ mod tests {
         ] {
             assert_eq!(serde_json::to_value(mode).unwrap(), serde_json::json!(name));
         }
+    }
+
+    #[test]
+    fn blocks_of_other_languages() {
+        let t = "```python\nx = 1\n```\nand\n```JSON\n{\"a\": 1}\n```\n";
+        assert_eq!(first_block_tagged(t, &["json"]), Some("{\"a\": 1}\n"));
+        assert_eq!(first_block_tagged("```\n{}\n```", &["json"]), None);
+        // A json fence inside a python block is not a block of its own.
+        let nested = "````python\n```json\n{}\n```\n````";
+        assert_eq!(first_block_tagged(nested, &["json"]), None);
     }
 }

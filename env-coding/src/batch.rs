@@ -9,28 +9,34 @@
 use std::sync::Arc;
 
 use env_core::{
-    BatchEvaluator, ChaCha8Rng, EnvError, EnvFuture, EvalItem, Kwargs, Result, Step, TaskInfo,
-    TaskLister, TaskPage, Value,
+    BatchEvaluator, ChaCha8Rng, EnvError, EnvFuture, EvalItem, EvalStream, Kwargs, Result, Step,
+    TaskInfo, TaskLister, TaskPage, Value,
 };
-use futures::future::join_all;
+use futures::stream::{FuturesUnordered, StreamExt};
 
 use crate::config::Mode;
-use crate::env::{Action, decode_action, no_code_result, step_info};
-use crate::reward::run::{self, Program};
+use crate::env::{Action, decode_action, infra, no_code_result, step_info};
+use crate::reward::run::{self, EvalOptions, Program};
 use crate::shared::{Settings, Shared};
+use crate::tasks::Task;
+use crate::verdicts::VerdictCache;
 
 pub(crate) struct CodingEvaluator {
     pub shared: Arc<Shared>,
 }
 
 impl CodingEvaluator {
+    /// One item: its task and program are resolved first, so that identical submissions share one
+    /// verdict (`verdicts.rs`) before anything runs.
     async fn one(&self, settings: &Settings, item: EvalItem) -> Result<Step<Value>> {
         let mut rng: ChaCha8Rng = match item.seed {
             Some(s) => env_core::seeded_rng(s),
             None => env_core::entropy_rng(),
         };
         let task = settings.choose_task(&item.options, &mut rng)?;
-        let code = match decode_action(item.action, settings.extract)? {
+        let task = self.shared.with_packages(task).await?;
+        let language = settings.choose_language(&item.options, &task)?;
+        let code = match decode_action(item.action, settings.extract, language)? {
             Action::Code(run) => Some(run),
             Action::NoCode => None,
             Action::WriteFile { .. } | Action::ReadFile { .. } => {
@@ -40,31 +46,43 @@ impl CodingEvaluator {
             }
         };
         let has_code = code.is_some();
-        let program = match code {
+        let mut program = match code {
             Some(run) => settings.script_program(run, &serde_json::Map::new()),
-            None => Program::default(),
+            None => Program::default().in_language(language),
         };
+        program.data = task.data.clone();
+        let options = settings.eval_options();
+        let key = VerdictCache::key(&task, has_code.then_some(&program), &options);
+        self.shared
+            .verdicts
+            .get_or_score(key, self.score(&task, program, has_code, options))
+            .await
+    }
+
+    /// Runs and scores `program` (or scores the absence of code) for `task`.
+    async fn score(
+        &self,
+        task: &Task,
+        program: Program,
+        has_code: bool,
+        options: EvalOptions,
+    ) -> Result<Step<Value>> {
         let sandbox = &self.shared.sandbox;
-        let infra = |e: crate::sandbox::SandboxError| EnvError::Infrastructure(e.to_string());
+        sandbox.supports(program.language).map_err(infra)?;
         let (result, outcome) = match has_code {
-            true => run::run_and_score(sandbox, &task.reward, &program, settings.eval_options())
+            true => run::run_and_score(sandbox, &task.reward, &program, options)
                 .await
                 .map_err(infra)?,
             false => {
-                let result = no_code_result();
-                let outcome = run::score_program(
-                    sandbox,
-                    &task.reward,
-                    &program,
-                    Some(&result),
-                    settings.eval_options(),
-                )
-                .await
-                .map_err(infra)?;
+                let result = no_code_result(program.language);
+                let outcome =
+                    run::score_program(sandbox, &task.reward, &program, Some(&result), options)
+                        .await
+                        .map_err(infra)?;
                 (result, outcome)
             }
         };
-        let info = step_info(&task, &outcome, 1, Mode::Script);
+        let info = step_info(task, &outcome, 1, Mode::Script);
         Ok(Step {
             obs: Value::Execution(result),
             reward: outcome.reward,
@@ -76,17 +94,24 @@ impl CodingEvaluator {
 }
 
 impl BatchEvaluator for CodingEvaluator {
-    fn evaluate(
+    fn evaluate_each(
         &self,
         mut kwargs: Kwargs,
         items: Vec<EvalItem>,
-    ) -> EnvFuture<'_, Vec<Result<Step<Value>>>> {
+    ) -> EnvFuture<'_, EvalStream<'_>> {
         Box::pin(async move {
             // A time limit cannot cut a one-step evaluation short.
             kwargs.remove(env_core::MAX_EPISODE_STEPS_KWARG);
-            let settings = Settings::from_kwargs(&self.shared, &kwargs).await?;
-            let settings = &settings;
-            Ok(join_all(items.into_iter().map(|item| self.one(settings, item))).await)
+            let settings = Arc::new(Settings::from_kwargs(&self.shared, &kwargs).await?);
+            let runs: FuturesUnordered<_> = items
+                .into_iter()
+                .enumerate()
+                .map(|(index, item)| {
+                    let settings = settings.clone();
+                    async move { (index, self.one(&settings, item).await) }
+                })
+                .collect();
+            Ok(runs.boxed())
         })
     }
 }

@@ -124,7 +124,8 @@ pub async fn evaluate_samples(
                     message: format!("unknown task_id {:?}", s.task_id),
                 });
             };
-            let program = Program::new(task.program_from_completion(&s.completion));
+            let program = Program::new(task.program_from_completion(&s.completion))
+                .in_language(task.language);
             let outcome = score_program(sandbox, &task.reward, &program, None, opts).await?;
             Ok(SampleResult {
                 task_id: s.task_id,
@@ -210,7 +211,7 @@ pub async fn check_tasks(
             let outcome = score_program(
                 sandbox,
                 &task.reward,
-                &Program::new(reference.clone()),
+                &Program::new(reference.clone()).in_language(task.language),
                 None,
                 opts,
             )

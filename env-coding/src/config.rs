@@ -34,6 +34,11 @@ pub struct CodingConfig {
     pub max_episode_steps: u32,
     /// Wall-clock budget of each unit test in the harness, in ms (`0`: only the run's limits).
     pub per_test_timeout_ms: u64,
+    /// Memory for `Evaluate`'s shared verdicts, in MiB (`0`: every item runs its own program).
+    /// Identical (task, program, limits) items are scored once; see `verdicts.rs`.
+    pub verdict_cache_mib: u64,
+    /// Data tasks (issue 13): whether and which task requirements are installed, and the cache.
+    pub packages: crate::packages::PackagesConfig,
 }
 
 impl Default for CodingConfig {
@@ -46,6 +51,8 @@ impl Default for CodingConfig {
             extract: ExtractMode::Auto,
             max_episode_steps: 4,
             per_test_timeout_ms: 3_000,
+            verdict_cache_mib: 64,
+            packages: crate::packages::PackagesConfig::default(),
         }
     }
 }

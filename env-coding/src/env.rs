@@ -18,13 +18,14 @@ use env_core::{
 use serde_json::json;
 
 use crate::config::Mode;
+use crate::lang::Language;
 use crate::reward::RewardOutcome;
 use crate::reward::run::{self, Program};
 use crate::sandbox::{PySession, ReportSpec};
 use crate::shared::{Settings, Shared};
 use crate::tasks::Task;
 use crate::tools::{self, MAX_READ_BYTES, ToolCall};
-use code_extract::{ExtractMode, extract};
+use code_extract::{ExtractMode, extract_tagged};
 
 /// Largest text of the observation and action spaces.
 pub const MAX_TEXT_LEN: usize = 1 << 20;
@@ -44,20 +45,24 @@ pub(crate) struct Run {
     pub vars: serde_json::Map<String, serde_json::Value>,
     /// Report variables (`None`: the env's `variables` kwarg).
     pub variables: Option<bool>,
+    /// Issue 14: the program's language (the episode's, or a `run_code` call's).
+    pub language: Language,
 }
 
 impl Run {
-    fn plain(code: String) -> Run {
+    fn plain(code: String, language: Language) -> Run {
         Run {
             code,
             vars: serde_json::Map::new(),
             variables: None,
+            language,
         }
     }
 }
 
 /// What an action asks for.
 pub(crate) enum Action {
+    /// A program; issue 14: in the episode's language unless a `run_code` call names one.
     Code(Run),
     /// `extract: fenced` and no fenced block: nothing runs.
     NoCode,
@@ -70,10 +75,15 @@ pub(crate) enum Action {
     },
 }
 
-pub(crate) fn decode_action(action: Value, mode: ExtractMode) -> Result<Action> {
+/// Decodes an action; text is searched for a fenced block of `language` (the episode's).
+pub(crate) fn decode_action(
+    action: Value,
+    mode: ExtractMode,
+    language: Language,
+) -> Result<Action> {
     match action {
-        Value::Text(t) => Ok(match extract(&t, mode) {
-            Some(code) => Action::Code(Run::plain(code.to_string())),
+        Value::Text(t) => Ok(match extract_tagged(&t, mode, language.fence_tags()) {
+            Some(code) => Action::Code(Run::plain(code.to_string(), language)),
             None => Action::NoCode,
         }),
         Value::Json(v) => match ToolCall::parse(v).map_err(EnvError::InvalidAction)? {
@@ -88,22 +98,26 @@ pub(crate) fn decode_action(action: Value, mode: ExtractMode) -> Result<Action> 
                     code,
                     vars,
                     variables,
+                    language: Language::Python,
                 }))
             }
+            ToolCall::RunCode { code, language } => Ok(Action::Code(Run::plain(code, language))),
             ToolCall::WriteFile { path, content } => Ok(Action::WriteFile { path, content }),
             ToolCall::ReadFile { path } => Ok(Action::ReadFile { path }),
         },
         other => Err(EnvError::InvalidAction(format!(
-            "expected text (Python source or model output) or a JSON tool call, got {}",
+            "expected text (source or model output) or a JSON tool call, got {}",
             other.kind()
         ))),
     }
 }
 
 /// The observation when `extract: fenced` finds no code block.
-pub(crate) fn no_code_result() -> ExecutionResult {
+pub(crate) fn no_code_result(language: Language) -> ExecutionResult {
     ExecutionResult {
-        stderr: "codegym: no ```python code block found in the response; nothing was run\n".into(),
+        stderr: format!(
+            "codegym: no ```{language} code block found in the response; nothing was run\n"
+        ),
         ..ExecutionResult::default()
     }
 }
@@ -120,6 +134,8 @@ pub(crate) fn step_info(task: &Task, outcome: &RewardOutcome, step: u32, mode: M
 
 struct Episode {
     task: Arc<Task>,
+    /// Issue 14: the episode's language (the task's, or the reset option's).
+    language: Language,
     steps: u32,
     ended: bool,
     session: Option<PySession>,
@@ -173,10 +189,12 @@ impl CodingEnv {
         let Some(ep) = self.episode.as_mut() else {
             return Err(EnvError::ResetNeeded);
         };
-        let program = self.settings.script_program(run, &ep.vars);
+        let task = ep.task.clone();
+        self.shared.sandbox.supports(run.language).map_err(infra)?;
+        let mut program = self.settings.script_program(run, &ep.vars);
+        program.data = task.data.clone();
         let shared = &self.shared;
         let settings = &self.settings;
-        let task = ep.task.clone();
         let (result, outcome) = run::run_and_score(
             &shared.sandbox,
             self.settings.reward_of(&task),
@@ -204,7 +222,11 @@ impl CodingEnv {
             let session = self
                 .shared
                 .sandbox
-                .open_session_with_tools(self.settings.limits, self.settings.tools.clone())
+                .open_session_with(
+                    self.settings.limits,
+                    &ep.task.data,
+                    self.settings.tools.clone(),
+                )
                 .await
                 .map_err(infra)?;
             ep.session = Some(session);
@@ -227,6 +249,12 @@ impl CodingEnv {
             .unwrap_or(*shared.sandbox.limits())
             .max_file_bytes;
         let obs = match action {
+            Action::Code(run) if run.language != Language::Python => {
+                let language = run.language;
+                return Err(EnvError::InvalidAction(format!(
+                    "session mode runs Python only; {language} programs need mode \"script\""
+                )));
+            }
             Action::Code(run) => {
                 // Issue 12: the reset's vars (first cell only) and the action's, in the live
                 // namespace; the replayed program sets them too, whether or not the cell succeeds.
@@ -251,7 +279,7 @@ impl CodingEnv {
                 }
                 Value::Execution(result)
             }
-            Action::NoCode => Value::Execution(no_code_result()),
+            Action::NoCode => Value::Execution(no_code_result(Language::Python)),
             Action::WriteFile { path, content } => {
                 match tools::write_file(session.work_dir(), &path, content.as_bytes(), max_file) {
                     Ok(()) => {
@@ -344,14 +372,26 @@ impl CodingEnv {
             self.rng = env_core::seeded_rng(seed);
         }
         let task = self.settings.choose_task(&options, &mut self.rng)?;
+        let task = self.shared.with_packages(task).await?;
+        let language = self.settings.choose_language(&options, &task)?;
+        self.shared.sandbox.supports(language).map_err(infra)?;
+        if language != Language::Python && self.settings.mode == Mode::Session {
+            return Err(EnvError::InvalidOptions(format!(
+                "session mode runs Python only; a {language} episode needs mode \"script\""
+            )));
+        }
         let vars = Settings::reset_vars(&options)?;
         self.end_session().await;
         self.episode = Some(Episode {
             task: task.clone(),
+            language,
             steps: 0,
             ended: false,
             session: None,
-            program: Program::default(),
+            program: Program {
+                data: task.data.clone(),
+                ..Program::default()
+            },
             last: None,
             vars,
         });
@@ -365,6 +405,10 @@ impl CodingEnv {
             serde_json::Value::Object(task.metadata.clone()),
         );
         info.insert("mode".into(), json!(self.settings.mode));
+        // Data tasks (issue 13): the summary of the task's CSV/JSON files, for prompt templates.
+        if let Some(ctx) = &task.data.context {
+            info.insert("data_context".into(), json!(ctx.text));
+        }
         Ok((Value::Text(task.prompt.clone()), info))
     }
 
@@ -377,7 +421,11 @@ impl CodingEnv {
             Some(ep) if ep.ended => return Err(EnvError::EpisodeEnded),
             Some(_) => {}
         }
-        let action = decode_action(action, self.settings.extract)?;
+        let language = self
+            .episode
+            .as_ref()
+            .map_or(Language::Python, |e| e.language);
+        let action = decode_action(action, self.settings.extract, language)?;
         match (self.settings.mode, action) {
             (Mode::Script, Action::Code(run)) => self.step_script(run).await,
             (Mode::Script, Action::NoCode) => {
@@ -386,11 +434,16 @@ impl CodingEnv {
                 };
                 // Score the empty program so that the breakdown has the task's usual shape.
                 let task = ep.task.clone();
-                let result = no_code_result();
+                let result = no_code_result(language);
+                let program = Program {
+                    data: task.data.clone(),
+                    language,
+                    ..Program::default()
+                };
                 let outcome = run::score_program(
                     &self.shared.sandbox,
                     self.settings.reward_of(&task),
-                    &Program::default(),
+                    &program,
                     Some(&result),
                     self.settings.eval_options(),
                 )
@@ -413,9 +466,15 @@ impl CodingEnv {
     }
 }
 
-/// A machinery failure of the sandbox: retryable, never a reward.
-fn infra(e: crate::sandbox::SandboxError) -> EnvError {
-    EnvError::Infrastructure(e.to_string())
+/// A machinery failure of the sandbox: retryable, never a reward. Issue 14: a language this
+/// machine lacks is a precondition of the deployment instead (not retryable here).
+pub(crate) fn infra(e: crate::sandbox::SandboxError) -> EnvError {
+    match e {
+        crate::sandbox::SandboxError::LanguageUnavailable { .. } => {
+            EnvError::FailedPrecondition(e.to_string())
+        }
+        e => EnvError::Infrastructure(e.to_string()),
+    }
 }
 
 impl AsyncEnv for CodingEnv {

@@ -7,6 +7,7 @@ use env_core::{AsyncEnv, AsyncEnvCreator, CallCost, EnvError, EnvSpec, Kwargs, R
 use crate::batch::{CodingEvaluator, CodingTaskLister};
 use crate::config::CodingConfig;
 use crate::env::{CodingEnv, text_space};
+use crate::packages::{PackageCache, PackageError};
 use crate::sandbox::{Sandbox, SandboxError};
 use crate::shared::{Settings, Shared};
 use crate::tasks::{TaskError, TaskSet};
@@ -23,6 +24,8 @@ pub enum CodingError {
     Tasks(#[from] TaskError),
     #[error("registry: {0}")]
     Registry(#[from] EnvError),
+    #[error("{0}")]
+    Packages(#[from] PackageError),
 }
 
 /// Creates one shared [`Sandbox`] and registers `codegym/Python-v0` (an asynchronous env: make it
@@ -34,7 +37,19 @@ pub fn register(
     registry: &mut Registry,
     config: CodingConfig,
 ) -> Result<Arc<Sandbox>, CodingError> {
-    let sandbox = Arc::new(Sandbox::new(config.sandbox.clone())?);
+    // Data tasks (issue 13): the package cache exists before the sandbox probes its mount plan.
+    let mut sandbox_config = config.sandbox.clone();
+    if config.packages.enabled {
+        crate::packages::create_cache_dir(&config.packages)?;
+        sandbox_config
+            .read_only_dirs
+            .push(config.packages.cache_dir.clone());
+    }
+    let sandbox = Arc::new(Sandbox::new(sandbox_config)?);
+    let packages = config
+        .packages
+        .enabled
+        .then(|| PackageCache::new(config.packages.clone(), sandbox.python().to_path_buf()));
     let default_tasks = TaskSet::load(&config.tasks)?;
     let spec = EnvSpec {
         id: PYTHON_ENV_ID.to_string(),
@@ -51,7 +66,12 @@ pub fn register(
         // Not consulted: the env is asynchronous (this is the safe default for readers of the spec).
         call_cost: CallCost::Blocking,
     };
-    let shared = Arc::new(Shared::new(sandbox.clone(), config, default_tasks));
+    let shared = Arc::new(Shared::new(
+        sandbox.clone(),
+        config,
+        default_tasks,
+        packages,
+    ));
     let for_creator = shared.clone();
     let creator: AsyncEnvCreator = Arc::new(move |kwargs: Kwargs| {
         let shared = for_creator.clone();

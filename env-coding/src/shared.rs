@@ -8,10 +8,13 @@ use env_core::{ChaCha8Rng, EnvError, Kwargs, Options};
 use rand::Rng;
 
 use crate::config::{CodingConfig, EnvKwargs, Mode};
+use crate::lang::Language;
+use crate::packages::PackageCache;
 use crate::reward::run::{EvalOptions, Program};
 use crate::reward::{REWARD_SPEC_VERSION, RewardSpec};
 use crate::sandbox::{Limits, ReportSpec, Sandbox};
 use crate::tasks::{Task, TaskSet};
+use crate::verdicts::VerdictCache;
 use code_extract::ExtractMode;
 
 pub(crate) struct Shared {
@@ -19,17 +22,53 @@ pub(crate) struct Shared {
     pub config: CodingConfig,
     /// Task sets by the name given in `tasks` (loaded once, shared by every env).
     task_sets: Mutex<HashMap<String, Arc<TaskSet>>>,
+    /// `Evaluate`'s verdicts, shared by identical submissions.
+    pub verdicts: VerdictCache,
+    /// Data tasks (issue 13): the package cache, when the server allows requirements.
+    pub packages: Option<Arc<PackageCache>>,
 }
 
 impl Shared {
-    pub fn new(sandbox: Arc<Sandbox>, config: CodingConfig, default_tasks: TaskSet) -> Self {
+    pub fn new(
+        sandbox: Arc<Sandbox>,
+        config: CodingConfig,
+        default_tasks: TaskSet,
+        packages: Option<Arc<PackageCache>>,
+    ) -> Self {
         let mut sets = HashMap::new();
         sets.insert(config.tasks.clone(), Arc::new(default_tasks));
         Shared {
             sandbox,
+            verdicts: VerdictCache::new(config.verdict_cache_mib),
             config,
             task_sets: Mutex::new(sets),
+            packages,
         }
+    }
+
+    /// Data tasks (issue 13): `task` with its requirements resolved to a site dir (built once per
+    /// set, on first use). A refused or uninstallable package is FAILED_PRECONDITION naming it.
+    pub async fn with_packages(&self, task: Arc<Task>) -> Result<Arc<Task>, EnvError> {
+        if task.data.requirements.is_empty() || task.data.site_dir.is_some() {
+            return Ok(task);
+        }
+        let Some(cache) = &self.packages else {
+            return Err(EnvError::FailedPrecondition(format!(
+                "task {:?}: {}",
+                task.id,
+                crate::packages::PackageError::Disabled
+            )));
+        };
+        let site = cache
+            .ensure(&task.data.requirements)
+            .await
+            .map_err(|e| match e {
+                crate::packages::PackageError::Io(_) => EnvError::Infrastructure(e.to_string()),
+                e => EnvError::FailedPrecondition(format!("task {:?}: {e}", task.id)),
+            })?;
+        let mut task = Task::clone(&task);
+        task.data.site_dir = Some(site);
+        Ok(Arc::new(task))
     }
 
     /// The task set named `name`, loaded once. A first load reads files, so it runs on the blocking
@@ -145,11 +184,16 @@ impl Settings {
     ) -> Program {
         let mut merged = vars.clone();
         merged.extend(run.vars);
+        // Issue 12's report channel and host tools live in the Python runner: other languages
+        // (issue 14) run plain.
+        let python = run.language == Language::Python;
         Program {
             source: run.code,
             files: Vec::new(),
-            report: Some(self.report_spec(merged, run.variables)),
-            tools: self.tools.clone(),
+            report: python.then(|| self.report_spec(merged, run.variables)),
+            tools: if python { self.tools.clone() } else { None },
+            language: run.language,
+            data: Default::default(),
         }
     }
 
@@ -188,20 +232,64 @@ impl Settings {
         }
     }
 
+    /// Issue 14: the episode's language: `options.language` (SandboxFusion's names and common
+    /// aliases), else the task's.
+    pub fn choose_language(&self, options: &Options, task: &Task) -> Result<Language, EnvError> {
+        match options.get("language") {
+            None | Some(serde_json::Value::Null) => Ok(task.language),
+            Some(serde_json::Value::String(s)) => {
+                Language::parse(s).map_err(|e| EnvError::InvalidOptions(e.to_string()))
+            }
+            Some(other) => Err(EnvError::InvalidOptions(format!(
+                "language must be a string, got {other}"
+            ))),
+        }
+    }
+
     /// The task of a `reset`: `options.task_id`, an inline `options.task`, or a seeded draw.
     pub fn choose_task(
         &self,
         options: &Options,
         rng: &mut ChaCha8Rng,
     ) -> Result<Arc<Task>, EnvError> {
-        if let Some(k) = options
-            .keys()
-            .find(|k| !matches!(k.as_str(), "task_id" | "task" | "vars"))
-        {
+        if let Some(k) = options.keys().find(|k| {
+            !matches!(
+                k.as_str(),
+                "task_id" | "task" | "inputs" | "files" | "requirements" | "language" | "vars"
+            )
+        }) {
             return Err(EnvError::InvalidOptions(format!(
-                "unknown option {k:?} (expected task_id, task or vars)"
+                "unknown option {k:?} (expected task_id, task, inputs, files, requirements, language or vars)"
             )));
         }
+        let task = self.choose_base_task(options, rng)?;
+        // Data tasks (issue 13): `inputs` and `files` options run the task on other data (inline
+        // only: a client never names a server path); `requirements` replace the task's (subject to
+        // the server's package policy when the task is used).
+        if !["inputs", "files", "requirements"]
+            .iter()
+            .any(|k| options.contains_key(*k))
+        {
+            return Ok(task);
+        }
+        let raw = crate::data::RawData {
+            inputs: options.get("inputs").cloned(),
+            files: options.get("files").cloned(),
+            outputs: None,
+            requirements: options.get("requirements").cloned(),
+        };
+        let mut task = Task::clone(&task);
+        task.data
+            .overlay(raw, None)
+            .map_err(|e| EnvError::InvalidOptions(format!("task {:?}: {e}", task.id)))?;
+        Ok(Arc::new(task))
+    }
+
+    fn choose_base_task(
+        &self,
+        options: &Options,
+        rng: &mut ChaCha8Rng,
+    ) -> Result<Arc<Task>, EnvError> {
         match (options.get("task_id"), options.get("task")) {
             (Some(_), Some(_)) => Err(EnvError::InvalidOptions(
                 "give task_id or task, not both".into(),

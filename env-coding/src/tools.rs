@@ -26,6 +26,11 @@ pub enum ToolCall {
         #[serde(default)]
         variables: Option<bool>,
     },
+    /// Issue 14: a program in any supported language (SandboxFusion's names).
+    RunCode {
+        code: String,
+        language: crate::lang::Language,
+    },
     WriteFile {
         path: String,
         content: String,

@@ -50,6 +50,11 @@ pub enum EnvError {
     /// The environment does not implement this operation (for example batch `Evaluate`).
     #[error("not supported: {0}")]
     Unsupported(String),
+    /// The request is valid but this deployment cannot serve it as it stands: a language whose
+    /// toolchain is not installed here (issue 14), a task's package that policy refuses or that
+    /// cannot be installed (issue 13), named in the message. Not retryable as is.
+    #[error("failed precondition: {0}")]
+    FailedPrecondition(String),
     /// A resource limit of the host was reached (for example the sandbox's concurrency cap).
     #[error("resource exhausted: {0}")]
     ResourceExhausted(String),

@@ -41,7 +41,7 @@ pub use envs::register_classic;
 pub use error::{EnvError, Result};
 pub use offload::{Offload, ThreadOffload};
 pub use registry::{
-    AsyncEnvCreator, AsyncMaker, BatchEvaluator, EnvCreator, EvalItem, Kwargs,
+    AsyncEnvCreator, AsyncMaker, BatchEvaluator, EnvCreator, EvalItem, EvalStream, Kwargs,
     MAX_EPISODE_STEPS_KWARG, MAX_NUM_ENVS, Registry, ResetStepEvaluator, TaskInfo, TaskLister,
     TaskPage,
 };
@@ -49,6 +49,7 @@ pub use seeding::{ChaCha8Rng, entropy_rng, seeded_rng};
 pub use space::{BoxSpace, DType, Space};
 pub use spec::{CallCost, EnvId, EnvSpec};
 pub use value::{
-    DroppedVariable, ExecutionResult, ProgramError, ReturnValue, Tensor, Value, Variables,
+    DroppedVariable, ExecutionResult, OutputValue, ProgramError, ReturnValue, Tensor, Value,
+    Variables,
 };
 pub use vector::{VectorEnv, VectorStep, stack_obs};

@@ -25,7 +25,7 @@ use crate::{
     AsyncEnv, CallCost, DynEnv, EnvError, EnvFuture, EnvId, EnvSpec, Result, ValueEnv, VectorEnv,
 };
 
-pub use batch::{BatchEvaluator, EvalItem, ResetStepEvaluator};
+pub use batch::{BatchEvaluator, EvalItem, EvalStream, ResetStepEvaluator};
 pub use tasks::{TaskInfo, TaskLister, TaskPage};
 
 /// Constructor keyword arguments, as given to `make`.

@@ -77,6 +77,18 @@ pub struct ExecutionResult {
     pub cpu_ms: u64,
     /// Peak memory in bytes (cgroup peak when available, else the max RSS of a process).
     pub peak_rss_bytes: u64,
+    // Issue 14 (languages): the compile step of a compiled language, reported separately.
+    /// The compile's own result when the program's language compiles (also on a compile-cache
+    /// hit: the cached compile's result). When the compile failed the program never ran: the
+    /// fields above are empty and `exit_code` is `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile: Option<Box<ExecutionResult>>,
+    // Typed outputs (issue 13, data tasks).
+    /// The outputs the run declared, by name: each parsed by its declared type from the file the
+    /// program wrote to `outputs/<name>`, or why it could not be (missing, malformed). Empty when the
+    /// run declared none. A missing or malformed output is an outcome, never an error.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub outputs: std::collections::BTreeMap<String, OutputValue>,
 
     // --- Results as agents use them (issue 12): return value, variables, error. Reported by the
     // program's runner inside the sandbox over a private descriptor (never parsed from stdout or
@@ -94,6 +106,25 @@ pub struct ExecutionResult {
     /// Why the program failed: its uncaught exception, or the limit that ended it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ProgramError>,
+}
+
+/// One declared output of a run (issue 13, data tasks): its parsed value (JSON: a string, number,
+/// bool, or for a file `{"size", "text" | "base64"}`), or why it has none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputValue {
+    Value(serde_json::Value),
+    Error(String),
+}
+
+impl OutputValue {
+    /// The value, if the output parsed.
+    pub fn value(&self) -> Option<&serde_json::Value> {
+        match self {
+            OutputValue::Value(v) => Some(v),
+            OutputValue::Error(_) => None,
+        }
+    }
 }
 
 /// The value of a program's last expression statement (issue 12).
@@ -136,6 +167,11 @@ impl ExecutionResult {
     /// True when the program exited with status 0 within its limits.
     pub fn success(&self) -> bool {
         self.exit_code == Some(0) && !self.timed_out && !self.memory_exceeded
+    }
+
+    /// Issue 14: the program's compile step ran and failed (so the program never ran).
+    pub fn compile_failed(&self) -> bool {
+        self.compile.as_ref().is_some_and(|c| !c.success()) && self.exit_code.is_none()
     }
 }
 

@@ -4,8 +4,9 @@
 //! A real HTTP server (axum) on 127.0.0.1:0 serving `/v1/chat/completions` and `/v1/models`,
 //! scripted by [`FakeScript`]: rule-based replies, latency, and injected faults (429 with retry
 //! headers, 5xx, hangs, malformed bodies, empty choices, context-length errors), with logprobs and
-//! token ids on request. Its latency is exact: an absolute `timerfd` deadline from the request's
-//! arrival, the answer prepared meanwhile.
+//! token ids on request, JSON replies that follow the request's `response_format` (bare JSON) or not
+//! (a fenced ```json block), and endpoints that refuse `response_format`. Its latency is exact: an
+//! absolute `timerfd` deadline from the request's arrival, the answer prepared meanwhile.
 //!
 //! It is the only fake in the project: it stands in for a remote paid service, everything else in
 //! rollout tests is real.
@@ -181,6 +182,13 @@ async fn answer(state: &Shared, headers: &HeaderMap, body: &Bytes) -> Response {
     if let Some(fault) = pick_fault(state, index) {
         state.faults.fetch_add(1, Ordering::SeqCst);
         return fault_response(state, fault).await;
+    }
+    if script.reject_response_format && request.get("response_format").is_some() {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "response_format is not supported by this model",
+        );
     }
     let messages: &[Value] = request
         .get("messages")
@@ -373,6 +381,15 @@ fn completion(
         ),
         Reply::Code(p) => {
             let t = format!("Here is my solution.\n\n```python\n{p}\n```\n");
+            (json!({"role": "assistant", "content": t}), "stop", t)
+        }
+        Reply::Json(v) => {
+            let t = if request.get("response_format").is_some() {
+                v.to_string()
+            } else {
+                let pretty = serde_json::to_string_pretty(v).unwrap_or_default();
+                format!("Here is the answer.\n\n```json\n{pretty}\n```\n")
+            };
             (json!({"role": "assistant", "content": t}), "stop", t)
         }
         Reply::ToolCall { name, arguments } => {

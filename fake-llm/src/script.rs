@@ -25,6 +25,9 @@ pub struct FakeScript {
     pub support_token_ids: bool,
     /// Keep every request body (for assertions on seeds, tools, sampling params).
     pub record_requests: bool,
+    /// Answer requests carrying `response_format` with a 400, as endpoints without structured
+    /// outputs do (AutoCoder's fenced-JSON fallback).
+    pub reject_response_format: bool,
 }
 
 /// A condition on the request and the answer to give.
@@ -64,6 +67,9 @@ pub enum Reply {
         name: String,
         arguments: serde_json::Value,
     },
+    /// A JSON answer, as a model following the request's format gives it: the bare JSON text when
+    /// the request carries `response_format`, else a fenced ```json block with a sentence around it.
+    Json(serde_json::Value),
 }
 
 impl Default for Reply {

@@ -229,6 +229,39 @@ pub fn execution_to_proto(e: &ExecutionResult) -> v1::ExecutionResult {
             message: x.message.clone(),
         }),
         success: e.success(),
+        // Issue 14: the compile step.
+        compile: e
+            .compile
+            .as_deref()
+            .map(|c| Box::new(execution_to_proto(c))),
+        outputs: e
+            .outputs
+            .iter()
+            .map(|(k, v)| (k.clone(), output_to_proto(v)))
+            .collect(),
+    }
+}
+
+// Issue 13 (data tasks): typed outputs on the wire, their value as JSON text.
+fn output_to_proto(v: &env_core::OutputValue) -> v1::OutputValue {
+    use v1::output_value::Kind;
+    let kind = match v {
+        env_core::OutputValue::Value(j) => Kind::Json(j.to_string()),
+        env_core::OutputValue::Error(e) => Kind::Error(e.clone()),
+    };
+    v1::OutputValue { kind: Some(kind) }
+}
+
+/// A value that does not parse (a foreign sender) keeps its text as the error, never a panic.
+fn output_from_proto(v: v1::OutputValue) -> env_core::OutputValue {
+    use v1::output_value::Kind;
+    match v.kind {
+        Some(Kind::Json(j)) => match serde_json::from_str(&j) {
+            Ok(value) => env_core::OutputValue::Value(value),
+            Err(e) => env_core::OutputValue::Error(format!("invalid output JSON on the wire: {e}")),
+        },
+        Some(Kind::Error(e)) => env_core::OutputValue::Error(e),
+        None => env_core::OutputValue::Error("empty output value".into()),
     }
 }
 
@@ -286,6 +319,16 @@ pub fn execution_from_proto(e: v1::ExecutionResult) -> Result<ExecutionResult, C
         wall_ms: e.wall_ms,
         cpu_ms: e.cpu_ms,
         peak_rss_bytes: e.peak_rss_bytes,
+        outputs: e
+            .outputs
+            .into_iter()
+            .map(|(k, v)| (k, output_from_proto(v)))
+            .collect(),
+        // Issue 14: the compile step.
+        compile: e
+            .compile
+            .map(|c| execution_from_proto(*c).map(Box::new))
+            .transpose()?,
         return_value,
         variables,
         error: e.error.map(|x| ProgramError {
@@ -545,6 +588,34 @@ mod tests {
         let mut bad = execution_to_proto(&base);
         bad.variables_json = Some("[1]".into());
         assert!(execution_from_proto(bad).is_err());
+    }
+
+    #[test]
+    fn typed_outputs_round_trip() {
+        // Issue 13: outputs travel as JSON text or an error; a foreign sender's bad JSON is an error.
+        use env_core::OutputValue;
+        let mut e = ExecutionResult::default();
+        e.outputs
+            .insert("rows".into(), OutputValue::Value(serde_json::json!(2)));
+        e.outputs.insert(
+            "file".into(),
+            OutputValue::Value(serde_json::json!({"size": 1, "text": "x"})),
+        );
+        e.outputs
+            .insert("bad".into(), OutputValue::Error("missing".into()));
+        assert_eq!(execution_from_proto(execution_to_proto(&e)), Ok(e.clone()));
+        let mut wire = execution_to_proto(&e);
+        wire.outputs.insert(
+            "x".into(),
+            v1::OutputValue {
+                kind: Some(v1::output_value::Kind::Json("{".into())),
+            },
+        );
+        wire.outputs
+            .insert("y".into(), v1::OutputValue { kind: None });
+        let back = execution_from_proto(wire).unwrap();
+        assert!(matches!(back.outputs["x"], OutputValue::Error(_)));
+        assert!(matches!(back.outputs["y"], OutputValue::Error(_)));
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::backend::pool::EnvPoolConfig;
 use crate::dataset::record::{EpisodeMode, SamplingParams};
 
 /// Default OpenAI-compatible endpoint: the Hugging Face router.
@@ -31,9 +32,11 @@ pub struct RolloutConfig {
     pub episode_timeout_secs: f64,
     pub model: ModelConfig,
     pub episode: EpisodeConfig,
-    /// gRPC addresses of `codegym serve` instances (`http://host:port`); empty runs environments
-    /// in-process.
+    /// gRPC addresses of `codegym serve` instances (`http://host:port`; a name with several
+    /// addresses is several servers); empty runs environments in-process.
     pub env_servers: Vec<String>,
+    /// How the env servers are health-checked, chosen and retried.
+    pub env_pool: EnvPoolConfig,
     pub output: OutputConfig,
 }
 
@@ -50,6 +53,7 @@ impl Default for RolloutConfig {
             model: ModelConfig::default(),
             episode: EpisodeConfig::default(),
             env_servers: Vec::new(),
+            env_pool: EnvPoolConfig::default(),
             output: OutputConfig::default(),
         }
     }
@@ -144,6 +148,8 @@ pub struct EpisodeConfig {
     /// Characters of stdout and of stderr shown to the model in feedback (head and tail kept).
     pub feedback_max_chars: usize,
     pub prompts: Prompts,
+    /// AutoCoder mode (issue 13).
+    pub autocoder: AutoCoderConfig,
 }
 
 impl Default for EpisodeConfig {
@@ -154,12 +160,36 @@ impl Default for EpisodeConfig {
             max_history_messages: None,
             feedback_max_chars: 2_000,
             prompts: Prompts::default(),
+            autocoder: AutoCoderConfig::default(),
+        }
+    }
+}
+
+/// AutoCoder mode (issue 13, `episode::autocoder`). There `max_turns` bounds the runs of the
+/// model's tests (each run after the first follows a diagnosis and a fix).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AutoCoderConfig {
+    /// Requirements added to every run of the model's tests, resolved by the env server's package
+    /// cache (pinned: the cache is keyed by the exact strings). Empty: the sandbox interpreter's own
+    /// pytest is used.
+    pub test_requirements: Vec<String>,
+    /// Ask for `response_format: json_schema` first (endpoints that refuse it get fenced JSON).
+    pub structured_outputs: bool,
+}
+
+impl Default for AutoCoderConfig {
+    fn default() -> Self {
+        AutoCoderConfig {
+            test_requirements: vec!["pytest==8.3.5".to_string()],
+            structured_outputs: true,
         }
     }
 }
 
 /// Prompt templates. Placeholders in braces are replaced: `{prompt}` (the task's observation text),
-/// and in feedback `{exit_code}`, `{stdout}`, `{stderr}`, `{status}`, `{reward}`.
+/// in the task template also `{data_context}` (issue 13: the summary of a data task's CSV/JSON files
+/// from `reset`'s info, empty for other tasks), and in feedback `{exit_code}`, `{stdout}`, `{stderr}`, `{status}`, `{reward}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Prompts {
@@ -167,6 +197,8 @@ pub struct Prompts {
     pub system: String,
     /// System prompt of tools mode.
     pub tools_system: String,
+    /// System prompt of AutoCoder mode (issue 13; the stage instructions follow it).
+    pub autocoder_system: String,
     /// First user message.
     pub task: String,
     /// User message after each execution in code-block mode (tools mode answers with tool
@@ -187,6 +219,11 @@ impl Default for Prompts {
                            run_python executes code and checks it. When the checks pass, or you are \
                            done, answer without calling a tool."
                 .to_string(),
+            autocoder_system: "You are an expert Python programmer. You solve the task in stages: a \
+                               plan, a solution, then pytest tests for it; failing tests are \
+                               diagnosed and fixed. Answer every stage with one JSON object in the \
+                               requested shape."
+                .to_string(),
             task: "{prompt}".to_string(),
             feedback: "Your code was executed: {status}.\nexit code: {exit_code}\n\nstdout:\n\
                        {stdout}\n\nstderr:\n{stderr}\n\nFix the problem and answer with the \
@@ -203,15 +240,29 @@ impl Prompts {
     /// task template rendered over the task's prompt. `ListTasks` sends the same opening, so that
     /// trainers prompt the model exactly as rollouts do.
     pub fn opening(&self, mode: EpisodeMode, task_prompt: &str) -> (String, String) {
+        self.opening_with_data(mode, task_prompt, "")
+    }
+
+    /// [`Prompts::opening`] with a data task's context for `{data_context}` (issue 13).
+    pub fn opening_with_data(
+        &self,
+        mode: EpisodeMode,
+        task_prompt: &str,
+        data_context: &str,
+    ) -> (String, String) {
         let system = match mode {
             EpisodeMode::CodeBlock => &self.system,
             EpisodeMode::Tools => &self.tools_system,
             // Issue 12.
             EpisodeMode::ProgramOfThought => &self.pot_system,
+            EpisodeMode::Autocoder => &self.autocoder_system,
         };
         (
             system.clone(),
-            crate::episode::format::render(&self.task, &[("prompt", task_prompt)]),
+            crate::episode::format::render(
+                &self.task,
+                &[("prompt", task_prompt), ("data_context", data_context)],
+            ),
         )
     }
 }
@@ -278,6 +329,7 @@ impl RolloutConfig {
         if self.model.requests_per_minute == Some(0) {
             return bad("requests_per_minute must be at least 1");
         }
+        self.env_pool.validate().map_err(ConfigError)?;
         if self.output.out.as_os_str().is_empty() {
             return bad("no output file");
         }
@@ -289,5 +341,27 @@ impl RolloutConfig {
             );
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod data_context_tests {
+    // Issue 13: `{data_context}` in the task template.
+    use super::*;
+
+    #[test]
+    fn task_template_can_include_the_data_context() {
+        let prompts = Prompts {
+            task: "{prompt}\n\nData:\n{data_context}".into(),
+            ..Prompts::default()
+        };
+        let (_, user) = prompts.opening_with_data(
+            EpisodeMode::CodeBlock,
+            "Sum it.",
+            "File a.csv: 2 rows, 1 columns",
+        );
+        assert_eq!(user, "Sum it.\n\nData:\nFile a.csv: 2 rows, 1 columns");
+        let (_, plain) = Prompts::default().opening(EpisodeMode::CodeBlock, "Sum it.");
+        assert_eq!(plain, "Sum it.");
     }
 }

@@ -147,6 +147,7 @@ impl PolicyTools {
             messages: &messages,
             tools: None,
             seed: None,
+            response_format: None,
         };
         // Concurrent sub-calls each start from the budget left now and give back what they used.
         let before = self.lock().retry_budget;

@@ -5,7 +5,8 @@
 //! Layers, bottom up: [`dataset`] (the append-only file of records whose schema is the `trajectory`
 //! crate's, and its manifest), [`client`] (the chat completions client with retries), [`backend`]
 //! (in-process or remote environments), [`episode`] (one episode's loop), [`runner`] (scheduling,
-//! seeds, cancellation) and [`summary`]. The engine knows no environment: code is found in model
+//! seeds, cancellation) and [`summary`]; [`metrics`] names what the engine reports to the `metrics`
+//! facade. The engine knows no environment: code is found in model
 //! text by the `code-extract` crate, as the coding env does. Tests and benchmarks talk to the
 //! `fake-llm` crate's server instead of a paid endpoint.
 
@@ -16,6 +17,7 @@ pub mod dataset;
 pub mod episode;
 // Issue 12: the host tools the engine serves its in-process envs (program-of-thought mode).
 pub mod host_tools;
+pub mod metrics;
 pub mod progress;
 pub mod runner;
 pub mod seed;

@@ -1,6 +1,7 @@
 //! Scheduling a run: every (task, sample) episode not already in the dataset, at most `concurrency`
 //! in flight (a semaphore, so thousands in flight cost one task each, not batches), each pinned to
-//! an endpoint and an env server, written as soon as it finishes. Cancellation stops admission and
+//! an endpoint (env servers are placed by the remote backend's pool), written as soon as it
+//! finishes. Cancellation stops admission and
 //! ends in-flight episodes as `cancelled`; everything is flushed before returning.
 
 use std::collections::{BTreeMap, HashSet};
@@ -78,17 +79,7 @@ async fn run_here(
     dataset.keep_only(&tasks, config.samples);
 
     let client = Arc::new(ChatClient::new(&config.model)?);
-    let servers = match &backend {
-        EnvBackend::Remote(r) => r.server_count(),
-        EnvBackend::InProcess { .. } => 1,
-    };
-    let plans = plan_episodes(
-        &config,
-        &tasks,
-        &dataset.done,
-        client.endpoint_count(),
-        servers,
-    );
+    let plans = plan_episodes(&config, &tasks, &dataset.done, client.endpoint_count());
     dataset.save_manifest(&tasks, config.samples, expected)?;
     let run_id = dataset.manifest.run_id.clone();
     tracing::info!(run_id = %run_id, to_run = plans.len(), already_done = dataset.done.len(), "starting rollout");
@@ -302,14 +293,13 @@ async fn collect(
 }
 
 /// Episodes to run, in task-major order so a group's samples run close together. A group sticks to
-/// one endpoint and server when there are at least as many groups as endpoints; otherwise episodes
+/// one endpoint when there are at least as many groups as endpoints; otherwise episodes
 /// are spread round-robin so every endpoint gets work.
 fn plan_episodes(
     config: &RolloutConfig,
     tasks: &[String],
     done: &HashSet<EpisodeKey>,
     endpoints: usize,
-    servers: usize,
 ) -> Vec<EpisodePlan> {
     let mut plans = Vec::new();
     let mut ordinal = 0usize;
@@ -327,7 +317,6 @@ fn plan_episodes(
                 sample_index,
                 seed: episode_seed(config.seed, task, sample_index),
                 endpoint: route(endpoints),
-                env_route: route(servers),
             };
             ordinal += 1;
             let key = EpisodeKey {

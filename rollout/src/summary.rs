@@ -21,6 +21,8 @@ pub struct EpisodeStats {
     pub error_kind: Option<&'static str>,
     /// Kinds of retried failures, one entry per retry.
     pub retry_kinds: Vec<&'static str>,
+    /// Times the episode restarted after losing its env server.
+    pub env_restarts: u64,
 }
 
 impl EpisodeStats {
@@ -36,6 +38,7 @@ impl EpisodeStats {
                 .iter()
                 .flat_map(|t| t.model_call.retries.iter().map(|r| r.kind.as_str()))
                 .collect(),
+            env_restarts: record.restarts.len() as u64,
         }
     }
 
@@ -78,6 +81,9 @@ pub struct Summary {
     pub retries_by_kind: BTreeMap<String, u64>,
     /// Whether the run was interrupted.
     pub interrupted: bool,
+    /// Episode restarts after a lost env server (each episode still counted once).
+    #[serde(default)]
+    pub env_restarts: u64,
 }
 
 /// Builds the summary from the newest stats of every episode.
@@ -112,11 +118,13 @@ pub fn summarize(
         errors_by_kind: BTreeMap::new(),
         retries_by_kind: BTreeMap::new(),
         interrupted,
+        env_restarts: 0,
     };
     let mut per_task: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
     let mut reward_sum = 0.0;
     for (key, e) in episodes {
         s.tokens.add(&e.usage);
+        s.env_restarts += e.env_restarts;
         *s.stop_reasons
             .entry(e.stop_reason.as_str().to_string())
             .or_default() += 1;
@@ -183,6 +191,13 @@ impl std::fmt::Display for Summary {
             writeln!(f, "{k}: {v:.4}")?;
         }
         writeln!(f, "mean reward: {:.4}", self.mean_reward)?;
+        if self.env_restarts > 0 {
+            writeln!(
+                f,
+                "env restarts: {} (episodes replayed after losing their env server)",
+                self.env_restarts
+            )?;
+        }
         writeln!(
             f,
             "tokens: {} prompt + {} completion = {}",
@@ -222,6 +237,7 @@ mod tests {
             usage: Usage::default(),
             error_kind: None,
             retry_kinds: Vec::new(),
+            env_restarts: 0,
         }
     }
 

@@ -33,6 +33,7 @@ async fn call(client: &ChatClient, budget: &mut u32) -> CallOutcome {
         messages: &messages,
         tools: None,
         seed: Some(42),
+        response_format: None,
     };
     client.chat(0, &req, budget).await
 }
@@ -336,5 +337,68 @@ fn default_key_variable_by_host() {
     assert_eq!(
         default_key_env("https://huggingface.co@evil.example/v1"),
         "OPENAI_API_KEY"
+    );
+}
+
+/// AutoCoder (issue 13): `response_format` reaches the server; one that refuses it answers 400,
+/// which is not retried; a JSON reply is bare JSON with it and a fenced block without it.
+#[tokio::test]
+async fn response_format_is_sent_and_a_refusal_is_a_bad_request() {
+    let format = serde_json::json!({"type": "json_schema",
+        "json_schema": {"name": "plan", "strict": true, "schema": {"type": "object"}}});
+    let messages = [ChatMessage::text(Role::User, "plan it")];
+    let req = |f| ChatRequest {
+        messages: &messages,
+        tools: None,
+        seed: None,
+        response_format: f,
+    };
+    let reply = Reply::Json(serde_json::json!({"plan": "x"}));
+    let server = FakeLlm::start(FakeScript {
+        default_reply: reply.clone(),
+        record_requests: true,
+        ..FakeScript::default()
+    })
+    .await
+    .unwrap();
+    let client = ChatClient::new(&model_config(&server.base_url())).unwrap();
+    let out = client.chat(0, &req(Some(&format)), &mut 10).await;
+    let text = out.completion.unwrap().message.content.unwrap();
+    assert_eq!(text, r#"{"plan":"x"}"#);
+    assert_eq!(server.recorded_requests()[0]["response_format"], format);
+    let out = client.chat(0, &req(None), &mut 10).await;
+    let text = out.completion.unwrap().message.content.unwrap();
+    assert!(
+        text.contains("```json\n{\n  \"plan\": \"x\"\n}\n```"),
+        "{text}"
+    );
+    assert!(
+        server.recorded_requests()[1]
+            .get("response_format")
+            .is_none()
+    );
+
+    let refusing = FakeLlm::start(FakeScript {
+        default_reply: reply,
+        reject_response_format: true,
+        ..FakeScript::default()
+    })
+    .await
+    .unwrap();
+    let client = ChatClient::new(&model_config(&refusing.base_url())).unwrap();
+    let mut budget = 10;
+    let out = client.chat(0, &req(Some(&format)), &mut budget).await;
+    let error = out.call.error.expect("refused");
+    assert_eq!(
+        (error.kind, error.status),
+        (ErrorKind::BadRequest, Some(400))
+    );
+    assert_eq!((out.call.attempts, budget), (1, 10));
+    assert!(
+        client
+            .chat(0, &req(None), &mut budget)
+            .await
+            .completion
+            .is_some()
     );
 }

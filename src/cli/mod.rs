@@ -9,10 +9,14 @@ mod doctor;
 mod envs;
 mod evaluate;
 mod export;
+mod metrics;
+mod report;
 mod rollout;
+mod run;
 mod serve;
 mod signal;
 mod tasks;
+mod telemetry;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -51,12 +55,29 @@ enum Command {
     Rollout(rollout::Args),
     /// Turn a rollout dataset into training data (RL / SFT / DPO; JSONL or Parquet).
     Export(export::Args),
+    /// Run a solution (a file or a rollout episode) on a data task's files and new inputs; print
+    /// its typed outputs.
+    Run(run::Args),
+    /// Write a rollout dataset's report: one self-contained HTML page (pass rates, charts,
+    /// trajectory browser).
+    Report(report::Args),
 }
 
 /// Parses arguments, installs the tracing subscriber, runs the command on a tokio runtime.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing(cli.log_format);
+    let otlp = match &cli.command {
+        Command::Rollout(args) => args.otlp_endpoint().map(str::to_owned),
+        _ => None,
+    };
+    // Without trace export the log is set up at once, so that the runtime's start-up is logged;
+    // the OTLP exporter needs the runtime, so it is set up on it.
+    if otlp.is_none()
+        && let Err(e) = telemetry::init(cli.log_format, None)
+    {
+        eprintln!("error: {e:#}");
+        return ExitCode::FAILURE;
+    }
     // The descriptor table is grown first, while this is the only thread (`codegym::fds` says why:
     // the rollout benchmark's first round stalled on RCU grace periods without it).
     let runtime = match codegym::fds::start_runtime() {
@@ -67,7 +88,11 @@ pub fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(async move {
-        match cli.command {
+        let telemetry = match &otlp {
+            Some(endpoint) => telemetry::init(cli.log_format, Some(endpoint))?,
+            None => None,
+        };
+        let result = match cli.command {
             Command::Serve(args) => serve::run(args).await,
             Command::Envs(args) => envs::run(args).await,
             Command::Doctor(args) => doctor::run(args).await,
@@ -75,7 +100,14 @@ pub fn main() -> ExitCode {
             Command::Evaluate(args) => evaluate::run(args).await,
             Command::Rollout(args) => rollout::run(args).await,
             Command::Export(args) => export::run(args).await,
+            Command::Run(args) => run::run(args).await,
+            Command::Report(args) => report::run(args).await,
+        };
+        if let Some(telemetry) = telemetry {
+            // The last batch goes out on the SDK's thread through a channel on this runtime.
+            tokio::task::spawn_blocking(move || telemetry.shutdown()).await?;
         }
+        result
     });
     match result {
         Ok(code) => code,
@@ -83,17 +115,5 @@ pub fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
-    }
-}
-
-fn init_tracing(format: LogFormat) {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
     }
 }

@@ -63,7 +63,7 @@ struct Flags {
     /// Environment id.
     #[arg(long)]
     env_id: Option<String>,
-    /// Model calls per episode at most.
+    /// Model calls per episode at most (autocoder mode: runs of the model's tests at most).
     #[arg(long)]
     max_turns: Option<u32>,
     /// Messages kept after the system and task messages when calling the model.
@@ -101,7 +101,9 @@ struct Flags {
     /// Requests per minute per endpoint.
     #[arg(long)]
     rpm: Option<u32>,
-    /// `codegym serve` address (`http://host:port`, repeatable); default: environments in-process.
+    /// `codegym serve` address (`http://host:port`, repeatable; a name with several addresses is
+    /// several servers); default: environments in-process. Sessions go to the least-loaded healthy
+    /// server and tasks are sent inline, so the servers need no task files.
     #[arg(long = "env-server")]
     env_servers: Vec<String>,
     /// The JSONL dataset to write (`FILE.manifest.json` and `FILE.summary.json` go beside it).
@@ -113,6 +115,21 @@ struct Flags {
     /// Progress display.
     #[arg(long, value_enum)]
     progress: Option<ProgressArg>,
+    /// Serve Prometheus metrics (episodes, model calls, tokens, env calls) at `http://ADDR/metrics`
+    /// while the run lasts; port 0 picks a free port (logged as `metrics listening on ADDR` on stderr).
+    #[arg(long, value_name = "ADDR")]
+    metrics_addr: Option<std::net::SocketAddr>,
+    /// Export the run's traces (a span per episode, child spans per model and env call) to this
+    /// OTLP/gRPC endpoint, e.g. `http://127.0.0.1:4317`.
+    #[arg(long, value_name = "URL", env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    otlp_endpoint: Option<String>,
+}
+
+impl Args {
+    /// The OTLP endpoint traces go to, if any (the subscriber is set up before the command runs).
+    pub fn otlp_endpoint(&self) -> Option<&str> {
+        self.flags.otlp_endpoint.as_deref()
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -122,6 +139,8 @@ enum ModeArg {
     /// Issue 12: code runs in session mode with the task's context as `context`, `llm_query`
     /// host tools, ends on `FINAL(answer)` (in-process envs only).
     ProgramOfThought,
+    /// Plan, solution, model-written tests, diagnose-and-fix loop (issue 13).
+    Autocoder,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -146,8 +165,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else if let Some(missing) = config.tasks.iter().find(|t| task_set.get(t).is_none()) {
         anyhow::bail!("task {missing:?} is not in {}", args.tasks);
     }
-    if args.tasks != env_coding::tasks::BUILTIN_EXAMPLES_NAME {
-        // The env loads the same file; an absolute path also works for a server on this machine.
+    let remote = !config.env_servers.is_empty();
+    if args.tasks != env_coding::tasks::BUILTIN_EXAMPLES_NAME && !remote {
+        // The env loads the same file.
         let path =
             std::fs::canonicalize(&args.tasks).unwrap_or_else(|_| PathBuf::from(&args.tasks));
         config.env_kwargs.insert(
@@ -156,6 +176,14 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     config.validate()?;
+    if let Some(addr) = args.metrics_addr {
+        let local = super::metrics::install(addr, || {
+            rollout::metrics::describe();
+            env_coding::sandbox::metrics::describe();
+        })
+        .await?;
+        eprintln!("metrics listening on {local}");
+    }
     let backend = if config.env_servers.is_empty() {
         // In process the task file is the user's own: allow its directory.
         let mut coding = env_coding::CodingConfig::default();
@@ -167,13 +195,28 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         {
             coding.task_dirs.push(dir.to_path_buf());
         }
+        // AutoCoder mode (issue 13): the model's tests need pytest and its own requirements from
+        // the package cache; in process the machine is the user's own, as with `serve --packages`.
+        if config.episode.mode == EpisodeMode::Autocoder {
+            coding.packages.enabled = true;
+        }
         // Probing the sandbox blocks for tens of milliseconds: not on the runtime.
         let registry = tokio::task::spawn_blocking(move || codegym::registry(coding))
             .await?
             .context("cannot set up the environments")?;
         EnvBackend::in_process(Arc::new(registry))
     } else {
-        EnvBackend::Remote(RemoteBackend::new(&config.env_servers)?)
+        // Every task travels inline in `reset`: the servers need neither the file nor a
+        // `--tasks-dir`, and a server on another machine sees exactly the tasks loaded here.
+        let inline = config
+            .tasks
+            .iter()
+            .filter_map(|id| task_set.get(id).map(|t| (id.clone(), t.to_json())))
+            .collect();
+        let pool = RemoteBackend::connect(&config.env_servers, config.env_pool.clone())
+            .await
+            .context("cannot set up the env servers")?;
+        EnvBackend::Remote(pool.with_inline_tasks(inline))
     };
     let cancel = CancellationToken::new();
     tokio::spawn(watch_signals(cancel.clone()));
@@ -221,6 +264,7 @@ fn apply_flags(a: &Flags, c: &mut RolloutConfig) -> anyhow::Result<()> {
             ModeArg::Tools => EpisodeMode::Tools,
             // Issue 12.
             ModeArg::ProgramOfThought => EpisodeMode::ProgramOfThought,
+            ModeArg::Autocoder => EpisodeMode::Autocoder,
         };
     }
     if let Some(m) = &a.env_mode {

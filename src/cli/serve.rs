@@ -24,6 +24,10 @@ pub struct Args {
     /// Largest request message in bytes.
     #[arg(long)]
     max_request_bytes: Option<usize>,
+    /// On SIGTERM/SIGINT, answer health checks NOT_SERVING and refuse new sessions for this many
+    /// seconds while open sessions go on, then stop (default 0: stop at once).
+    #[arg(long)]
+    drain_secs: Option<u64>,
     /// Refuse to start unless every sandbox isolation layer is available.
     #[arg(long)]
     require_isolation: bool,
@@ -47,6 +51,19 @@ pub struct Args {
     /// JSON config file: `{"server": {...}, "coding": {...}}` (see README); flags override it.
     #[arg(long)]
     config: Option<PathBuf>,
+    // Data tasks (issue 13): per-task packages.
+    /// Allow task `requirements` (pip, wheels only), cached under `coding.packages.cache_dir`.
+    #[arg(long)]
+    packages: bool,
+    /// Install task requirements only from the wheels in DIR, never from an index (air-gapped
+    /// clusters); implies --packages.
+    #[arg(long, value_name = "DIR")]
+    wheelhouse: Option<PathBuf>,
+    /// Serve Prometheus metrics (sessions, steps, sandbox executions and latency, queue depth,
+    /// fork-server restarts, errors by gRPC code) at `http://ADDR/metrics`; port 0 picks a free port
+    /// (printed as `metrics listening on ADDR` after the other listeners' lines).
+    #[arg(long, value_name = "ADDR")]
+    metrics_addr: Option<SocketAddr>,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -57,6 +74,17 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     apply_flags(&args, &mut config.server);
     if args.require_isolation {
         config.coding.sandbox.min_isolation = env_coding::sandbox::IsolationLevel::Strict;
+    }
+    if args.packages || args.wheelhouse.is_some() {
+        config.coding.packages.enabled = true;
+    }
+    if let Some(dir) = &args.wheelhouse {
+        anyhow::ensure!(
+            dir.is_dir(),
+            "--wheelhouse {}: not a directory",
+            dir.display()
+        );
+        config.coding.packages.wheelhouse = Some(dir.clone());
     }
     for dir in &args.tasks_dirs {
         anyhow::ensure!(
@@ -131,6 +159,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
+    if let Some(addr) = args.metrics_addr {
+        let local = super::metrics::install(addr, codegym::metrics::describe).await?;
+        println!("metrics listening on {local}");
+    }
     std::io::stdout().flush()?;
     server::serve_with_http(Arc::new(registry), config.server, listener, http, shutdown).await?;
     Ok(ExitCode::SUCCESS)
@@ -155,5 +187,8 @@ fn apply_flags(args: &Args, server: &mut ServerConfig) {
     }
     if let Some(b) = args.max_request_bytes {
         server.max_request_bytes = b;
+    }
+    if let Some(s) = args.drain_secs {
+        server.drain_ms = s.saturating_mul(1000);
     }
 }

@@ -457,7 +457,7 @@ where
     F: for<'a> FnOnce(&'a Adapter, &'a mut Box<dyn AsyncEnv>) -> OneShot<'a>,
 {
     let adapter = Adapter::lookup(state, ns, name)?;
-    if state.server.shutdown.is_cancelled() {
+    if state.server.draining.is_cancelled() {
         return Err(ServerError::ShuttingDown);
     }
     let _permit = state.server.sessions.reserve()?;

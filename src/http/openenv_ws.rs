@@ -80,7 +80,7 @@ async fn session(state: Arc<HttpState>, adapter: Adapter, peer: IpAddr, socket: 
         return refuse(socket, error("CAPACITY_REACHED", why, extra)).await;
     };
     let sessions = &state.server.sessions;
-    let permit = if state.server.shutdown.is_cancelled() {
+    let permit = if state.server.draining.is_cancelled() {
         Err(ServerError::ShuttingDown)
     } else {
         sessions.reserve()

@@ -6,8 +6,9 @@
 //! `stdout`/`stderr` never null, `return_code` null only on a timeout) and SandboxFusion's status
 //! rules: a timeout or a non-zero exit is `Failed`, a failure of the machinery is `SandboxError`
 //! (HTTP 200 either way). A language outside SandboxFusion's list is a 422 as there; a language on
-//! its list that codegym does not run yet is answered like SandboxFusion's own runner-less `sql`:
-//! `SandboxError` with a message.
+//! its list that codegym does not run (or whose toolchain this machine lacks) is answered like
+//! SandboxFusion's own runner-less `sql`: `SandboxError` with a message. Compiled languages report
+//! their compile step as `compile_result` (issue 14); a failed compile has no `run_result`.
 //!
 //! Execution is the coding env's: one `ExecRequest` to the shared [`Sandbox`]. The request's limits
 //! can only lower the sandbox's configured ones. `fetch_files` are read by the sandbox from the
@@ -24,6 +25,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
+use env_coding::lang::Language;
 use env_coding::sandbox::{ExecRequest, Limits};
 use env_core::ExecutionResult;
 use serde::{Deserialize, Serialize};
@@ -74,7 +76,6 @@ struct RunCodeRequest {
     #[serde(default = "python")]
     language: String,
     #[serde(default = "ten")]
-    #[allow(dead_code)] // Python is not compiled; kept so that a wrong type is still a 422.
     compile_timeout: f64,
     #[serde(default = "ten")]
     run_timeout: f64,
@@ -191,12 +192,13 @@ fn validation_error(e: &serde_json::Error) -> Response {
 }
 
 async fn execute(state: &HttpState, request: RunCodeRequest) -> RunCodeResponse {
-    if request.language != "python" {
+    // Issue 14: every language codegym has a toolchain table for.
+    let Ok(language) = Language::parse(&request.language) else {
         return RunCodeResponse::sandbox_error(format!(
-            "exception on running code: language {:?} is not supported by this server (codegym runs python)",
+            "exception on running code: language {:?} is not supported by this server",
             request.language
         ));
-    }
+    };
     let mut files = Vec::with_capacity(request.files.len());
     for (path, content) in request.files {
         let Some(content) = content else { continue };
@@ -214,14 +216,24 @@ async fn execute(state: &HttpState, request: RunCodeRequest) -> RunCodeResponse 
         request.run_timeout,
         request.memory_limit_mb,
     );
+    let mut compile_limits =
+        capped_limits(state.sandbox.compile_limits(), request.compile_timeout, -1);
+    compile_limits.cpu_ms = state
+        .sandbox
+        .compile_limits()
+        .cpu_ms
+        .min(compile_limits.wall_ms);
     let exec = ExecRequest {
         source: request.code,
         files,
         stdin: request.stdin.map(String::into_bytes),
         limits: Some(limits),
+        language,
+        compile_limits: Some(compile_limits),
         // Issue 12: SandboxFusion reads output only, and has no host tools.
         report: None,
         tools: None,
+        ..ExecRequest::default()
     };
     match state.sandbox.run_fetching(exec, request.fetch_files).await {
         Ok((result, fetched)) => {
@@ -229,6 +241,18 @@ async fn execute(state: &HttpState, request: RunCodeRequest) -> RunCodeResponse 
                 .into_iter()
                 .map(|(path, bytes)| (path, B64.encode(bytes)))
                 .collect();
+            let compile = result.compile.as_deref().map(run_result);
+            if result.compile_failed() {
+                // SandboxFusion runs nothing after a failed compile.
+                return RunCodeResponse {
+                    status: "Failed",
+                    message: String::new(),
+                    compile_result: compile,
+                    run_result: None,
+                    executor_pod_name: None,
+                    files: fetched,
+                };
+            }
             let run = run_result(&result);
             // SandboxFusion's rule: a timeout or any non-zero return code fails the run.
             let status = if result.timed_out || run.return_code != Some(0) {
@@ -239,7 +263,7 @@ async fn execute(state: &HttpState, request: RunCodeRequest) -> RunCodeResponse 
             RunCodeResponse {
                 status,
                 message: String::new(),
-                compile_result: None,
+                compile_result: compile,
                 run_result: Some(run),
                 executor_pod_name: None,
                 files: fetched,

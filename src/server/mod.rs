@@ -10,6 +10,7 @@
 //! however it ends.
 
 mod deadline;
+mod evaluate;
 mod service;
 pub(crate) mod sessions;
 pub mod status;
@@ -45,6 +46,11 @@ pub struct ServerConfig {
     /// After a shutdown signal, how many milliseconds in-flight work may take before the server stops
     /// anyway.
     pub shutdown_grace_ms: u64,
+    /// After a shutdown signal, how many milliseconds the server keeps working before it starts to
+    /// stop: health answers NOT_SERVING and new sessions are refused (UNAVAILABLE) at once, while
+    /// open sessions go on. Lets load balancers and client pools (which poll `grpc.health.v1`)
+    /// move new work elsewhere and lets running episodes finish. 0: stop at once.
+    pub drain_ms: u64,
 }
 
 impl ServerConfig {
@@ -54,6 +60,10 @@ impl ServerConfig {
 
     pub fn shutdown_grace(&self) -> Duration {
         Duration::from_millis(self.shutdown_grace_ms)
+    }
+
+    pub fn drain(&self) -> Duration {
+        Duration::from_millis(self.drain_ms)
     }
 }
 
@@ -65,6 +75,7 @@ impl Default for ServerConfig {
             max_request_bytes: 16 << 20,
             max_evaluate_items: 10_000,
             shutdown_grace_ms: 30_000,
+            drain_ms: 0,
         }
     }
 }
@@ -85,7 +96,9 @@ pub(crate) struct State {
     pub registry: Arc<Registry>,
     pub config: ServerConfig,
     pub sessions: sessions::SessionTable,
-    /// Cancelled when shutdown starts: streams stop taking requests, new sessions are refused.
+    /// Cancelled when a shutdown signal arrives: new sessions are refused (open ones go on).
+    pub draining: CancellationToken,
+    /// Cancelled when shutdown starts (`drain_ms` after the signal): streams stop taking requests.
     pub shutdown: CancellationToken,
 }
 
@@ -111,15 +124,19 @@ pub async fn serve_with_http(
 ) -> Result<(), ServeError> {
     let addr: SocketAddr = listener.local_addr().map_err(ServeError::Listener)?;
     let token = CancellationToken::new();
+    let draining = CancellationToken::new();
     let state = Arc::new(State {
         registry,
         sessions: sessions::SessionTable::new(config.max_sessions),
         config,
+        draining: draining.clone(),
         shutdown: token.clone(),
     });
     let reaper = tokio::spawn(sessions::reap_idle(state.clone()));
     let http = http.map(|http| tokio::spawn(crate::http::serve(state.clone(), http)));
 
+    // The environments and the sandbox passed their start-up self-test before the server was
+    // built (`registry_and_sandbox`), so the server is SERVING from its first connection.
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<EnvServiceServer<EnvServer>>().await;
     let reflection = tonic_reflection::server::Builder::configure()
@@ -138,12 +155,25 @@ pub async fn serve_with_http(
     tracing::info!(%addr, "serving codegym.v1.EnvService");
     let signal = {
         let token = token.clone();
+        let drain = state.config.drain();
         async move {
             shutdown.await;
-            tracing::info!("shutdown requested: draining in-flight requests and streams");
+            // Both the service and the server as a whole ("") stop serving: probes of either see it.
             health
                 .set_not_serving::<EnvServiceServer<EnvServer>>()
                 .await;
+            health
+                .set_service_status("", tonic_health::ServingStatus::NotServing)
+                .await;
+            draining.cancel();
+            if !drain.is_zero() {
+                tracing::info!(
+                    ?drain,
+                    "shutdown requested: NOT_SERVING, refusing new sessions while open ones go on"
+                );
+                tokio::time::sleep(drain).await;
+            }
+            tracing::info!("shutting down: draining in-flight requests and streams");
             token.cancel();
         }
     };

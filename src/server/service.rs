@@ -1,4 +1,4 @@
-//! `codegym.v1.EnvService`: the unary RPCs, `Evaluate` and `ListTasks`, plus the request parsing
+//! `codegym.v1.EnvService`: the unary RPCs and `ListTasks` (`Evaluate` lives in `evaluate.rs`), plus the request parsing
 //! shared with the `Session` stream. `ListTasks` renders each task's opening messages with the
 //! rollout engine's default prompts, so datasets prompt models exactly as `codegym rollout` does.
 
@@ -7,13 +7,12 @@ use std::sync::Arc;
 
 use std::panic::AssertUnwindSafe;
 
-use env_core::{AsyncEnv, EnvSpec, EvalItem, Options, Value};
+use env_core::{AsyncEnv, EnvSpec, Options, Value};
 use futures::{FutureExt, Stream};
 use proto::convert::{self, ConvertError};
 use proto::v1;
 use rollout::dataset::record::EpisodeMode;
 use tonic::{Request, Response, Status, Streaming};
-use tracing::Instrument;
 
 use super::State;
 use super::deadline;
@@ -40,7 +39,7 @@ pub(crate) async fn make_env(
     req: v1::MakeRequest,
     stream: bool,
 ) -> Result<(Box<dyn AsyncEnv>, EnvSpec, Permit), ServerError> {
-    if state.shutdown.is_cancelled() {
+    if state.draining.is_cancelled() {
         return Err(ServerError::ShuttingDown);
     }
     let kwargs = convert::json_object(&req.kwargs_json, "kwargs_json")?;
@@ -86,6 +85,8 @@ pub(crate) fn reset_response((obs, info): (Value, env_core::Info)) -> v1::ResetR
 }
 
 type SessionStream = Pin<Box<dyn Stream<Item = Result<v1::SessionResponse, Status>> + Send>>;
+type EvaluateStream =
+    Pin<Box<dyn Stream<Item = Result<v1::EvaluateStreamResponse, Status>> + Send>>;
 
 #[tonic::async_trait]
 impl v1::env_service_server::EnvService for EnvServer {
@@ -146,6 +147,7 @@ impl v1::env_service_server::EnvService for EnvServer {
         let session = self.state.sessions.get(&req.session_id)?;
         let action = parse_action(req)?;
         let step = deadline::within(deadline, session.call(move |env| env.step(action))).await?;
+        crate::metrics::step(&step);
         Ok(Response::new(convert::step_to_proto(&step)))
     }
 
@@ -175,70 +177,20 @@ impl v1::env_service_server::EnvService for EnvServer {
         req: Request<v1::EvaluateRequest>,
     ) -> Result<Response<v1::EvaluateResponse>, Status> {
         let deadline = deadline::from_request(&req);
-        let req = req.into_inner();
-        let limit = self.state.config.max_evaluate_items;
-        if req.items.len() > limit {
-            return Err(ServerError::TooLarge {
-                what: "Evaluate",
-                got: req.items.len(),
-                limit,
-            }
-            .into());
-        }
-        let evaluator = self
-            .state
-            .registry
-            .evaluator(&req.env_id)
-            .map_err(ServerError::from)?;
-        let kwargs =
-            convert::json_object(&req.kwargs_json, "kwargs_json").map_err(ServerError::from)?;
+        let response = super::evaluate::unary(&self.state, deadline, req.into_inner()).await?;
+        Ok(Response::new(response))
+    }
 
-        // A malformed item fails alone; the others are still evaluated.
-        let mut results: Vec<Option<Result<v1::StepResponse, ServerError>>> =
-            Vec::with_capacity(req.items.len());
-        let mut items = Vec::new();
-        for item in req.items {
-            match parse_item(item) {
-                Ok(item) => {
-                    items.push(item);
-                    results.push(None);
-                }
-                Err(e) => results.push(Some(Err(e))),
-            }
-        }
-        let evaluated = deadline::within(deadline, async move {
-            // A panicking evaluator fails this call only.
-            AssertUnwindSafe(evaluator.evaluate(kwargs, items))
-                .catch_unwind()
-                .await
-                .map_err(|_| ServerError::EnvPanicked)?
-                .map_err(ServerError::from)
-        })
-        .in_current_span()
-        .await?;
-        let mut evaluated = evaluated.into_iter();
-        let results = results
-            .into_iter()
-            .map(|slot| {
-                let outcome = slot.unwrap_or_else(|| match evaluated.next() {
-                    Some(r) => r
-                        .map(|s| convert::step_to_proto(&s))
-                        .map_err(ServerError::from),
-                    None => Err(ServerError::EnvPanicked),
-                });
-                match outcome {
-                    Ok(step) => v1::EvaluateResult {
-                        step: Some(step),
-                        error: None,
-                    },
-                    Err(e) => v1::EvaluateResult {
-                        step: None,
-                        error: Some((&e).into()),
-                    },
-                }
-            })
-            .collect();
-        Ok(Response::new(v1::EvaluateResponse { results }))
+    type EvaluateStreamStream = EvaluateStream;
+
+    #[tracing::instrument(name = "evaluate_stream", skip_all, fields(env_id = %req.get_ref().env_id, items = req.get_ref().items.len()))]
+    async fn evaluate_stream(
+        &self,
+        req: Request<v1::EvaluateRequest>,
+    ) -> Result<Response<Self::EvaluateStreamStream>, Status> {
+        let deadline = deadline::from_request(&req);
+        let rx = super::evaluate::stream(&self.state, deadline, req.into_inner())?;
+        Ok(Response::new(Box::pin(rx)))
     }
 
     #[tracing::instrument(name = "list_tasks", skip_all, fields(env_id = %req.get_ref().env_id))]
@@ -303,12 +255,4 @@ fn parse_page_token(token: &str) -> Result<usize, ServerError> {
     token
         .parse::<usize>()
         .map_err(|_| ServerError::BadPageToken(token.to_string()))
-}
-
-fn parse_item(item: v1::EvaluateItem) -> Result<EvalItem, ServerError> {
-    Ok(EvalItem {
-        seed: item.seed,
-        options: convert::json_object(&item.options_json, "options_json")?,
-        action: convert::value_from_proto(item.action.ok_or(ConvertError::Missing("action"))?)?,
-    })
 }

@@ -16,8 +16,23 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use super::State;
 use super::status::ServerError;
 
-/// A capacity slot; dropping it frees the slot.
-pub type Permit = OwnedSemaphorePermit;
+/// A capacity slot; dropping it frees the slot (and the `codegym_sessions_open` gauge follows).
+pub struct Permit {
+    _slot: OwnedSemaphorePermit,
+}
+
+impl Permit {
+    fn new(slot: OwnedSemaphorePermit) -> Self {
+        crate::metrics::session_slots(1.0);
+        Permit { _slot: slot }
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        crate::metrics::session_slots(-1.0);
+    }
+}
 
 /// One unary session.
 pub struct Session {
@@ -115,6 +130,7 @@ impl SessionTable {
         self.capacity
             .clone()
             .try_acquire_owned()
+            .map(Permit::new)
             .map_err(|_| ServerError::TooManySessions(self.max))
     }
 

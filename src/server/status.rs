@@ -76,9 +76,10 @@ fn env_code(e: &EnvError) -> Code {
         | EnvError::VersionNotFound { .. }
         | EnvError::UnregisteredEnv(_) => Code::NotFound,
         EnvError::AlreadyRegistered(_) => Code::AlreadyExists,
-        EnvError::ResetNeeded | EnvError::EpisodeEnded | EnvError::ClosedEnvironment => {
-            Code::FailedPrecondition
-        }
+        EnvError::ResetNeeded
+        | EnvError::EpisodeEnded
+        | EnvError::ClosedEnvironment
+        | EnvError::FailedPrecondition(_) => Code::FailedPrecondition,
         EnvError::Unsupported(_) => Code::Unimplemented,
         EnvError::ResourceExhausted(_) => Code::ResourceExhausted,
         // Retryable by definition: the sandbox or another resource behind the env failed.
@@ -88,14 +89,18 @@ fn env_code(e: &EnvError) -> Code {
     }
 }
 
+// Both conversions are where a failure leaves the server (a unary status, an error on a stream),
+// so errors are counted here, once each.
 impl From<ServerError> for Status {
     fn from(e: ServerError) -> Status {
+        crate::metrics::grpc_error(e.code());
         Status::new(e.code(), e.to_string())
     }
 }
 
 impl From<&ServerError> for proto::v1::Error {
     fn from(e: &ServerError) -> Self {
+        crate::metrics::grpc_error(e.code());
         proto::v1::Error {
             code: e.code() as i32,
             message: e.to_string(),
@@ -117,6 +122,10 @@ mod tests {
             (ServerError::SessionNotFound("s".into()), Code::NotFound),
             (EnvError::ResetNeeded.into(), Code::FailedPrecondition),
             (EnvError::EpisodeEnded.into(), Code::FailedPrecondition),
+            (
+                EnvError::FailedPrecondition("cannot install x".into()).into(),
+                Code::FailedPrecondition,
+            ),
             (
                 EnvError::InvalidAction("a".into()).into(),
                 Code::InvalidArgument,

@@ -178,6 +178,7 @@ async fn handle(
         Req::Step(req) => {
             let action = parse_action(req)?;
             let step = call(session, move |env| env.step(action)).await?;
+            crate::metrics::step(&step);
             Ok(Resp::Step(convert::step_to_proto(&step)))
         }
         Req::Close(_) => {

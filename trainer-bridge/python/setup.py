@@ -70,7 +70,14 @@ def _runtime_requirements() -> list[str]:
         proto_floor = _release("protobuf")
     except importlib.metadata.PackageNotFoundError:
         grpc_floor, proto_floor = "1.66.0", "5.27.0"
-    return [f"grpcio>={grpc_floor},<2", f"protobuf>={proto_floor}", "numpy>=1.26,<3", "gymnasium>=1.0,<2"]
+    return [
+        f"grpcio>={grpc_floor},<2",
+        f"protobuf>={proto_floor}",
+        "numpy>=1.26,<3",
+        "gymnasium>=1.0,<2",
+        # grpc.health.v1 stubs for codegym.pool's health checks.
+        "grpcio-health-checking>=1.66,<2",
+    ]
 
 
 class BuildWithStubs(build_py):

@@ -17,4 +17,4 @@ mod pass_at_k;
 pub mod record;
 
 pub use pass_at_k::{mean_pass_at_k, pass_at_k};
-pub use record::{MIN_SCHEMA_VERSION, SCHEMA_VERSION, TrajectoryRecord};
+pub use record::{OLDEST_READABLE_VERSION, SCHEMA_VERSION, TrajectoryRecord};

@@ -12,14 +12,18 @@ pub use env_core::{ExecutionResult, ReturnValue};
 
 /// Version of the record layout written in every record's `schema_version`.
 ///
-/// 2 (issue 12): execution results may carry `return_value`, `variables` and `error` (optional
-/// fields; a version 1 record is a valid version 2 record without them). Also under version 2
-/// (issue 12, program-of-thought mode): a turn's optional `sub_calls` ([`SubCallRecord`]) and the
-/// `program_of_thought` episode mode.
+/// - 1: the first layout.
+/// - 2: the optional `env_server` and `restarts` (issue 16: scale-out), and AutoCoder mode's
+///   `mode: "autocoder"`, `turns[].stage`, the `model_tests` action and the record's `autocoder`
+///   summary (issue 13), and execution results' `return_value`, `variables` and `error` (issue
+///   12). Every addition is optional, so a version-1 record is a valid version-2
+///   record without them: readers accept every version from [`OLDEST_READABLE_VERSION`] up to this.
+/// - 2, also (issue 12, program-of-thought mode): a turn's optional `sub_calls`
+///   ([`SubCallRecord`]) and `mode: "program_of_thought"`.
 pub const SCHEMA_VERSION: u32 = 2;
 
-/// The oldest layout readers still accept ([`SCHEMA_VERSION`] only adds optional fields since).
-pub const MIN_SCHEMA_VERSION: u32 = 1;
+/// The oldest `schema_version` this build still reads.
+pub const OLDEST_READABLE_VERSION: u32 = 1;
 
 /// Name written in [`EngineInfo::name`].
 pub const ENGINE_NAME: &str = "codegym-rollout";
@@ -78,6 +82,35 @@ pub struct TrajectoryRecord {
     pub timings: Timings,
     /// What wrote the record.
     pub engine: EngineInfo,
+    /// AutoCoder mode (schema 2): the final solution, the model's own tests and their pass rate,
+    /// a signal recorded beside the reward and never part of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autocoder: Option<AutoCoderSummary>,
+    // --- Scale-out (issue 16): where the episode ran and what it survived.
+    /// The env server (`host:port`) of the attempt recorded here, when the env was remote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_server: Option<String>,
+    /// Earlier attempts of this episode, lost with their env server and restarted from the first
+    /// turn with the same seed; the record's messages and turns are the last attempt's only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restarts: Vec<RestartRecord>,
+}
+
+/// An attempt of an episode abandoned because its env server was lost (died, broke the
+/// connection, stopped answering, or could no longer run the session).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RestartRecord {
+    /// The server the lost attempt ran on (`host:port`).
+    pub env_server: String,
+    /// What was seen of the loss.
+    pub reason: String,
+    /// Model calls the lost attempt had made.
+    pub turns: u32,
+    /// Tokens the lost attempt spent (not counted in the record's `usage`).
+    #[serde(default)]
+    pub usage: Usage,
+    /// Milliseconds from the episode's start to the loss.
+    pub after_ms: u64,
 }
 
 impl TrajectoryRecord {
@@ -123,6 +156,8 @@ pub enum EpisodeMode {
     /// variable `context`; it may call `llm_query`/`llm_query_batched` (answered by the policy's
     /// own endpoint) and ends the episode by calling `FINAL(answer)`, which the task's reward scores.
     ProgramOfThought,
+    /// Structured plan, solution, model-written tests and a diagnose-and-fix loop (schema 2).
+    Autocoder,
 }
 
 /// Why an episode ended.
@@ -138,6 +173,9 @@ pub enum StopReason {
     MaxTurns,
     /// The environment truncated the episode (its own time limit) or terminated it unsolved.
     EnvDone,
+    /// AutoCoder mode (schema 2): the loop ended and the task's checks scored the final solution
+    /// unsolved.
+    Submitted,
     /// The prompt outgrew the model's context window (a 400 the server attributed to length).
     ContextLength,
     /// The episode's wall-clock deadline passed.
@@ -157,6 +195,7 @@ impl StopReason {
             StopReason::NoCode => "no_code",
             StopReason::MaxTurns => "max_turns",
             StopReason::EnvDone => "env_done",
+            StopReason::Submitted => "submitted",
             StopReason::ContextLength => "context_length",
             StopReason::Timeout => "timeout",
             StopReason::Error => "error",
@@ -292,6 +331,9 @@ pub struct TurnRecord {
     /// the program of this turn made from inside the sandbox, in the order they finished.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sub_calls: Vec<SubCallRecord>,
+    /// AutoCoder mode (schema 2): which stage of the loop this call was and what it produced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<StageRecord>,
 }
 
 /// One policy call made by a program through the `llm_query` host tools (issue 12).
@@ -452,6 +494,14 @@ pub enum ActionRecord {
     /// A tool call that could not be decoded (unknown tool or malformed arguments); not sent to the
     /// environment.
     Invalid { name: String, arguments: String },
+    /// AutoCoder mode (schema 2): the model's own pytest suite run against its solution. The
+    /// step's reward is not the env's (it would score the test runner): it is 0, and the outcome is
+    /// in [`StageRecord::model_tests`].
+    ModelTests {
+        solution: String,
+        tests: String,
+        requirements: Vec<String>,
+    },
 }
 
 /// A failure, classified.
@@ -555,6 +605,9 @@ impl Default for EngineInfo {
         }
     }
 }
+
+mod stage;
+pub use stage::{AutoCoderSummary, Diagnosis, ModelTestRun, Stage, StageRecord};
 
 #[cfg(test)]
 mod tests;

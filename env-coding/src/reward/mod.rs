@@ -148,6 +148,24 @@ pub enum Component {
         #[serde(default = "one")]
         weight: f64,
     },
+    // Data tasks (issue 13).
+    /// The typed output `name` of the plain run (see [`crate::data`]) equals `expected`: numbers
+    /// (and `timedelta` seconds) within `tolerance` (absolute; relative 1e-9 besides), datetimes
+    /// within `tolerance` seconds, strings and bools exactly, a `file` output by its text. One
+    /// component per output gives partial credit per output; a missing or malformed output scores 0.
+    Output {
+        name: String,
+        expected: serde_json::Value,
+        #[serde(default)]
+        tolerance: f64,
+        #[serde(default = "one")]
+        weight: f64,
+    },
+    // Issue 14: the stdin/stdout judge.
+    /// Competitive-programming judging in any language: `tests` (`input`/`output`), a `checker`,
+    /// per-test `time_limit_ms`/`memory_limit_mb`, `partial` credit or stop at the first failure;
+    /// per-test verdicts in the detail (see [`crate::judge`]).
+    Judge(crate::judge::JudgeSpec),
 }
 
 impl Component {
@@ -162,6 +180,8 @@ impl Component {
             Component::IoCases { .. } => "io_cases",
             Component::CheckFunction { .. } => "check_function",
             Component::Asserts { .. } => "asserts",
+            Component::Output { .. } => "output",
+            Component::Judge(_) => "judge",
         }
     }
 
@@ -174,7 +194,9 @@ impl Component {
             | Component::Numeric { weight, .. }
             | Component::IoCases { weight, .. }
             | Component::CheckFunction { weight, .. }
-            | Component::Asserts { weight, .. } => *weight,
+            | Component::Asserts { weight, .. }
+            | Component::Output { weight, .. } => *weight,
+            Component::Judge(j) => j.weight,
         }
     }
 
@@ -187,6 +209,7 @@ impl Component {
                 | Component::Contains { .. }
                 | Component::Regex { .. }
                 | Component::Numeric { .. }
+                | Component::Output { .. }
         )
     }
 }
@@ -244,6 +267,20 @@ impl RewardSpec {
                         }
                     }
                 }
+                Component::Output {
+                    name,
+                    expected,
+                    tolerance,
+                    ..
+                } => {
+                    crate::data::outputs::check_name(name)
+                        .map_err(|e| format!("output component: {e}"))?;
+                    if expected.is_null() || !tolerance.is_finite() || *tolerance < 0.0 {
+                        return Err(format!(
+                            "output component {name:?}: expected must not be null, tolerance finite and >= 0"
+                        ));
+                    }
+                }
                 Component::IoCases { cases, .. } if cases.is_empty() => {
                     return Err("io_cases component has no cases".into());
                 }
@@ -255,6 +292,7 @@ impl RewardSpec {
                         "check_function: entry_point {entry_point:?} is not an identifier"
                     ));
                 }
+                Component::Judge(j) => j.validate()?,
                 _ => {}
             }
         }

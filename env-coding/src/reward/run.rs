@@ -11,6 +11,8 @@ use futures::future::join_all;
 
 use super::harness::{self, CANDIDATE_FILE, TestReport, TestSuite};
 use super::{Component, ComponentScore, RewardOutcome, RewardSpec, score};
+use crate::data::TaskData;
+use crate::lang::Language;
 use crate::sandbox::{ExecRequest, Limits, ReportSpec, Sandbox, SandboxError, ToolHost};
 
 /// A program to score: `main.py` plus files (session mode accumulates both).
@@ -18,6 +20,12 @@ use crate::sandbox::{ExecRequest, Limits, ReportSpec, Sandbox, SandboxError, Too
 pub struct Program {
     pub source: String,
     pub files: Vec<(String, Vec<u8>)>,
+    /// Data tasks (issue 13): the task's input files, inputs and declared outputs, given to its
+    /// runs (the unit-test harness gets the files only).
+    pub data: TaskData,
+    /// Issue 14: the source's language (default Python). Unit-test components (`check_function`,
+    /// `asserts`) need Python; output checks, `io_cases` and `judge` run any language.
+    pub language: Language,
     /// Issue 12: how the plain run (the observation) reports, with the vars it injects. Scoring
     /// runs get the same vars through [`vars_prologue`], so they run the same program.
     pub report: Option<ReportSpec>,
@@ -41,6 +49,8 @@ impl Program {
         Program {
             source: source.into(),
             files: Vec::new(),
+            data: TaskData::default(),
+            language: Language::Python,
             report: None,
             tools: None,
         }
@@ -49,9 +59,18 @@ impl Program {
     /// The source the scoring runs execute: the injected vars' prologue, then the program.
     fn scored_source(&self) -> String {
         match &self.report {
-            Some(r) if !r.vars.is_empty() => format!("{}{}", vars_prologue(&r.vars), self.source),
+            // The prologue is Python: other languages take no vars (refused before they get here).
+            Some(r) if !r.vars.is_empty() && self.language == Language::Python => {
+                format!("{}{}", vars_prologue(&r.vars), self.source)
+            }
             _ => self.source.clone(),
         }
+    }
+
+    /// Issue 14: the same program in `language`.
+    pub fn in_language(mut self, language: Language) -> Self {
+        self.language = language;
+        self
     }
 
     /// Files except the names the runs reserve (`main.py`, and the harness's candidate file).
@@ -136,7 +155,53 @@ async fn run_and_score_with(
     opts: EvalOptions,
 ) -> Result<(Option<ExecutionResult>, RewardOutcome), SandboxError> {
     let jobs = plan(sandbox, spec, program, plain, opts);
-    let mut runs = run(sandbox, spec, jobs).await?;
+    // Issue 14: judge components run beside the other executions.
+    let base = opts.limits.unwrap_or(*sandbox.limits());
+    let judged = join_all(spec.components.iter().map(|c| async move {
+        match c {
+            Component::Judge(j) => crate::judge::judge(
+                sandbox,
+                program.language,
+                &program.source,
+                &program.extra_files().cloned().collect::<Vec<_>>(),
+                j,
+                base,
+            )
+            .await
+            .map(Some),
+            _ => Ok(None),
+        }
+    }));
+    let (runs, judged) = futures::join!(run(sandbox, spec, jobs), judged);
+    let mut runs = runs?;
+    for (i, j) in judged.into_iter().enumerate() {
+        let report = j.map_err(SandboxError::from)?;
+        if let Some(r) = &report {
+            runs.timed_out |= r.timed_out;
+            runs.syntax_error |= r.compile_failed();
+        }
+        runs.judged[i] = report;
+    }
+    if program.language != Language::Python {
+        // Issue 14: the harness imports the candidate as Python; other languages get an honest
+        // zero for unit-test components (use `io_cases` or `judge` for them).
+        for (i, c) in spec.components.iter().enumerate() {
+            if matches!(
+                c,
+                Component::CheckFunction { .. } | Component::Asserts { .. }
+            ) {
+                runs.reports[i] = Some(TestReport {
+                    tests: Vec::new(),
+                    error: Some(format!(
+                        "{} tests run Python programs only; this program is {}",
+                        c.kind(),
+                        program.language
+                    )),
+                    syntax_error: false,
+                });
+            }
+        }
+    }
     let own_plain = runs.plain.take();
     let plain = match plain {
         PlainRun::Given(p) => Some(p),
@@ -162,8 +227,11 @@ fn plan(
             files: extra,
             stdin,
             limits: opts.limits,
+            data: program.data.clone(),
+            language: program.language,
             report: None,
             tools: None,
+            ..ExecRequest::default()
         };
     let scored = program.scored_source();
     let run_plain = match plain {
@@ -192,6 +260,12 @@ fn plan(
                 }
                 continue;
             }
+            // Issue 14: unit-test harnesses are Python (see `run_and_score_with`).
+            Component::CheckFunction { .. } | Component::Asserts { .. }
+                if program.language != Language::Python =>
+            {
+                continue;
+            }
             Component::CheckFunction {
                 code, entry_point, ..
             } => TestSuite::Check { code, entry_point },
@@ -206,6 +280,11 @@ fn plan(
             Some(input.stdin.clone()),
             extra,
         );
+        // Tests read the input files, but take no arguments and write no outputs.
+        req.data = TaskData {
+            files: program.data.files.clone(),
+            ..TaskData::default()
+        };
         // The record lists every test with its error: make room for it whatever the caller's cap.
         let mut limits = opts.limits.unwrap_or(*sandbox.limits());
         limits.stdout_cap = limits.stdout_cap.max(1 << 20);
@@ -232,6 +311,8 @@ struct Runs {
     timed_out: bool,
     /// A case or test run found the program does not compile.
     syntax_error: bool,
+    /// Issue 14: the judge's report of each `judge` component.
+    judged: Vec<Option<crate::judge::JudgeReport>>,
 }
 
 /// Runs every job at once; the first infrastructure error fails them all.
@@ -255,6 +336,7 @@ async fn run(
         reports: vec![None; spec.components.len()],
         timed_out: false,
         syntax_error: false,
+        judged: vec![None; spec.components.len()],
     };
     for (job, result) in kinds.into_iter().zip(results) {
         let result = result?;
@@ -290,7 +372,15 @@ fn score_runs(spec: &RewardSpec, plain: Option<&ExecutionResult>, mut runs: Runs
         .components
         .iter()
         .enumerate()
-        .map(|(i, c)| score_component(c, p, &runs.cases[i], runs.reports[i].take()))
+        .map(|(i, c)| match (c, runs.judged[i].take()) {
+            (Component::Judge(j), Some(report)) => ComponentScore {
+                kind: c.kind(),
+                weight: j.weight,
+                score: report.score(j.partial),
+                detail: report.detail(),
+            },
+            _ => score_component(c, p, &runs.cases[i], runs.reports[i].take()),
+        })
         .collect();
     let penalty = |applies: bool, amount: f64| if applies { amount } else { 0.0 };
     let penalties = vec![
@@ -350,6 +440,19 @@ fn score_component(
             let expected: Vec<&str> = spec_cases.iter().map(|c| c.stdout.as_str()).collect();
             score::io_cases(&runs, &expected, *mode, *weight)
         }
+        Component::Output {
+            name,
+            expected,
+            tolerance,
+            weight,
+        } => score::output(plain, name, expected, *tolerance, *weight),
+        // Scored from the judge's report in `score_runs`; reaching here means it did not run.
+        Component::Judge(j) => ComponentScore {
+            kind: c.kind(),
+            weight: j.weight,
+            score: 0.0,
+            detail: serde_json::json!({"error": "the judge did not run"}),
+        },
         Component::CheckFunction { weight, .. } | Component::Asserts { weight, .. } => {
             let report = report.unwrap_or_else(|| TestReport {
                 tests: Vec::new(),

@@ -160,8 +160,68 @@ pub fn io_cases(
     }
 }
 
-/// Whether a failed run failed to compile (the traceback ends with a `SyntaxError` or a subclass).
+/// Data tasks (issue 13): the typed output `name` of `run` against `expected` (see
+/// [`super::Component::Output`]).
+pub fn output(
+    run: &ExecutionResult,
+    name: &str,
+    expected: &serde_json::Value,
+    tolerance: f64,
+    weight: f64,
+) -> ComponentScore {
+    use env_core::OutputValue;
+    let (ok, detail) = match run.outputs.get(name) {
+        None => (
+            false,
+            json!({"name": name, "expected": expected, "error": "not a declared output of the task"}),
+        ),
+        Some(OutputValue::Error(e)) => (
+            false,
+            json!({"name": name, "expected": expected, "error": e}),
+        ),
+        Some(OutputValue::Value(v)) => (
+            output_matches(v, expected, tolerance),
+            json!({"name": name, "expected": expected, "actual": v}),
+        ),
+    };
+    bool_score("output", weight, ok, detail)
+}
+
+/// Numbers within `tolerance` (absolute, plus 1e-9 relative), datetimes within `tolerance`
+/// seconds, a file output by its text, anything else exactly.
+fn output_matches(
+    actual: &serde_json::Value,
+    expected: &serde_json::Value,
+    tolerance: f64,
+) -> bool {
+    use serde_json::Value as J;
+    match (actual, expected) {
+        (J::Number(a), J::Number(e)) => match (a.as_f64(), e.as_f64()) {
+            (Some(a), Some(e)) => is_close(a, e, 1e-9, tolerance),
+            _ => false,
+        },
+        (J::String(a), J::String(e)) if a == e => true,
+        (J::String(a), J::String(e)) => {
+            match (
+                crate::data::outputs::parse_datetime(a),
+                crate::data::outputs::parse_datetime(e),
+            ) {
+                (Some((_, a)), Some((_, e))) => (a - e).abs() <= tolerance,
+                _ => false,
+            }
+        }
+        (J::Object(file), J::String(e)) => file.get("text").and_then(J::as_str) == Some(e),
+        (a, e) => a == e,
+    }
+}
+
+/// Whether a failed run failed to compile (the traceback ends with a `SyntaxError` or a subclass, or
+/// a compiled language's compile step failed).
 pub fn is_syntax_error(run: &ExecutionResult) -> bool {
+    // Issue 14: a compiled language's compile error is its syntax error.
+    if run.compile_failed() {
+        return true;
+    }
     if run.exit_code == Some(0) || run.timed_out {
         return false;
     }

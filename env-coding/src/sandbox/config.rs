@@ -92,6 +92,30 @@ pub struct SandboxConfig {
     pub uid_count: u32,
     /// How one-shot scripts start (sessions always get a fresh interpreter).
     pub backend: Backend,
+    /// Data tasks (issue 13): host dirs runs may read but never write (the package cache), visible
+    /// even under hidden dirs (bound back read-only) and readable under Landlock.
+    pub read_only_dirs: Vec<PathBuf>,
+    // Issue 14 (languages): the compile step of compiled languages.
+    /// Default limits of a compile (`wall_ms` is SandboxFusion's `compile_timeout`; `stderr_cap`
+    /// caps the compiler's message kept in the result).
+    pub compile_limits: Limits,
+    /// Bytes of compiled artifacts kept in memory for reuse (least recently used evicted).
+    pub compile_cache_bytes: u64,
+}
+
+/// The default limits of a compile: compilers need more memory, processes (gcc's driver, `cc1plus`,
+/// `as`, `ld`; Go's and the JVM's threads) and time than a judged run.
+pub fn default_compile_limits() -> Limits {
+    Limits {
+        cpu_ms: 30_000,
+        wall_ms: 60_000,
+        memory_bytes: 2 << 30,
+        max_processes: 512,
+        max_file_bytes: 256 << 20,
+        max_open_files: 1024,
+        stdout_cap: 16 << 10,
+        stderr_cap: 16 << 10,
+    }
 }
 
 /// How a script's interpreter is started.
@@ -138,6 +162,9 @@ impl Default for SandboxConfig {
             uid_base: 1_500_000,
             uid_count: 65_536,
             backend: Backend::Auto,
+            read_only_dirs: Vec::new(),
+            compile_limits: default_compile_limits(),
+            compile_cache_bytes: 512 << 20,
         }
     }
 }

@@ -8,7 +8,6 @@
 use std::ffi::CString;
 use std::io;
 use std::os::fd::OwnedFd;
-use std::path::PathBuf;
 use std::time::Instant;
 
 use tokio::io::unix::AsyncFd;
@@ -18,7 +17,7 @@ use super::cgroup::RunCgroup;
 use super::child::{ChildPlan, cstr};
 use super::config::{Limits, SitePackages};
 use super::isolation;
-use super::prepare::{self, Inner, RunGuard};
+use super::prepare::{self, Inner, RunGuard, RunLayout};
 use super::report::{self, REPORT_PY};
 use super::request::{ReportSpec, SandboxError, ToolHost};
 use super::spawn;
@@ -48,22 +47,28 @@ globals().pop('_codegym_report').run_script(3, globals(), __file__)
 pub(crate) async fn start_script(
     inner: &Inner,
     id: u64,
-    files: &[(PathBuf, &[u8])],
+    layout: &RunLayout<'_>,
     limits: &Limits,
     with_stdin: bool,
     report: Option<(&ReportSpec, Option<&ToolHost>)>,
 ) -> Result<Started<FreshProcess>, SandboxError> {
-    let mut tail = Vec::with_capacity(2);
+    let mut tail = Vec::with_capacity(2 + layout.args.len());
+    // Data tasks (issue 13): `sys.argv[1:]` (the bootstraps replace only `argv[0]`).
+    let mut args = Vec::with_capacity(layout.args.len());
+    for a in &layout.args {
+        args.push(CString::new(a.as_str()).map_err(|_| SandboxError::InvalidPath(a.clone()))?);
+    }
     // Issue 12: with a report, the runner of `report.py` runs the script, its channel on fd 3.
     if let Some((spec, tools)) = report {
         let (channel, theirs) = report::Channel::pair(spec, tools.cloned())
             .map_err(SandboxError::setup("report channel"))?;
         tail.push(c"-c".to_owned());
         tail.push(CString::new(format!("{REPORT_PY}{REPORT_BOOTSTRAP}")).unwrap_or_default());
+        tail.extend(args);
         let mut run = start(
             inner,
             id,
-            files,
+            layout,
             limits,
             tail,
             vec![(theirs, 3)],
@@ -79,7 +84,8 @@ pub(crate) async fn start_script(
         tail.push(c"-c".to_owned());
         tail.push(CString::new(SCRIPT_BOOTSTRAP).unwrap_or_default());
     }
-    start(inner, id, files, limits, tail, Vec::new(), with_stdin).await
+    tail.extend(args);
+    start(inner, id, layout, limits, tail, Vec::new(), with_stdin).await
 }
 
 /// The session's control pipes: (requests to the driver, replies from it).
@@ -92,19 +98,24 @@ pub(crate) async fn start_session(
     id: u64,
     limits: &Limits,
     driver: &str,
+    layout: &RunLayout<'_>,
     tool_fd: Option<OwnedFd>,
 ) -> Result<(Started<FreshProcess>, Control), SandboxError> {
     let (req_r, req_w) = prepare::pipe_pair()?;
     let (rep_r, rep_w) = prepare::pipe_pair()?;
-    let tail = vec![
+    let mut tail = vec![
         c"-u".to_owned(),
         c"-c".to_owned(),
         CString::new(driver).unwrap_or_default(),
     ];
+    // Data tasks (issue 13): cells see the task's inputs in `sys.argv[1:]`, as scripts do.
+    for a in &layout.args {
+        tail.push(CString::new(a.as_str()).map_err(|_| SandboxError::InvalidPath(a.clone()))?);
+    }
     let mut extra_fds = vec![(req_r, 3), (rep_w, 4)];
     // Issue 12: the session's tool channel, when it has host tools.
     extra_fds.extend(tool_fd.map(|fd| (fd, 5)));
-    let run = start(inner, id, &[], limits, tail, extra_fds, false).await?;
+    let run = start(inner, id, layout, limits, tail, extra_fds, false).await?;
     Ok((run, (req_w, rep_r)))
 }
 
@@ -112,15 +123,50 @@ pub(crate) async fn start_session(
 async fn start(
     inner: &Inner,
     id: u64,
-    files: &[(PathBuf, &[u8])],
+    layout: &RunLayout<'_>,
     limits: &Limits,
     argv_tail: Vec<CString>,
     extra_fds: Vec<(OwnedFd, i32)>,
     with_stdin: bool,
 ) -> Result<Started<FreshProcess>, SandboxError> {
+    let mut argv = prepare::interpreter_argv(inner)?;
+    argv.extend(argv_tail);
+    let command = Command {
+        argv,
+        extra_env: Vec::new(),
+        address_space: None,
+    };
+    start_command(inner, id, layout, limits, command, extra_fds, with_stdin).await
+}
+
+// Issue 14 (languages): any toolchain's argv under the same layers as the interpreter.
+/// What a fresh execution runs: an absolute (or work-dir-relative) argv, environment entries on
+/// top of the sandbox's cleared one, and the `RLIMIT_AS` a runtime needs instead of the memory
+/// limit when there is no memory cgroup (see `lang::Language::address_space`).
+pub(crate) struct Command {
+    pub argv: Vec<CString>,
+    pub extra_env: Vec<CString>,
+    pub address_space: Option<u64>,
+}
+
+/// Creates the work dir and cgroup and spawns `command` in it.
+pub(crate) async fn start_command(
+    inner: &Inner,
+    id: u64,
+    layout: &RunLayout<'_>,
+    limits: &Limits,
+    command: Command,
+    extra_fds: Vec<(OwnedFd, i32)>,
+    with_stdin: bool,
+) -> Result<Started<FreshProcess>, SandboxError> {
+    let Command {
+        argv,
+        extra_env,
+        address_space,
+    } = command;
     let layers = &inner.layers;
     let ids = prepare::run_ids(inner, id);
-    let (mut guard, workdir) = RunGuard::with_workdir(inner, id, files)?;
+    let (mut guard, workdir) = RunGuard::with_workdir(inner, id, layout)?;
     if let Some(root) = &layers.cgroup {
         let name = format!("run-{id}");
         guard.cgroup = Some(
@@ -132,11 +178,26 @@ async fn start(
     let (out_r, out_w) = prepare::pipe_pair()?;
     let (err_r, err_w) = prepare::pipe_pair()?;
     let (in_r, in_w) = prepare::stdin_pair(with_stdin)?;
-    let mut argv = prepare::interpreter_argv(inner)?;
-    argv.extend(argv_tail);
     let wd =
         cstr(&workdir).ok_or_else(|| SandboxError::InvalidPath(workdir.display().to_string()))?;
-    let envp = prepare::environment(inner, &workdir);
+    let mut envp = prepare::environment(inner, &workdir);
+    // Data tasks (issue 13): the task's package site dir leads `PYTHONPATH`.
+    if let Some(site) = &layout.python_path {
+        let old = envp
+            .iter()
+            .position(|e| e.as_bytes().starts_with(b"PYTHONPATH="))
+            .map(|i| envp.remove(i));
+        let mut value = format!("PYTHONPATH={}", site.display()).into_bytes();
+        if let Some(old) = old {
+            value.push(b':');
+            value.extend_from_slice(&old.as_bytes()["PYTHONPATH=".len()..]);
+        }
+        envp.push(
+            CString::new(value)
+                .map_err(|_| SandboxError::InvalidPath(site.display().to_string()))?,
+        );
+    }
+    envp.extend(extra_env);
     let landlock =
         prepare::landlock_ruleset(inner, &workdir)?.map(|fd| (fd, isolation::proc_access()));
     let plan = ChildPlan {
@@ -144,7 +205,7 @@ async fn start(
         argv,
         envp,
         workdir: wd,
-        rlimits: prepare::rlimits(limits, memory_cgroup),
+        rlimits: prepare::rlimits_with(limits, memory_cgroup, address_space),
         ids,
         mounts: layers.mounts.clone(),
         clone_flags: layers.clone_flags,

@@ -17,13 +17,19 @@
 //!   imports the other;
 //! - `session.rs` + `session_driver.py`: a persistent interpreter per episode (fresh backend);
 //! - `supervise.rs`: driving a started execution to its end, and the one function that assembles
-//!   every [`ExecutionResult`].
+//!   every [`ExecutionResult`];
+//! - `metrics.rs`: what the sandbox reports to the `metrics` facade.
+//! - `compiled.rs`: every other language (issue 14): a cached, sandboxed compile step, then a
+//!   fresh run (see [`crate::lang`] for the per-language table).
 
 mod cgroup;
 mod child;
+mod compiled;
 mod config;
 mod fresh;
+pub mod host_tool;
 mod isolation;
+pub mod metrics;
 mod prepare;
 mod probe;
 mod python;
@@ -36,12 +42,17 @@ mod supervise;
 mod warm;
 mod workdir;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use env_core::ExecutionResult;
 
-pub use config::{Backend, IsolationLevel, Limits, SandboxConfig, SitePackages};
+use crate::data::OutputType;
+
+pub use config::{
+    Backend, IsolationLevel, Limits, SandboxConfig, SitePackages, default_compile_limits,
+};
 pub use isolation::{IsolationReport, Layer};
 pub use report::{
     MAX_REPR_CHARS, MAX_RETURN_BYTES, MAX_VARIABLES, MAX_VARIABLES_BYTES, MAX_VARS, MAX_VARS_BYTES,
@@ -51,15 +62,20 @@ pub use request::{
 };
 pub use session::PySession;
 
-use prepare::Inner;
+use crate::lang::Language;
+use crate::lang::cache::{ArtifactCache, CacheStats};
+use prepare::{Inner, RunLayout};
 use warm::WarmBackend;
 
-/// Runs untrusted Python. `Send + Sync`; clone it or share it via `Arc`.
+/// Runs untrusted programs (Python, and the languages of [`crate::lang`]). `Send + Sync`; clone it
+/// or share it via `Arc`.
 #[derive(Clone)]
 pub struct Sandbox {
     inner: Arc<Inner>,
     /// The warm backend; `None`: scripts start fresh interpreters.
     warm: Option<Arc<WarmBackend>>,
+    /// Issue 14: compiled artifacts of the other languages, shared by clones of this sandbox.
+    artifacts: Arc<ArtifactCache>,
 }
 
 impl std::fmt::Debug for Sandbox {
@@ -76,7 +92,12 @@ impl Sandbox {
     /// Resolves the interpreter, probes the kernel once, logs the isolation report and checks a
     /// trivial program runs under all layers. Blocking (tens of ms): call at start-up.
     pub fn new(config: SandboxConfig) -> Result<Sandbox, SandboxError> {
-        let python = python::resolve(config.python.as_deref())?;
+        let mut python = python::resolve(config.python.as_deref())?;
+        // Data tasks (issue 13): readable, never writable, trees (the package cache), on every layer
+        // that knows the interpreter's own (mount plan, Landlock).
+        python
+            .prefixes
+            .extend(config.read_only_dirs.iter().filter(|d| d.is_dir()).cloned());
         let tag = format!(
             "codegym-{}-{:08x}",
             std::process::id(),
@@ -122,7 +143,12 @@ impl Sandbox {
         if let Some(warm) = &warm {
             self_test(&inner, Some(warm))?;
         }
-        Ok(Sandbox { inner, warm })
+        let artifacts = Arc::new(ArtifactCache::new(inner.config.compile_cache_bytes));
+        Ok(Sandbox {
+            inner,
+            warm,
+            artifacts,
+        })
     }
 
     /// Which layers are active.
@@ -155,6 +181,10 @@ impl Sandbox {
         req: ExecRequest,
         fetch: Vec<String>,
     ) -> Result<(ExecutionResult, Vec<(String, Vec<u8>)>), SandboxError> {
+        if req.language != Language::Python {
+            // Issue 14: other languages compile (cached) and run fresh on either backend.
+            return compiled::run(&self.inner, &self.artifacts, req, fetch).await;
+        }
         let limits = req.limits.unwrap_or(self.inner.config.limits);
         let mut files: Vec<(PathBuf, &[u8])> = Vec::with_capacity(req.files.len() + 1);
         for (name, data) in &req.files {
@@ -166,29 +196,76 @@ impl Sandbox {
             ));
         }
         files.push((PathBuf::from("main.py"), req.source.as_bytes()));
+        // Data tasks (issue 13): read-only inputs beside the program's files, never over them.
+        let mut read_only = Vec::with_capacity(req.data.files.len());
+        for (name, data) in &req.data.files {
+            let p = workdir::validate_rel(name)?;
+            if files
+                .iter()
+                .any(|(f, _)| f.starts_with(&p) || p.starts_with(f))
+                || p.starts_with("outputs")
+            {
+                return Err(SandboxError::InvalidPath(format!(
+                    "{name} (an input file clashes with a program file or outputs/)"
+                )));
+            }
+            read_only.push((p, &data[..]));
+        }
+        let layout = RunLayout {
+            files,
+            read_only,
+            outputs_dir: !req.data.outputs.is_empty(),
+            args: req.data.argv(),
+            python_path: req.data.site_dir.clone(),
+        };
+        let outputs = req.data.outputs;
+        let queued = metrics::Level::enter(metrics::QUEUE_DEPTH);
         let _permit = self
             .inner
             .permits
             .acquire()
             .await
             .map_err(|_| SandboxError::Closed)?;
-        let with_stdin = req.stdin.is_some();
+        drop(queued);
+        let _in_flight = metrics::Level::enter(metrics::IN_FLIGHT);
+        let admitted = std::time::Instant::now();
         // Issue 12: host tools travel over the report channel, so they imply one.
         let spec = req
             .report
             .clone()
             .or_else(|| req.tools.as_ref().map(|_| ReportSpec::default()));
         let report = spec.as_ref().map(|s| (s, req.tools.as_ref()));
+        let out = self
+            .run_admitted(&layout, &limits, req.stdin, fetch, outputs, report)
+            .await;
+        metrics::finished(
+            out.as_ref().map(|(r, _)| r).map_err(|_| ()),
+            admitted.elapsed(),
+        );
+        out
+    }
+
+    /// One run that holds a concurrency slot, on the configured backend.
+    async fn run_admitted(
+        &self,
+        layout: &RunLayout<'_>,
+        limits: &Limits,
+        stdin: Option<Vec<u8>>,
+        fetch: Vec<String>,
+        outputs: BTreeMap<String, OutputType>,
+        report: Option<(&ReportSpec, Option<&ToolHost>)>,
+    ) -> Result<(ExecutionResult, Vec<(String, Vec<u8>)>), SandboxError> {
+        let with_stdin = stdin.is_some();
         match &self.warm {
             Some(warm) => {
-                let run = warm.start_run(&files, &limits, with_stdin, report).await?;
-                supervise::script(run, req.stdin, &limits, fetch).await
+                let run = warm.start_run(layout, limits, with_stdin, report).await?;
+                supervise::script(run, stdin, limits, fetch, outputs).await
             }
             None => {
                 let id = self.inner.next_id();
-                let run = fresh::start_script(&self.inner, id, &files, &limits, with_stdin, report)
+                let run = fresh::start_script(&self.inner, id, layout, limits, with_stdin, report)
                     .await?;
-                supervise::script(run, req.stdin, &limits, fetch).await
+                supervise::script(run, stdin, limits, fetch, outputs).await
             }
         }
     }
@@ -202,20 +279,55 @@ impl Sandbox {
         }
     }
 
-    /// Starts a persistent interpreter for the env's `session` mode.
-    pub async fn open_session(&self, limits: Option<Limits>) -> Result<PySession, SandboxError> {
-        self.open_session_with_tools(limits, None).await
+    // Issue 14 (languages).
+    /// Whether this sandbox can run `language`, and why not (its toolchain is missing).
+    pub fn supports(&self, language: Language) -> Result<(), SandboxError> {
+        if language == Language::Python {
+            return Ok(());
+        }
+        compiled::toolchain_for(language).map(|_| ())
     }
 
-    /// [`Sandbox::open_session`] whose cells may call `tools` (issue 12; with a report spec).
-    pub async fn open_session_with_tools(
+    /// The default limits of a compile step.
+    pub fn compile_limits(&self) -> &Limits {
+        &self.inner.config.compile_limits
+    }
+
+    /// The compile cache's counters.
+    pub fn compile_cache_stats(&self) -> CacheStats {
+        self.artifacts.stats()
+    }
+
+    /// Starts a persistent interpreter for the env's `session` mode.
+    pub async fn open_session(&self, limits: Option<Limits>) -> Result<PySession, SandboxError> {
+        self.open_session_with(limits, &crate::data::TaskData::default(), None)
+            .await
+    }
+
+    /// A session whose work dir holds a data task's read-only input files and `outputs/`, with its
+    /// inputs in `sys.argv[1:]` and its packages importable (issue 13; typed outputs are read by
+    /// the reward runs, which replay the session's program), and whose cells may call `tools`
+    /// (issue 12; with a report spec).
+    pub async fn open_session_with(
         &self,
         limits: Option<Limits>,
+        data: &crate::data::TaskData,
         tools: Option<ToolHost>,
     ) -> Result<PySession, SandboxError> {
         let limits = limits.unwrap_or(self.inner.config.limits);
         let id = self.inner.next_id();
-        PySession::open(self.inner.clone(), id, limits, tools).await
+        let mut read_only = Vec::with_capacity(data.files.len());
+        for (name, bytes) in &data.files {
+            read_only.push((workdir::validate_rel(name)?, &bytes[..]));
+        }
+        let layout = RunLayout {
+            read_only,
+            outputs_dir: !data.outputs.is_empty(),
+            python_path: data.site_dir.clone(),
+            args: data.argv(),
+            ..RunLayout::default()
+        };
+        PySession::open(self.inner.clone(), id, limits, &layout, tools).await
     }
 }
 
@@ -234,17 +346,21 @@ fn self_test(inner: &Inner, warm: Option<&Arc<WarmBackend>>) -> Result<(), Sandb
                 .build()
                 .map_err(SandboxError::setup("self-test runtime"))?;
             rt.block_on(async {
-                let files = [(PathBuf::from("main.py"), &b"import sys\nprint('ok')\n"[..])];
+                let layout = RunLayout {
+                    files: vec![(PathBuf::from("main.py"), &b"import sys\nprint('ok')\n"[..])],
+                    ..RunLayout::default()
+                };
+                let none = Default::default();
                 match warm {
                     Some(warm) => {
-                        let run = warm.start_run_as(u64::MAX - 1, &files, &limits).await?;
-                        supervise::script(run, None, &limits, Vec::new()).await
+                        let run = warm.start_run_as(u64::MAX - 1, &layout, &limits).await?;
+                        supervise::script(run, None, &limits, Vec::new(), none).await
                     }
                     None => {
                         let run =
-                            fresh::start_script(inner, u64::MAX, &files, &limits, false, None)
+                            fresh::start_script(inner, u64::MAX, &layout, &limits, false, None)
                                 .await?;
-                        supervise::script(run, None, &limits, Vec::new()).await
+                        supervise::script(run, None, &limits, Vec::new(), none).await
                     }
                 }
             })

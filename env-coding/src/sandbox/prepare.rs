@@ -83,12 +83,12 @@ pub(crate) struct RunGuard {
 }
 
 impl RunGuard {
-    /// Creates execution `id`'s private work dir with `files`, owned by its uid; the guard removes
-    /// it. Returns the guard and the dir.
+    /// Creates execution `id`'s private work dir with the layout's files (the program's owned by its
+    /// uid, the read-only ones by the server); the guard removes it. Returns the guard and the dir.
     pub fn with_workdir(
         inner: &Inner,
         id: u64,
-        files: &[(PathBuf, &[u8])],
+        layout: &RunLayout<'_>,
     ) -> Result<(RunGuard, PathBuf), SandboxError> {
         let workdir = inner.work_root.join(format!("run-{id}"));
         let guard = RunGuard {
@@ -96,7 +96,9 @@ impl RunGuard {
             cgroup: None,
             child: None,
         };
-        workdir::create(&workdir, files, run_ids(inner, id))?;
+        let ids = run_ids(inner, id);
+        workdir::create(&workdir, &layout.files, ids)?;
+        workdir::add_data(&workdir, &layout.read_only, layout.outputs_dir, ids)?;
         Ok((guard, workdir))
     }
 
@@ -122,6 +124,23 @@ impl Drop for RunGuard {
             workdir::remove(&dir);
         }
     }
+}
+
+/// What a script's work dir and argv hold: the program's own files, and (issue 13, data tasks) the
+/// read-only input files, the `outputs/` directory and the arguments after `main.py`.
+#[derive(Default)]
+pub(crate) struct RunLayout<'a> {
+    /// Owned by the run (its uid may rewrite them): `main.py` and the request's files.
+    pub files: Vec<(PathBuf, &'a [u8])>,
+    // Data tasks (issue 13).
+    /// Owned by the server, mode 0444, in server-owned parent dirs: readable, not writable.
+    pub read_only: Vec<(PathBuf, &'a [u8])>,
+    /// Create `outputs/`, owned by the run, for its declared outputs.
+    pub outputs_dir: bool,
+    /// `--name value` arguments after `main.py`.
+    pub args: Vec<String>,
+    /// A package-cache site dir, first on `sys.path` after the work dir.
+    pub python_path: Option<PathBuf>,
 }
 
 /// The uid/gid an execution runs as, when the supervisor can drop privileges.
@@ -159,6 +178,16 @@ pub(crate) fn rlimits(
     limits: &Limits,
     memory_cgroup: bool,
 ) -> Vec<(libc::__rlimit_resource_t, u64, u64)> {
+    rlimits_with(limits, memory_cgroup, None)
+}
+
+/// [`rlimits`] with a per-language `RLIMIT_AS` (issue 14: the JVM and V8 reserve address space
+/// far beyond their heap); `None`: the memory limit.
+pub(crate) fn rlimits_with(
+    limits: &Limits,
+    memory_cgroup: bool,
+    address_space: Option<u64>,
+) -> Vec<(libc::__rlimit_resource_t, u64, u64)> {
     let cpu_s = limits.cpu_ms.div_ceil(1000).max(1);
     let nofile = u64::from(limits.max_open_files.max(16));
     let mut v = vec![
@@ -180,7 +209,8 @@ pub(crate) fn rlimits(
     ];
     if !memory_cgroup {
         // Per-process address space: cruder than a cgroup (breaks some numpy code), but bounded.
-        v.push((libc::RLIMIT_AS, limits.memory_bytes, limits.memory_bytes));
+        let bytes = address_space.unwrap_or(limits.memory_bytes);
+        v.push((libc::RLIMIT_AS, bytes, bytes));
     }
     v
 }
@@ -211,6 +241,8 @@ pub(crate) fn environment(inner: &Inner, workdir: &Path) -> Vec<CString> {
         format!("PATH={bin_dir}:/usr/local/bin:/usr/bin:/bin"),
         format!("HOME={}", workdir.display()),
         format!("TMPDIR={}", workdir.display()),
+        // Data tasks (issue 13): where typed outputs go (the warm server sets its own per run).
+        format!("CODEGYM_OUTPUTS={}/outputs", workdir.display()),
         "LANG=C.UTF-8".to_string(),
         "PYTHONDONTWRITEBYTECODE=1".to_string(),
         "PYTHONIOENCODING=utf-8".to_string(),

@@ -111,7 +111,9 @@ pub(crate) fn probe(
         active
     };
     let ns = |flag: libc::c_int| {
-        isolation::can_clone(flag as u64).map_err(|e| format!("clone3 refused: {e}"))
+        // `raw_fork` falls back to `clone` where `clone3` is ENOSYS (Docker's default seccomp
+        // profile): the error is whichever call refused the namespace.
+        isolation::can_clone(flag as u64).map_err(|e| format!("clone3/clone refused: {e}"))
     };
     let mut flags = 0u64;
     let pid_ns = layer(

@@ -5,8 +5,11 @@
 use std::path::PathBuf;
 
 use super::config::{IsolationLevel, Limits};
+use crate::data::TaskData;
+use crate::lang::Language;
 
-/// One execution: `source` becomes `main.py` in a fresh work dir, run with `python -I main.py`.
+/// One execution: `source` becomes `main.py` in a fresh work dir, run with `python -I main.py` (or,
+/// for another `language`, its source file, compiled and run with that language's toolchain).
 #[derive(Clone, Default)]
 pub struct ExecRequest {
     pub source: String,
@@ -16,6 +19,19 @@ pub struct ExecRequest {
     pub stdin: Option<Vec<u8>>,
     /// `None`: the sandbox's default limits.
     pub limits: Option<Limits>,
+    // Data tasks (issue 13).
+    /// Read-only input files (owned by the server, mode 0444), `--name value` arguments after
+    /// `main.py`, and the typed outputs read back from `outputs/` after the run.
+    pub data: TaskData,
+    // Issue 14 (languages): what the source is written in, and its compile step's limits.
+    /// The source's language (default Python). Other languages start fresh under the same layers
+    /// (`compiled.rs`); compiled ones compile first, once per distinct source (artifact cache).
+    pub language: Language,
+    /// Limits of the compile step (`None`: the sandbox's `compile_limits`).
+    pub compile_limits: Option<Limits>,
+    /// Arguments after the program (`argv[1..]`), for languages other than Python (a special
+    /// judge's testlib-style `input output answer`); a Python program runs as `main.py` alone.
+    pub args: Vec<String>,
     /// Issue 12: report the return value, error and (on request) variables, and inject `vars`
     /// first. `None`: a plain script run (test harness runs, SandboxFusion) with no report channel.
     pub report: Option<ReportSpec>,
@@ -31,6 +47,10 @@ impl std::fmt::Debug for ExecRequest {
             .field("files", &self.files.len())
             .field("stdin", &self.stdin.as_ref().map(Vec::len))
             .field("limits", &self.limits)
+            .field("data", &self.data)
+            .field("language", &self.language)
+            .field("compile_limits", &self.compile_limits)
+            .field("args", &self.args)
             .field("report", &self.report)
             .field("tools", &self.tools.as_ref().map(|t| &t.names))
             .finish()
@@ -160,6 +180,10 @@ pub enum SandboxError {
     Session(String),
     #[error("the sandbox is shutting down")]
     Closed,
+    /// Issue 14: the request names a language whose toolchain this machine lacks (a deployment
+    /// precondition, not a machinery failure: retrying elsewhere with the same setup won't help).
+    #[error("language {language} is not available here: {reason}")]
+    LanguageUnavailable { language: Language, reason: String },
 }
 
 impl SandboxError {

@@ -20,7 +20,7 @@ use tokio::net::unix::pipe;
 
 use super::config::Limits;
 use super::fresh::{self, FreshProcess};
-use super::prepare::Inner;
+use super::prepare::{Inner, RunLayout};
 use super::report::{self, Report};
 use super::request::{ReportSpec, SandboxError, ToolHost};
 use super::supervise::{self, Capture, Ending, Exit, Process, Started};
@@ -88,6 +88,7 @@ impl PySession {
         inner: Arc<Inner>,
         id: u64,
         limits: Limits,
+        layout: &RunLayout<'_>,
         tools: Option<ToolHost>,
     ) -> Result<PySession, SandboxError> {
         // Issue 12: host tools get a channel of their own (fd 5), never the cell pipes, so a
@@ -103,7 +104,8 @@ impl PySession {
             }
             None => (None, None),
         };
-        let (run, (req, rep)) = fresh::start_session(&inner, id, &limits, DRIVER, tool_fd).await?;
+        let (run, (req, rep)) =
+            fresh::start_session(&inner, id, &limits, DRIVER, layout, tool_fd).await?;
         let tools = channel.as_ref().and_then(|c| {
             c.tools
                 .as_ref()
@@ -261,7 +263,14 @@ impl PySession {
                 cgroup_peak,
                 oom: new_oom,
             };
-            return Ok(supervise::assemble(ending, &limits, out, err, cell_report));
+            return Ok(supervise::assemble(
+                ending,
+                &limits,
+                out,
+                err,
+                Default::default(),
+                cell_report,
+            ));
         }
         // The interpreter died or overran: the session ends here.
         let _ = exited;
@@ -280,7 +289,14 @@ impl PySession {
             cgroup_peak,
             oom: oom && !self.oom_seen,
         };
-        let result = supervise::assemble(ending, &limits, out, err, None::<Report>);
+        let result = supervise::assemble(
+            ending,
+            &limits,
+            out,
+            err,
+            Default::default(),
+            None::<Report>,
+        );
         self.shutdown().await;
         Ok(result)
     }

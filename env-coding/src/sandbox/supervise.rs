@@ -9,13 +9,16 @@ use std::io;
 use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
-use env_core::ExecutionResult;
+use std::collections::BTreeMap;
+
+use env_core::{ExecutionResult, OutputValue};
 use tokio::net::unix::pipe;
 
 use super::config::Limits;
 use super::prepare::RunGuard;
 use super::report::{self, Report};
 use super::request::SandboxError;
+use crate::data::OutputType;
 
 /// The main process of a started execution, as the backend that started it knows it.
 pub(crate) trait Process {
@@ -84,6 +87,7 @@ pub(crate) async fn script<P: Process>(
     stdin: Option<Vec<u8>>,
     limits: &Limits,
     fetch: Vec<String>,
+    outputs: BTreeMap<String, OutputType>,
 ) -> Result<(ExecutionResult, Vec<(String, Vec<u8>)>), SandboxError> {
     let writer = match (run.stdin.take(), stdin) {
         (Some(fd), Some(data)) => Some(tokio::spawn(write_all(fd, data))),
@@ -146,21 +150,24 @@ pub(crate) async fn script<P: Process>(
         cgroup_peak,
         oom,
     };
-    let result = assemble(ending, limits, out, err, report);
     let guard = std::mem::take(&mut run.guard);
     let max_bytes = limits.max_file_bytes;
     // Reading files and removing the work dir touch the file system: off the runtime.
-    let fetched = tokio::task::spawn_blocking(move || {
-        let fetched = match &guard.workdir {
-            Some(dir) => fetch_files(dir, &fetch, max_bytes),
-            None => Vec::new(),
+    let (fetched, outputs) = tokio::task::spawn_blocking(move || {
+        let read = match &guard.workdir {
+            Some(dir) => (
+                fetch_files(dir, &fetch, max_bytes),
+                // Data tasks (issue 13): the declared outputs, parsed by type.
+                crate::data::outputs::collect(dir, &outputs),
+            ),
+            None => Default::default(),
         };
         drop(guard);
-        fetched
+        read
     })
     .await
     .unwrap_or_default();
-    Ok((result, fetched))
+    Ok((assemble(ending, limits, out, err, outputs, report), fetched))
 }
 
 /// The regular files among `paths` (relative to the work dir), each read whole up to `max_bytes`,
@@ -171,7 +178,15 @@ fn fetch_files(
     paths: &[String],
     max_bytes: u64,
 ) -> Vec<(String, Vec<u8>)> {
-    paths
+    // Issue 14: `dir/` names every regular file directly in `dir` (a compile's artifacts).
+    let mut expanded: Vec<String> = Vec::with_capacity(paths.len());
+    for p in paths {
+        match p.strip_suffix('/') {
+            Some(dir) => expanded.extend(list_dir(workdir, dir)),
+            None => expanded.push(p.clone()),
+        }
+    }
+    expanded
         .iter()
         .filter_map(|p| match crate::tools::read_file(workdir, p, max_bytes) {
             Ok((bytes, false)) => Some((p.clone(), bytes)),
@@ -184,6 +199,28 @@ fn fetch_files(
                 None
             }
         })
+        .collect()
+}
+
+/// The names of the regular files directly in `dir` (relative to the work dir), as paths relative
+/// to the work dir. `dir` itself must be a real directory beneath the work dir (no symlink);
+/// entries are checked again when read.
+fn list_dir(workdir: &std::path::Path, dir: &str) -> Vec<String> {
+    let Ok(rel) = super::workdir::validate_rel(dir) else {
+        return Vec::new();
+    };
+    let path = workdir.join(&rel);
+    match std::fs::symlink_metadata(&path) {
+        Ok(m) if m.is_dir() => {}
+        _ => return Vec::new(),
+    }
+    let Ok(entries) = std::fs::read_dir(&path) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter_map(|e| e.file_name().to_str().map(|n| format!("{dir}/{n}")))
         .collect()
 }
 
@@ -208,6 +245,7 @@ pub(crate) fn assemble(
     limits: &Limits,
     stdout: Capture,
     stderr: Capture,
+    outputs: BTreeMap<String, OutputValue>,
     report: Option<Report>,
 ) -> ExecutionResult {
     let Exit {
@@ -249,6 +287,32 @@ pub(crate) fn assemble(
         wall_ms: end.wall_ms,
         cpu_ms,
         peak_rss_bytes: end.cgroup_peak.unwrap_or(max_rss).max(max_rss),
+        outputs,
+        compile: None,
+    }
+}
+
+/// Issue 14: the result of a program whose compile failed (or timed out): it never ran, so it has
+/// no exit code and no output of its own; `compile` holds the compile's result (its message capped
+/// by the compile limits' `stderr_cap`).
+pub(crate) fn not_run_after_compile(compile: ExecutionResult) -> ExecutionResult {
+    ExecutionResult {
+        exit_code: None,
+        signal: None,
+        timed_out: false,
+        memory_exceeded: false,
+        stdout: String::new(),
+        stderr: String::new(),
+        stdout_truncated: false,
+        stderr_truncated: false,
+        wall_ms: 0,
+        cpu_ms: 0,
+        peak_rss_bytes: 0,
+        compile: Some(Box::new(compile)),
+        outputs: Default::default(),
+        return_value: None,
+        variables: None,
+        error: None,
     }
 }
 
@@ -265,11 +329,18 @@ fn lossy_utf8(bytes: Vec<u8>) -> String {
 }
 
 /// True when stderr ends with a Python `MemoryError` or an `ENOMEM` error (`mmap` and friends fail
-/// that way under `RLIMIT_AS`).
+/// that way under `RLIMIT_AS`), or another runtime's out-of-memory message.
 fn looks_like_memory_error(stderr: &[u8]) -> bool {
     let tail = &stderr[stderr.len().saturating_sub(4096)..];
     let has = |needle: &[u8]| tail.windows(needle.len()).any(|w| w == needle);
-    has(b"MemoryError") || has(b"[Errno 12] Cannot allocate memory")
+    has(b"MemoryError")
+        || has(b"[Errno 12] Cannot allocate memory")
+        // Issue 14: the other runtimes' allocation failures (C++, Rust, Go, the JVM, V8).
+        || has(b"std::bad_alloc")
+        || has(b"memory allocation of")
+        || has(b"runtime: out of memory")
+        || has(b"java.lang.OutOfMemoryError")
+        || has(b"JavaScript heap out of memory")
 }
 
 /// Output read from one pipe, capped: the rest is drained and dropped so the writer never blocks.

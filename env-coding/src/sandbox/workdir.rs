@@ -63,7 +63,12 @@ pub(crate) fn create(
             .write(true)
             .create_new(true)
             .custom_flags(libc::O_NOFOLLOW)
-            .mode(0o644)
+            // Compiled artifacts must be executable (issue 14); everything else is plain data.
+            .mode(if rel.starts_with(crate::lang::ARTIFACT_DIR) {
+                0o755
+            } else {
+                0o644
+            })
             .open(&path)
             .map_err(wd_err(&path))?;
         f.write_all(data).map_err(wd_err(&path))?;
@@ -72,6 +77,48 @@ pub(crate) fn create(
     if let Some((uid, gid)) = owner {
         for p in &created {
             std::os::unix::fs::lchown(p, Some(uid), Some(gid)).map_err(wd_err(p))?;
+        }
+    }
+    Ok(())
+}
+
+/// Data tasks (issue 13): adds the read-only input files to a fresh work dir made by [`create`] (each
+/// owned by the server, mode 0444, its missing parent dirs server-owned 0755, so the run's uid can
+/// read but not write them), and `outputs/` owned by the run when `outputs_dir`. Names are
+/// validated relative paths; nothing here follows a link (the dir is fresh and the program has not
+/// started).
+pub(crate) fn add_data(
+    dir: &Path,
+    read_only: &[(PathBuf, &[u8])],
+    outputs_dir: bool,
+    owner: Option<(u32, u32)>,
+) -> Result<(), SandboxError> {
+    for (rel, data) in read_only {
+        let path = dir.join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(parent)
+                .map_err(wd_err(parent))?;
+        }
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .mode(0o444)
+            .open(&path)
+            .map_err(wd_err(&path))?;
+        f.write_all(data).map_err(wd_err(&path))?;
+    }
+    if outputs_dir {
+        let out = dir.join("outputs");
+        std::fs::DirBuilder::new()
+            .mode(0o755)
+            .create(&out)
+            .map_err(wd_err(&out))?;
+        if let Some((uid, gid)) = owner {
+            std::os::unix::fs::lchown(&out, Some(uid), Some(gid)).map_err(wd_err(&out))?;
         }
     }
     Ok(())

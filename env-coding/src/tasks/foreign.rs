@@ -54,12 +54,15 @@ pub(super) fn humaneval(value: serde_json::Value) -> Result<Task, String> {
     metadata.insert("source".into(), "humaneval".into());
     metadata.insert("entry_point".into(), r.entry_point.into());
     Ok(Task {
+        data: Default::default(),
         id: r.task_id.into_string(),
         reference_solution: r.canonical_solution.map(|s| format!("{}{s}", r.prompt)),
         completion_prefix: Some(r.prompt.clone()),
         prompt: r.prompt,
         reward,
         metadata,
+        deterministic: true,
+        language: crate::lang::Language::Python,
     })
 }
 
@@ -95,6 +98,7 @@ pub(super) fn mbpp(value: serde_json::Value) -> Result<Task, String> {
         metadata.insert("challenge_test_list".into(), r.challenge_test_list.into());
     }
     Ok(Task {
+        data: Default::default(),
         id: r.task_id.into_string(),
         prompt,
         reward: spec(Component::Asserts {
@@ -111,5 +115,7 @@ pub(super) fn mbpp(value: serde_json::Value) -> Result<Task, String> {
         reference_solution: r.code,
         completion_prefix: None,
         metadata,
+        deterministic: true,
+        language: crate::lang::Language::Python,
     })
 }

@@ -12,14 +12,22 @@
 //!
 //! `reward` is a [`RewardSpec`]; `reference_solution` is a whole program (checked by `codegym tasks
 //! check`); `completion_prefix`, when set, is prepended to completions in `codegym evaluate` (the
-//! HumanEval convention: the completion follows the prompt).
+//! HumanEval convention: the completion follows the prompt). `"deterministic": false` marks a task
+//! whose programs' verdicts may differ between runs of the same code (clocks, randomness on purpose):
+//! `Evaluate` then never shares one verdict between identical submissions.
 //!
 //! HumanEval (`task_id, prompt, canonical_solution, test, entry_point`) and MBPP (`task_id, text or
 //! prompt, code, test_list, test_setup_code`) files are recognised by their fields, as JSONL or a JSON
-//! array, optionally gzip-compressed (detected by the magic bytes, whatever the file name).
+//! array, optionally gzip-compressed (detected by the magic bytes, whatever the file name). So are
+//! the stdin/stdout judged sets (issue 14, `contests.rs`): CodeContests (`description`,
+//! `public_tests`), APPS / TACO (`question`, `input_output`) and LiveCodeBench
+//! (`question_content`, `public_test_cases`).
 
+mod contests;
 mod foreign;
 mod native;
+
+pub use contests::call_driver;
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -28,6 +36,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::data::TaskData;
 use crate::reward::RewardSpec;
 
 pub use native::NATIVE_SCHEMA_VERSION;
@@ -50,13 +59,33 @@ pub struct Task {
     /// Prepended to completions (HumanEval convention).
     pub completion_prefix: Option<String>,
     pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// Whether a program's verdict depends only on its code, so identical submissions may share one
+    /// (`verdicts.rs`). False for tasks whose programs read clocks, randomness or the environment
+    /// on purpose.
+    pub deterministic: bool,
+    /// Data tasks (issue 13): input files, CLI inputs, typed outputs (empty for plain tasks).
+    #[serde(flatten)]
+    pub data: TaskData,
+    /// Issue 14: the language solutions are written in (native field `language`, default
+    /// `python`; a reset option `language` overrides it for an episode).
+    pub language: crate::lang::Language,
 }
 
 impl Task {
     /// A task from its native JSON form (the `options.task` of `reset`); `schema_version` optional.
     pub fn from_json(value: serde_json::Value) -> Result<Task, String> {
         // An inline task defaults to the current version; an explicit other version is still refused.
-        native::parse_task(value, Some(NATIVE_SCHEMA_VERSION))
+        native::parse_task(value, Some(NATIVE_SCHEMA_VERSION), None)
+    }
+
+    /// The task's native JSON form, which [`Task::from_json`] reads back (tasks sent inline in
+    /// `reset`'s `task` option, e.g. by a rollout to remote env servers).
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut value = serde_json::to_value(self).unwrap_or_default();
+        if let serde_json::Value::Object(map) = &mut value {
+            map.insert("schema_version".into(), NATIVE_SCHEMA_VERSION.into());
+        }
+        value
     }
 
     /// The program scored for `completion` (HumanEval convention).
@@ -93,6 +122,10 @@ pub enum TaskFormat {
     Native,
     HumanEval,
     Mbpp,
+    // Issue 14: stdin/stdout judged datasets (`contests.rs`).
+    CodeContests,
+    Apps,
+    LiveCodeBench,
 }
 
 /// An ordered set of tasks with unique ids.
@@ -140,7 +173,12 @@ impl TaskSet {
         let format = detect(first);
         let tasks = match format {
             TaskFormat::Native => {
-                native::parse_records(records).map_err(|(line, m)| err(line, m))?
+                // Data files given by path are relative to the task file's directory.
+                let base = match path.parent() {
+                    Some(p) if !p.as_os_str().is_empty() => p,
+                    _ => Path::new("."),
+                };
+                native::parse_records(records, Some(base)).map_err(|(line, m)| err(line, m))?
             }
             TaskFormat::HumanEval => records
                 .into_iter()
@@ -158,6 +196,17 @@ impl TaskSet {
                         .map_err(|m| err(line, m))
                 })
                 .collect::<Result<Vec<_>, _>>()?,
+            TaskFormat::CodeContests | TaskFormat::Apps | TaskFormat::LiveCodeBench => {
+                let parse = match format {
+                    TaskFormat::CodeContests => contests::code_contests,
+                    TaskFormat::Apps => contests::apps,
+                    _ => contests::livecodebench,
+                };
+                records
+                    .into_iter()
+                    .map(|(line, v)| parse(v).map(|t| (line, t)).map_err(|m| err(line, m)))
+                    .collect::<Result<Vec<_>, _>>()?
+            }
         };
         Self::from_tasks(tasks, format, path.display().to_string())
             .map_err(|(line, m)| err(line, m))?
@@ -286,6 +335,12 @@ fn detect(first: &serde_json::Value) -> TaskFormat {
         TaskFormat::HumanEval
     } else if has("test_list") {
         TaskFormat::Mbpp
+    } else if has("public_tests") && has("description") {
+        TaskFormat::CodeContests
+    } else if has("input_output") && has("question") {
+        TaskFormat::Apps
+    } else if has("public_test_cases") && has("question_content") {
+        TaskFormat::LiveCodeBench
     } else {
         TaskFormat::Native
     }
@@ -306,6 +361,18 @@ pub(crate) fn read_maybe_gzip(path: &Path) -> std::io::Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_task_round_trips_through_its_inline_json() {
+        // Native and foreign (HumanEval-style, with a completion prefix) tasks alike.
+        let humaneval = r#"{"task_id": "HumanEval/0", "prompt": "def f(x):\n", "canonical_solution": "    return x\n", "test": "def check(candidate):\n    assert candidate(1) == 1\n", "entry_point": "f"}"#;
+        let foreign = TaskSet::parse(humaneval, Path::new("he.jsonl")).unwrap();
+        let builtin = TaskSet::builtin_examples();
+        for task in builtin.iter().chain(foreign.iter()) {
+            let back = Task::from_json(task.to_json()).unwrap();
+            assert_eq!(&back, task.as_ref(), "{}", task.id);
+        }
+    }
 
     #[test]
     fn builtin_examples_parse() {

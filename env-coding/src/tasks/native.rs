@@ -1,8 +1,11 @@
 //! The native task format (see the parent module for the layout).
 
+use std::path::Path;
+
 use serde::Deserialize;
 
 use super::Task;
+use crate::data::{RawData, TaskData};
 use crate::reward::RewardSpec;
 
 /// The native task-file format this crate reads.
@@ -34,6 +37,25 @@ struct Line {
     completion_prefix: Option<String>,
     #[serde(default)]
     metadata: serde_json::Map<String, serde_json::Value>,
+    /// Issue 14: the solution language (SandboxFusion's names; default python).
+    #[serde(default)]
+    language: crate::lang::Language,
+    // Data tasks (issue 13): input files, CLI inputs, typed outputs (see `crate::data`).
+    #[serde(default)]
+    files: Option<serde_json::Value>,
+    #[serde(default)]
+    inputs: Option<serde_json::Value>,
+    #[serde(default)]
+    outputs: Option<serde_json::Value>,
+    #[serde(default)]
+    requirements: Option<serde_json::Value>,
+    /// `false` opts the task out of verdict sharing (see `verdicts.rs`).
+    #[serde(default = "yes")]
+    deterministic: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn check_version(v: u32) -> Result<(), String> {
@@ -46,10 +68,12 @@ fn check_version(v: u32) -> Result<(), String> {
     }
 }
 
-/// One task; `header_version` is the file header's version, if the file has one.
+/// One task; `header_version` is the file header's version, if the file has one; `base` the task
+/// file's directory (file paths of data tasks are relative to it; `None` for inline tasks).
 pub(super) fn parse_task(
     value: serde_json::Value,
     header_version: Option<u32>,
+    base: Option<&Path>,
 ) -> Result<Task, String> {
     let line: Line = serde_json::from_value(value).map_err(|e| format!("invalid task: {e}"))?;
     match line.schema_version.or(header_version) {
@@ -63,18 +87,29 @@ pub(super) fn parse_task(
     }
     let reward = RewardSpec::from_json(line.reward)
         .map_err(|e| format!("task {:?}: reward: {e}", line.id))?;
+    let raw = RawData {
+        files: line.files,
+        inputs: line.inputs,
+        outputs: line.outputs,
+        requirements: line.requirements,
+    };
+    let data = TaskData::from_raw(raw, base).map_err(|e| format!("task {:?}: {e}", line.id))?;
     Ok(Task {
+        data,
         id: line.id,
         prompt: line.prompt,
         reward,
         reference_solution: line.reference_solution,
         completion_prefix: line.completion_prefix,
         metadata: line.metadata,
+        deterministic: line.deterministic,
+        language: line.language,
     })
 }
 
 pub(super) fn parse_records(
     records: Vec<(usize, serde_json::Value)>,
+    base: Option<&Path>,
 ) -> Result<Vec<(usize, Task)>, (usize, String)> {
     let mut iter = records.into_iter().peekable();
     let mut header_version = None;
@@ -89,7 +124,7 @@ pub(super) fn parse_records(
         iter.next();
     }
     iter.map(|(line, v)| {
-        parse_task(v, header_version)
+        parse_task(v, header_version, base)
             .map(|t| (line, t))
             .map_err(|e| (line, e))
     })
@@ -111,21 +146,21 @@ mod tests {
             (1, json!({"schema_version": 1, "name": "x"})),
             (2, json!({"id": "a", "prompt": "p", "reward": reward()})),
         ];
-        assert_eq!(parse_records(with_header).unwrap()[0].0, 2);
+        assert_eq!(parse_records(with_header, None).unwrap()[0].0, 2);
         let per_line = vec![(
             1,
             json!({"schema_version": 1, "id": "a", "prompt": "p", "reward": reward()}),
         )];
-        assert_eq!(parse_records(per_line).unwrap()[0].1.id, "a");
+        assert_eq!(parse_records(per_line, None).unwrap()[0].1.id, "a");
     }
 
     #[test]
     fn version_errors() {
         let missing = vec![(3, json!({"id": "a", "prompt": "p", "reward": reward()}))];
-        assert_eq!(parse_records(missing).unwrap_err().0, 3);
+        assert_eq!(parse_records(missing, None).unwrap_err().0, 3);
         let future = vec![(1, json!({"schema_version": 2}))];
         assert!(
-            parse_records(future)
+            parse_records(future, None)
                 .unwrap_err()
                 .1
                 .contains("unsupported schema_version 2")
@@ -135,12 +170,16 @@ mod tests {
             json!({"schema_version": 1, "id": "a", "prompt": "p", "reward": reward(), "x": 1}),
         )];
         assert!(
-            parse_records(unknown)
+            parse_records(unknown, None)
                 .unwrap_err()
                 .1
                 .contains("unknown field")
         );
         let bad_reward = json!({"schema_version": 1, "id": "a", "prompt": "p", "reward": {"version": 1, "components": []}});
-        assert!(parse_task(bad_reward, None).unwrap_err().contains("reward"));
+        assert!(
+            parse_task(bad_reward, None, None)
+                .unwrap_err()
+                .contains("reward")
+        );
     }
 }

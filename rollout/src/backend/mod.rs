@@ -3,10 +3,13 @@
 //! the backend. In process, envs are made with [`Registry::make_async`]: asynchronous envs (the coding
 //! env) hold no thread while they wait, and synchronous ones are adapted by their
 //! [`env_core::CallCost`] (in place when cheap, else on the registry's blocking offload). How many
-//! programs run at once is the sandbox's own limit, not the engine's.
+//! programs run at once is the sandbox's own limit, not the engine's. Remotely, a [`pool`] of
+//! servers places, health-checks and retries sessions.
 
+pub mod pool;
 mod remote;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use env_core::{AsyncEnv, EnvError, Info, Kwargs, Options, Registry, Step, Value};
@@ -28,21 +31,47 @@ impl EnvBackend {
         EnvBackend::InProcess(registry)
     }
 
-    /// Creates a session of `env_id`; `route` picks the server when there are several (an episode
-    /// keeps its server for its whole life).
+    /// Creates a session of `env_id`. Remotely it goes to the least-loaded healthy server other
+    /// than `avoid` (the server a restarted episode lost), and the episode keeps it for its whole
+    /// life.
     pub async fn make(
         &self,
         env_id: &str,
         kwargs: &Kwargs,
-        route: usize,
+        avoid: Option<SocketAddr>,
     ) -> Result<EnvSession, EnvError> {
+        observed("make", async {
+            match self {
+                EnvBackend::InProcess(registry) => Ok(EnvSession::Local(
+                    registry.make_async(env_id, kwargs).await?,
+                )),
+                EnvBackend::Remote(remote) => Ok(EnvSession::Remote(Box::new(
+                    remote.make(env_id, kwargs, avoid).await?,
+                ))),
+            }
+        })
+        .await
+    }
+
+    /// The `reset` options that select `task_id`: `{"task_id": ...}`, or the task itself where
+    /// the remote backend sends tasks inline.
+    pub fn task_options(&self, task_id: &str) -> Result<Options, EnvError> {
         match self {
-            EnvBackend::InProcess(registry) => Ok(EnvSession::Local(
-                registry.make_async(env_id, kwargs).await?,
-            )),
-            EnvBackend::Remote(remote) => Ok(EnvSession::Remote(
-                remote.make(env_id, kwargs, route).await?,
-            )),
+            EnvBackend::InProcess(_) => {
+                let mut options = Options::new();
+                options.insert("task_id".into(), serde_json::json!(task_id));
+                Ok(options)
+            }
+            EnvBackend::Remote(remote) => remote.task_options(task_id),
+        }
+    }
+
+    /// How often an episode may restart after losing its env server (0 in process: nothing to
+    /// lose).
+    pub fn max_restarts(&self) -> u32 {
+        match self {
+            EnvBackend::InProcess(_) => 0,
+            EnvBackend::Remote(remote) => remote.pool().config().max_restarts,
         }
     }
 }
@@ -51,7 +80,8 @@ impl EnvBackend {
 /// abandons the env: the episode ends with it.
 pub enum EnvSession {
     Local(Box<dyn AsyncEnv>),
-    Remote(remote::RemoteSession),
+    // Boxed: a stream's state is large, and an episode holds its session for its whole life.
+    Remote(Box<pool::PooledSession>),
 }
 
 impl std::fmt::Debug for EnvSession {
@@ -64,33 +94,71 @@ impl std::fmt::Debug for EnvSession {
 }
 
 impl EnvSession {
+    /// The env server the session lives on (remote sessions).
+    pub fn server(&self) -> Option<SocketAddr> {
+        match self {
+            EnvSession::Local(_) => None,
+            EnvSession::Remote(r) => Some(r.server()),
+        }
+    }
+
+    /// The server and why, when the session was lost with its server (the episode may restart).
+    pub fn lost(&self) -> Option<(SocketAddr, String)> {
+        match self {
+            EnvSession::Local(_) => None,
+            EnvSession::Remote(r) => r.lost().map(|why| (r.server(), why.to_string())),
+        }
+    }
+
     /// Gymnasium's `reset(seed, options) -> (obs, info)`.
     pub async fn reset(
         &mut self,
         seed: Option<u64>,
         options: Options,
     ) -> Result<(Value, Info), EnvError> {
-        match self {
-            EnvSession::Local(env) => env.reset(seed, options).await,
-            EnvSession::Remote(r) => r.reset(seed, &options).await,
-        }
+        observed("reset", async {
+            match self {
+                EnvSession::Local(env) => env.reset(seed, options).await,
+                EnvSession::Remote(r) => r.reset(seed, &options).await,
+            }
+        })
+        .await
     }
 
     /// Gymnasium's `step(action) -> (obs, reward, terminated, truncated, info)`.
     pub async fn step(&mut self, action: Value) -> Result<Step<Value>, EnvError> {
-        match self {
-            EnvSession::Local(env) => env.step(action).await,
-            EnvSession::Remote(r) => r.step(action).await,
-        }
+        observed("step", async {
+            match self {
+                EnvSession::Local(env) => env.step(action).await,
+                EnvSession::Remote(r) => r.step(action).await,
+            }
+        })
+        .await
     }
 
     /// Releases the environment (its sandbox, or the server's session).
     pub async fn close(self) -> Result<(), EnvError> {
-        match self {
-            EnvSession::Local(mut env) => env.close().await,
-            EnvSession::Remote(r) => r.close().await,
-        }
+        observed("close", async {
+            match self {
+                EnvSession::Local(mut env) => env.close().await,
+                EnvSession::Remote(r) => r.close().await,
+            }
+        })
+        .await
     }
+}
+
+/// One env call in an `env_call` span (a child of the episode's), counted and timed in the
+/// rollout metrics.
+async fn observed<T>(
+    op: &'static str,
+    call: impl std::future::Future<Output = Result<T, EnvError>>,
+) -> Result<T, EnvError> {
+    use tracing::Instrument;
+    let start = std::time::Instant::now();
+    let out = call.instrument(tracing::debug_span!("env_call", op)).await;
+    crate::metrics::env_call(op, out.is_ok(), start.elapsed());
+    out
 }
 
 #[cfg(test)]
@@ -196,7 +264,7 @@ mod tests {
         for (cost, in_place) in [(CallCost::Cheap, true), (CallCost::Blocking, false)] {
             let backend = backend(cost, None);
             let mut session = backend
-                .make("test/Probe-v0", &Kwargs::new(), 0)
+                .make("test/Probe-v0", &Kwargs::new(), None)
                 .await
                 .unwrap();
             session.reset(Some(1), Options::new()).await.unwrap();
@@ -211,7 +279,7 @@ mod tests {
         for cost in [CallCost::Cheap, CallCost::Blocking] {
             let backend = backend(cost, Some(1));
             let mut session = backend
-                .make("test/Probe-v0", &Kwargs::new(), 0)
+                .make("test/Probe-v0", &Kwargs::new(), None)
                 .await
                 .unwrap();
             session.reset(None, Options::new()).await.unwrap();

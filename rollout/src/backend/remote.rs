@@ -1,134 +1,75 @@
-//! The remote backend: sessions on `codegym serve` instances over gRPC (codegym.v1 unary calls).
+//! The remote backend: sessions on a [`Pool`] of `codegym serve` instances, each episode on one
+//! `Session` stream (see [`pool`](super::pool)).
 //!
-//! Channels are created lazily and shared (HTTP/2 multiplexes every episode's calls over one
-//! connection per server); an episode stays on the server that made its session.
+//! Tasks can travel inline: when the caller hands the backend the run's tasks (their native JSON,
+//! [`RemoteBackend::with_inline_tasks`]), `reset` sends `{"task": {...}}` instead of a task id, so
+//! the servers need neither the task file nor a shared file system (`--tasks-dir`).
 
-use env_core::{EnvError, Info, Kwargs, Options, Step, Value};
-use proto::convert;
-use proto::v1;
-use proto::v1::env_service_client::EnvServiceClient;
-use tonic::transport::{Channel, Endpoint};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
 
-/// A set of `codegym serve` addresses.
+use env_core::{EnvError, Kwargs, Options};
+
+use super::pool::{EnvPoolConfig, Pool, PooledSession};
+
+/// A pool of `codegym serve` servers, and optionally the tasks to send inline.
 #[derive(Debug, Clone)]
 pub struct RemoteBackend {
-    servers: Vec<(String, EnvServiceClient<Channel>)>,
+    pool: Arc<Pool>,
+    inline_tasks: Option<Arc<HashMap<String, serde_json::Value>>>,
 }
 
 impl RemoteBackend {
-    /// Prepares clients for `http://host:port` addresses; connections open on first use.
-    pub fn new(addresses: &[String]) -> Result<Self, EnvError> {
-        if addresses.is_empty() {
-            return Err(EnvError::InvalidKwargs("no env server address".into()));
-        }
-        let servers = addresses
-            .iter()
-            .map(|a| {
-                let endpoint = Endpoint::from_shared(a.clone())
-                    .map_err(|e| {
-                        EnvError::InvalidKwargs(format!("bad env server address {a:?}: {e}"))
-                    })?
-                    .tcp_nodelay(true);
-                Ok((a.clone(), EnvServiceClient::new(endpoint.connect_lazy())))
-            })
-            .collect::<Result<Vec<_>, EnvError>>()?;
-        Ok(RemoteBackend { servers })
+    /// Resolves the `http://host:port` addresses and checks the servers' health once (see
+    /// [`Pool::connect`]).
+    pub async fn connect(addresses: &[String], config: EnvPoolConfig) -> Result<Self, EnvError> {
+        Ok(RemoteBackend {
+            pool: Arc::new(Pool::connect(addresses, config).await?),
+            inline_tasks: None,
+        })
     }
 
-    /// Number of servers.
+    /// Sends these tasks (task id -> the task's native JSON, as the env's `reset` option `task`
+    /// takes it) inline at every `reset`, instead of their ids.
+    pub fn with_inline_tasks(mut self, tasks: HashMap<String, serde_json::Value>) -> Self {
+        self.inline_tasks = Some(Arc::new(tasks));
+        self
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// Number of servers known now.
     pub fn server_count(&self) -> usize {
-        self.servers.len()
+        self.pool.servers().len()
     }
 
     pub(super) async fn make(
         &self,
         env_id: &str,
         kwargs: &Kwargs,
-        route: usize,
-    ) -> Result<RemoteSession, EnvError> {
-        let (address, client) = &self.servers[route % self.servers.len()];
-        let mut client = client.clone();
-        let response = client
-            .make(v1::MakeRequest {
-                env_id: env_id.to_string(),
-                kwargs_json: convert::json_text(kwargs),
-            })
-            .await
-            .map_err(status_error)?
-            .into_inner();
-        Ok(RemoteSession {
-            address: address.clone(),
-            client,
-            session_id: response.session_id,
-        })
-    }
-}
-
-/// A session on one server.
-pub struct RemoteSession {
-    address: String,
-    client: EnvServiceClient<Channel>,
-    session_id: String,
-}
-
-impl std::fmt::Debug for RemoteSession {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}#{}", self.address, self.session_id)
-    }
-}
-
-impl RemoteSession {
-    pub(super) async fn reset(
-        &mut self,
-        seed: Option<u64>,
-        options: &Options,
-    ) -> Result<(Value, Info), EnvError> {
-        let response = self
-            .client
-            .reset(v1::ResetRequest {
-                session_id: self.session_id.clone(),
-                seed,
-                options_json: convert::json_text(options),
-            })
-            .await
-            .map_err(status_error)?
-            .into_inner();
-        convert::reset_from_proto(response)
-            .map_err(|e| EnvError::Infrastructure(format!("bad reset response: {e}")))
+        avoid: Option<SocketAddr>,
+    ) -> Result<PooledSession, EnvError> {
+        self.pool.open(env_id, kwargs, avoid).await
     }
 
-    pub(super) async fn step(&mut self, action: Value) -> Result<Step<Value>, EnvError> {
-        let response = self
-            .client
-            .step(v1::StepRequest {
-                session_id: self.session_id.clone(),
-                action: Some(convert::value_to_proto(&action)),
-            })
-            .await
-            .map_err(status_error)?
-            .into_inner();
-        convert::step_from_proto(response)
-            .map_err(|e| EnvError::Infrastructure(format!("bad step response: {e}")))
-    }
-
-    pub(super) async fn close(mut self) -> Result<(), EnvError> {
-        self.client
-            .close(v1::CloseRequest {
-                session_id: self.session_id.clone(),
-            })
-            .await
-            .map_err(status_error)?;
-        Ok(())
-    }
-}
-
-/// Maps a gRPC status back onto an env error: a rejected action stays the model's fault (the episode
-/// shows it to the model); everything else is a failure of the machinery, re-run on `--resume`.
-fn status_error(s: tonic::Status) -> EnvError {
-    let m = s.message().to_string();
-    match s.code() {
-        tonic::Code::InvalidArgument => EnvError::InvalidAction(m),
-        tonic::Code::ResourceExhausted => EnvError::ResourceExhausted(m),
-        code => EnvError::Infrastructure(format!("env server answered {code:?}: {m}")),
+    /// The `reset` options selecting `task_id`: the task itself when it is inline.
+    pub(super) fn task_options(&self, task_id: &str) -> Result<Options, EnvError> {
+        let mut options = Options::new();
+        match &self.inline_tasks {
+            Some(tasks) => {
+                let task = tasks.get(task_id).ok_or_else(|| {
+                    EnvError::InvalidOptions(format!("task {task_id:?} has no inline definition"))
+                })?;
+                options.insert("task".into(), task.clone());
+            }
+            None => {
+                options.insert("task_id".into(), serde_json::json!(task_id));
+            }
+        }
+        Ok(options)
     }
 }

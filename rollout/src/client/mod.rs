@@ -43,6 +43,8 @@ pub struct ChatRequest<'a> {
     /// OpenAI tool definitions (`[{"type":"function","function":{...}}]`).
     pub tools: Option<&'a serde_json::Value>,
     pub seed: Option<u64>,
+    /// OpenAI `response_format` (AutoCoder's `{"type": "json_schema", ...}`).
+    pub response_format: Option<&'a serde_json::Value>,
 }
 
 /// The outcome of one call: the record of what happened and, on success, the completion.
@@ -159,8 +161,32 @@ impl ChatClient {
     }
 
     /// Sends one request to endpoint `endpoint`, retrying per the SDK convention while
-    /// `retry_budget` (the episode's remaining retries) lasts.
+    /// `retry_budget` (the episode's remaining retries) lasts. One `model_call` span and one
+    /// count in the model-call metrics per call, retries included.
+    #[tracing::instrument(
+        name = "model_call",
+        level = "debug",
+        skip_all,
+        fields(endpoint, attempts = tracing::field::Empty, outcome = tracing::field::Empty)
+    )]
     pub async fn chat(
+        &self,
+        endpoint: usize,
+        req: &ChatRequest<'_>,
+        retry_budget: &mut u32,
+    ) -> CallOutcome {
+        let out = self.chat_with_retries(endpoint, req, retry_budget).await;
+        crate::metrics::model_call(&out.call);
+        let span = tracing::Span::current();
+        span.record("attempts", out.call.attempts);
+        span.record(
+            "outcome",
+            out.call.error.as_ref().map_or("ok", |e| e.kind.as_str()),
+        );
+        out
+    }
+
+    async fn chat_with_retries(
         &self,
         endpoint: usize,
         req: &ChatRequest<'_>,
@@ -389,6 +415,9 @@ impl serde::Serialize for RequestBody<'_> {
         if let Some(tools) = self.req.tools {
             put!("tools", tools);
         }
+        if let Some(format) = self.req.response_format {
+            put!("response_format", format);
+        }
         for (k, v) in extra {
             map.serialize_entry(k, v)?;
         }
@@ -425,6 +454,7 @@ mod tests {
             messages: &messages,
             tools: Some(&tools),
             seed: Some(7),
+            response_format: None,
         };
         let bytes = client.request_body(&req).expect("encode");
         let text = String::from_utf8(bytes.clone()).expect("utf-8");

@@ -1,8 +1,9 @@
 //! One episode: make an env session, reset it on the task, then alternate model calls and env steps
-//! (code-block or tools mode, see [`turns`]) until the task is solved, the model stops, the turn
+//! (code-block or tools mode, see [`turns`]; AutoCoder mode, see [`autocoder`]) until the task is solved, the model stops, the turn
 //! limit, an error, the deadline or cancellation. Whatever happens, the result is a complete
 //! [`TrajectoryRecord`] with everything that happened up to that point.
 
+mod autocoder;
 pub mod format;
 mod primitives;
 // Issue 12: program-of-thought mode (the RLM loop).
@@ -18,8 +19,8 @@ use crate::backend::{EnvBackend, EnvSession};
 use crate::client::ChatClient;
 use crate::config::RolloutConfig;
 use crate::dataset::record::{
-    ChatMessage, EngineInfo, EpisodeKey, ErrorKind, ErrorRecord, ModelInfo, SCHEMA_VERSION,
-    StopReason, Timings, TrajectoryRecord, TurnRecord, Usage,
+    ChatMessage, EngineInfo, EpisodeKey, ErrorKind, ErrorRecord, ModelInfo, RestartRecord,
+    SCHEMA_VERSION, StopReason, Timings, TrajectoryRecord, TurnRecord, Usage,
 };
 
 /// What every episode of a run shares.
@@ -39,8 +40,6 @@ pub struct EpisodePlan {
     pub seed: u64,
     /// Index of the LLM endpoint the episode is pinned to.
     pub endpoint: usize,
-    /// Index of the env server (remote backend) the episode is pinned to.
-    pub env_route: usize,
 }
 
 /// How an episode ended.
@@ -81,14 +80,27 @@ struct EpisodeState {
     env_ms: u64,
     served_model: Option<String>,
     retry_budget: u32,
+    /// The env server an earlier attempt of this episode lost: the next session goes elsewhere.
+    avoid_server: Option<std::net::SocketAddr>,
+    /// AutoCoder mode: the summary, kept current as the loop goes.
+    autocoder: Option<crate::dataset::record::AutoCoderSummary>,
 }
 
-/// Plays one episode to its end and returns its record. Never fails: failures are recorded.
+/// Plays one episode to its end and returns its record. Never fails: failures are recorded. One
+/// `episode` span (parent of its `model_call` and `env_call` spans) and one count in the episode
+/// metrics per episode.
+#[tracing::instrument(
+    name = "episode",
+    level = "debug",
+    skip_all,
+    fields(task_id = %plan.task_id, sample_index = plan.sample_index, seed = plan.seed, stop_reason = tracing::field::Empty)
+)]
 pub async fn run_episode(
     ctx: &EpisodeContext,
     plan: EpisodePlan,
     cancel: &CancellationToken,
 ) -> TrajectoryRecord {
+    let _playing = crate::metrics::Playing::start();
     let started = Instant::now();
     let started_at_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -99,23 +111,59 @@ pub async fn run_episode(
         retry_budget: ctx.config.model.episode_retry_budget,
         ..EpisodeState::default()
     };
-    let ending = if cancel.is_cancelled() {
-        Ending::error(
-            StopReason::Cancelled,
-            ErrorKind::Cancelled,
-            "run interrupted before the episode started",
-        )
-    } else {
-        tokio::select! {
-            ending = turns::drive(ctx, &plan, &mut st) => ending,
-            () = tokio::time::sleep_until(deadline) => Ending::error(
-                StopReason::Timeout,
-                ErrorKind::EpisodeTimeout,
-                format!("episode deadline of {} s passed", ctx.config.episode_timeout_secs),
-            ),
-            () = cancel.cancelled() => Ending::error(StopReason::Cancelled, ErrorKind::Cancelled, "run interrupted"),
+    let mut restarts = Vec::new();
+    let ending = loop {
+        let ending = if cancel.is_cancelled() {
+            Ending::error(
+                StopReason::Cancelled,
+                ErrorKind::Cancelled,
+                "run interrupted before the episode started",
+            )
+        } else {
+            tokio::select! {
+                ending = turns::drive(ctx, &plan, &mut st) => ending,
+                () = tokio::time::sleep_until(deadline) => Ending::error(
+                    StopReason::Timeout,
+                    ErrorKind::EpisodeTimeout,
+                    format!("episode deadline of {} s passed", ctx.config.episode_timeout_secs),
+                ),
+                () = cancel.cancelled() => Ending::error(StopReason::Cancelled, ErrorKind::Cancelled, "run interrupted"),
+            }
+        };
+        // The env's state went with its server: play the episode again from its first turn, with
+        // the same seed, on another server. What the lost attempt did is kept as a restart.
+        let lost = st.session.as_ref().and_then(EnvSession::lost);
+        match lost {
+            Some((server, reason))
+                if ending.stop == StopReason::Error
+                    && restarts.len() < ctx.backend.max_restarts() as usize =>
+            {
+                tracing::info!(task = %plan.task_id, sample = plan.sample_index, %server, %reason, "restarting the episode on another env server");
+                crate::metrics::episode_restart();
+                restarts.push(RestartRecord {
+                    env_server: server.to_string(),
+                    reason,
+                    turns: u32::try_from(st.turns.len()).unwrap_or(u32::MAX),
+                    usage: st.usage,
+                    after_ms: millis(started.elapsed()),
+                });
+                // Time spent is real time of this episode; everything else starts over.
+                st = EpisodeState {
+                    retry_budget: st.retry_budget,
+                    model_ms: st.model_ms,
+                    env_ms: st.env_ms,
+                    avoid_server: Some(server),
+                    ..EpisodeState::default()
+                };
+            }
+            _ => break ending,
         }
     };
+    let env_server = st
+        .session
+        .as_ref()
+        .and_then(EnvSession::server)
+        .map(|s| s.to_string());
     if let Some(session) = st.session.take() {
         let t = Instant::now();
         // A server that does not answer a close must not hold the episode's record back for long.
@@ -131,7 +179,7 @@ pub async fn run_episode(
         sample_index: plan.sample_index,
     };
     let config = &ctx.config;
-    TrajectoryRecord {
+    let record = TrajectoryRecord {
         schema_version: SCHEMA_VERSION,
         run_id: ctx.run_id.clone(),
         episode_id: key.episode_id(),
@@ -163,7 +211,13 @@ pub async fn run_episode(
             env_ms: st.env_ms,
         },
         engine: EngineInfo::default(),
-    }
+        env_server,
+        restarts,
+        autocoder: st.autocoder,
+    };
+    crate::metrics::episode(&record);
+    tracing::Span::current().record("stop_reason", record.stop_reason.as_str());
+    record
 }
 
 pub(crate) fn millis(d: Duration) -> u64 {

@@ -68,7 +68,7 @@ pub(super) async fn drive(
         record_sub_calls(st, &tools);
         let (obs, reward) = match stepped {
             Ok(StepResult::Done(ending)) | Err(ending) => return ending,
-            Ok(StepResult::Continue { obs }) => obs,
+            Ok(StepResult::Continue { obs }) => *obs,
         };
         if let Some(answer) = tools.final_answer() {
             return score(ctx, plan, st, &answer).await;
@@ -161,10 +161,7 @@ async fn score(
     kwargs.insert("mode".into(), json!("script"));
     kwargs.remove("tools");
     let t = Instant::now();
-    let made = ctx
-        .backend
-        .make(&ctx.config.env_id, &kwargs, plan.env_route)
-        .await;
+    let made = ctx.backend.make(&ctx.config.env_id, &kwargs, None).await;
     st.env_ms += millis(t.elapsed());
     let scorer = match made {
         Ok(s) => s,

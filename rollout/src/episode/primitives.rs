@@ -20,12 +20,24 @@ pub(super) async fn call_model(
     st: &mut EpisodeState,
     tools: Option<&serde_json::Value>,
 ) -> Result<Completion, Ending> {
+    call_model_with(ctx, plan, st, tools, None).await
+}
+
+/// [`call_model`] with an OpenAI `response_format` (AutoCoder's structured outputs).
+pub(super) async fn call_model_with(
+    ctx: &EpisodeContext,
+    plan: &EpisodePlan,
+    st: &mut EpisodeState,
+    tools: Option<&serde_json::Value>,
+    response_format: Option<&serde_json::Value>,
+) -> Result<Completion, Ending> {
     let view = history_view(&st.messages, ctx.config.episode.max_history_messages);
     // Providers commonly reject seeds beyond 32-bit signed integers.
     let request = ChatRequest {
         messages: &view,
         tools,
         seed: Some(plan.seed & 0x7fff_ffff),
+        response_format,
     };
     let outcome = ctx
         .client
@@ -47,6 +59,7 @@ pub(super) async fn call_model(
         message_index: None,
         env_steps: Vec::new(),
         sub_calls: Vec::new(),
+        stage: None,
     };
     let Some(completion) = outcome.completion else {
         st.turns.push(turn);
@@ -92,9 +105,9 @@ pub(super) fn history_view(messages: &[ChatMessage], cap: Option<usize>) -> Cow<
 pub(super) enum StepResult {
     /// The episode ended with this step (solved, or the env terminated or truncated it).
     Done(Ending),
-    Continue {
-        obs: (Value, f64),
-    },
+    /// The observation and reward (boxed: an execution result is large, and this enum is moved
+    /// around on every step).
+    Continue { obs: Box<(Value, f64)> },
 }
 
 /// Steps the env and records the step. Invalid actions are shown to the model; other env errors
@@ -140,7 +153,7 @@ pub(super) async fn env_step(
             if invalid {
                 // The model's action was at fault, not the machinery: let it see why.
                 return Ok(StepResult::Continue {
-                    obs: (Value::Text(format!("invalid action: {e}")), 0.0),
+                    obs: Box::new((Value::Text(format!("invalid action: {e}")), 0.0)),
                 });
             }
             return Err(Ending {
@@ -184,7 +197,7 @@ pub(super) async fn env_step(
         return Ok(StepResult::Done(Ending::new(StopReason::EnvDone)));
     }
     Ok(StepResult::Continue {
-        obs: (step.obs, step.reward),
+        obs: Box::new((step.obs, step.reward)),
     })
 }
 

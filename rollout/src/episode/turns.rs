@@ -30,11 +30,12 @@ pub(super) async fn drive(
     match ctx.config.episode.mode {
         EpisodeMode::CodeBlock => code_block_loop(ctx, plan, st).await,
         EpisodeMode::Tools | EpisodeMode::ProgramOfThought => tools_loop(ctx, plan, st).await,
+        EpisodeMode::Autocoder => super::autocoder::run(ctx, plan, st).await,
     }
 }
 
 /// `make` + `reset`, then the system and task messages.
-async fn setup(
+pub(super) async fn setup(
     ctx: &EpisodeContext,
     plan: &EpisodePlan,
     st: &mut EpisodeState,
@@ -43,21 +44,32 @@ async fn setup(
     let t = Instant::now();
     let made = ctx
         .backend
-        .make(&config.env_id, &config.env_kwargs, plan.env_route)
+        .make(&config.env_id, &config.env_kwargs, st.avoid_server)
         .await;
     st.env_ms += millis(t.elapsed());
     st.session = Some(made.map_err(env_ending)?);
-    let mut options = serde_json::Map::new();
-    options.insert("task_id".into(), json!(plan.task_id));
+    let options = ctx
+        .backend
+        .task_options(&plan.task_id)
+        .map_err(env_ending)?;
     let t = Instant::now();
     let reset = match st.session.as_mut() {
         Some(s) => s.reset(Some(plan.seed), options).await,
         None => Err(EnvError::ClosedEnvironment),
     };
     st.env_ms += millis(t.elapsed());
-    let (obs, _info) = reset.map_err(env_ending)?;
+    let (obs, info) = reset.map_err(env_ending)?;
     let task = format::observation_text(&obs);
-    let (system, user) = config.episode.prompts.opening(config.episode.mode, &task);
+    // Data tasks (issue 13): the env's summary of the task's sample files, for `{data_context}`.
+    let data_context = info
+        .get("data_context")
+        .and_then(|v| v.as_str())
+        .unwrap_or_default();
+    let (system, user) =
+        config
+            .episode
+            .prompts
+            .opening_with_data(config.episode.mode, &task, data_context);
     st.messages.push(ChatMessage::text(Role::System, system));
     st.messages.push(ChatMessage::text(Role::User, user));
     Ok(())
@@ -87,7 +99,7 @@ async fn code_block_loop(
         .await
         {
             Ok(StepResult::Done(ending)) => return ending,
-            Ok(StepResult::Continue { obs }) => obs,
+            Ok(StepResult::Continue { obs }) => *obs,
             Err(ending) => return ending,
         };
         if turn + 1 < ep.max_turns {
@@ -133,7 +145,8 @@ async fn tools_loop(ctx: &EpisodeContext, plan: &EpisodePlan, st: &mut EpisodeSt
             };
             match env_step(st, action, record, Some(call.id.clone())).await {
                 Ok(StepResult::Done(ending)) => return ending,
-                Ok(StepResult::Continue { obs: (obs, _) }) => {
+                Ok(StepResult::Continue { obs }) => {
+                    let (obs, _) = *obs;
                     let text = format::tool_result(&obs, false, ep.feedback_max_chars);
                     st.messages.push(ChatMessage::tool_result(call.id, text));
                 }
@@ -147,7 +160,7 @@ async fn tools_loop(ctx: &EpisodeContext, plan: &EpisodePlan, st: &mut EpisodeSt
 /// The env action running exactly `code`: the tool call the coding env accepts in every mode.
 /// Sending the model's whole text instead would let the env extract again, by its own `extract`
 /// kwarg (`raw` runs the prose too), and run something else than the record says.
-fn run_python(code: &str) -> Value {
+pub(super) fn run_python(code: &str) -> Value {
     Value::Json(json!({"tool": "run_python", "code": code}))
 }
 
@@ -213,7 +226,7 @@ fn record_invalid_call(st: &mut EpisodeState, call: &ToolCall, why: &str) {
     ));
 }
 
-fn env_ending(e: EnvError) -> Ending {
+pub(super) fn env_ending(e: EnvError) -> Ending {
     Ending::error(StopReason::Error, ErrorKind::Env, e.to_string())
 }
 

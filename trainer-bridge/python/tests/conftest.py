@@ -13,6 +13,10 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
+
+# tests/heavy/ (a local multi-node Ray cluster, ...) runs only in CI's heavy step, which installs
+# what it needs and sets CODEGYM_HEAVY=1 (see tests/all.sh).
+collect_ignore = [] if os.environ.get("CODEGYM_HEAVY") == "1" else ["heavy"]
 # Generous: the server may be starting on two loaded cores alongside other test suites.
 STARTUP_TIMEOUT_S = 120.0
 
@@ -33,9 +37,17 @@ def _drain(stream, sink: queue.Queue | None) -> None:
 def serve(log_dir: Path, *extra_args: str, lines: int = 1) -> Iterator[list[str]]:
     """Runs `codegym serve --addr 127.0.0.1:0 EXTRA_ARGS` and yields its first `lines` stdout lines
     (the addresses it listens on); stops it afterwards."""
+    with serve_process(log_dir, *extra_args, lines=lines) as (_, printed):
+        yield printed
+
+
+@contextlib.contextmanager
+def serve_process(log_dir: Path, *extra_args: str, lines: int = 1) -> Iterator[tuple[subprocess.Popen, list[str]]]:
+    """`serve`, also yielding the process (for tests that signal or kill it)."""
     binary = codegym_bin()
     if not binary.exists():
         pytest.fail(f"codegym binary not found at {binary}: build it (cargo build -p codegym) or set CODEGYM_BIN")
+    log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / "stderr.log"
     log = open(log_path, "wb")
     proc = subprocess.Popen(
@@ -57,7 +69,7 @@ def serve(log_dir: Path, *extra_args: str, lines: int = 1) -> Iterator[list[str]
         proc.kill()
         pytest.fail(f"unexpected first line {printed[0]!r}; stderr: {log_path.read_text()}")
     try:
-        yield [line.strip() for line in printed]
+        yield proc, [line.strip() for line in printed]
     finally:
         proc.terminate()
         try:

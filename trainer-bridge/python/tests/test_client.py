@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import grpc
 import numpy as np
@@ -92,3 +93,35 @@ def test_async_client_and_session(server_address):
                 await c.make("nope/Missing-v9")
 
     asyncio.run(main())
+
+
+def _hello_items():
+    # A fresh slow program each call: a cached verdict would not be slow.
+    slow = f"import time; time.sleep(1.0); print('Hello, world!')  # {uuid.uuid4()}"
+    items = [codegym.EvalItem(action=slow, options={"task_id": "hello-world"})]
+    items += [codegym.EvalItem(action="print('Hello, world!')", options={"task_id": "hello-world"}) for _ in range(3)]
+    items.append(codegym.EvalItem(action="print('x')", options={"task_id": "no-such-task"}))
+    return items
+
+
+def test_evaluate_stream_yields_each_result_as_it_finishes(client):
+    got = list(client.evaluate_stream("codegym/Python-v0", _hello_items()))
+    assert sorted(i for i, _ in got) == [0, 1, 2, 3, 4]
+    assert got[-1][0] == 0, "the slow program finishes last"
+    by_index = dict(got)
+    assert isinstance(by_index[4], codegym.CodegymError)
+    assert by_index[4].code == grpc.StatusCode.INVALID_ARGUMENT
+    assert all(by_index[i].reward == 1.0 for i in range(4))
+    # Identical submissions share one verdict: of the three identical items at most one ran.
+    hits = [by_index[i].info["cache_hit"] for i in (1, 2, 3)]
+    assert hits.count(False) <= 1, hits
+
+
+def test_async_evaluate_stream(server_address):
+    async def main():
+        async with codegym.AsyncClient(server_address, timeout=60.0) as c:
+            return [pair async for pair in c.evaluate_stream("codegym/Python-v0", _hello_items())]
+
+    got = asyncio.run(main())
+    assert sorted(i for i, _ in got) == [0, 1, 2, 3, 4]
+    assert got[-1][0] == 0

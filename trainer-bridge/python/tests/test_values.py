@@ -70,3 +70,18 @@ def test_unsupported_dtype_is_an_error():
         v.numpy_dtype(0)
     with pytest.raises(ValueError):
         v.encode_value(np.zeros(2, dtype=np.complex64))
+
+
+def test_typed_outputs_in_execution_dicts():
+    # Issue 13: a data task's typed outputs, parsed JSON values or per-output errors.
+    e = pb.ExecutionResult(exit_code=0)
+    e.outputs["rows"].json = "2"
+    e.outputs["report"].json = '{"size": 1, "text": "x"}'
+    e.outputs["total"].error = "missing: the program did not write outputs/total"
+    d = v.execution_to_dict(e)
+    assert d["outputs"] == {
+        "report": {"value": {"size": 1, "text": "x"}},
+        "rows": {"value": 2},
+        "total": {"error": "missing: the program did not write outputs/total"},
+    }
+    assert v.execution_to_dict(pb.ExecutionResult())["outputs"] == {}

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
-use trajectory::record::{EpisodeKey, MIN_SCHEMA_VERSION, SCHEMA_VERSION, TrajectoryRecord};
+use trajectory::record::{EpisodeKey, OLDEST_READABLE_VERSION, SCHEMA_VERSION, TrajectoryRecord};
 
 use super::ExportError;
 
@@ -70,10 +70,11 @@ fn parse_line(text: &str) -> Result<TrajectoryRecord, String> {
         .get("schema_version")
         .and_then(serde_json::Value::as_u64);
     match version {
-        Some(v) if (u64::from(MIN_SCHEMA_VERSION)..=u64::from(SCHEMA_VERSION)).contains(&v) => {}
+        Some(v)
+            if (u64::from(OLDEST_READABLE_VERSION)..=u64::from(SCHEMA_VERSION)).contains(&v) => {}
         Some(v) => {
             return Err(format!(
-                "unsupported schema_version {v} (this build reads {MIN_SCHEMA_VERSION} to {SCHEMA_VERSION})"
+                "unsupported schema_version {v} (this build reads {OLDEST_READABLE_VERSION} to {SCHEMA_VERSION})"
             ));
         }
         None => return Err("not a trajectory record: no numeric schema_version".to_string()),

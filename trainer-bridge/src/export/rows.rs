@@ -11,7 +11,9 @@ use crate::advantage::{self, AdvantageConfig, AdvantageError, EpisodeStatus, Sam
 /// How advantages see an episode's end.
 pub fn status(stop: StopReason) -> EpisodeStatus {
     match stop {
-        StopReason::Solved | StopReason::NoCode | StopReason::EnvDone => EpisodeStatus::Completed,
+        StopReason::Solved | StopReason::NoCode | StopReason::EnvDone | StopReason::Submitted => {
+            EpisodeStatus::Completed
+        }
         StopReason::MaxTurns | StopReason::ContextLength | StopReason::Timeout => {
             EpisodeStatus::Truncated
         }

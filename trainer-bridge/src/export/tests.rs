@@ -184,6 +184,29 @@ fn reader_accepts_v1_and_v2_records() {
 }
 
 #[test]
+fn version_1_and_version_2_records_are_both_read() {
+    // A v1 file (written before env servers and restarts were recorded) beside a v2 record that
+    // carries both: the reader takes each, and the v2 fields survive.
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("mixed.jsonl");
+    let v1 = record("a", 0, 1.0, true, "solved", false);
+    let mut v2 = record("a", 1, 0.0, false, "max_turns", false);
+    v2["schema_version"] = json!(2);
+    v2["env_server"] = json!("127.0.0.1:7000");
+    v2["restarts"] = json!([{"env_server": "127.0.0.1:7001", "reason": "stream broke",
+                             "turns": 1, "usage": {"total_tokens": 5}, "after_ms": 12}]);
+    write_lines(&input, &[v1, v2]);
+    let records = read_records(&input).unwrap();
+    assert_eq!(records.len(), 2);
+    let old = records.iter().find(|r| r.sample_index == 0).unwrap();
+    assert!(old.env_server.is_none() && old.restarts.is_empty());
+    let new = records.iter().find(|r| r.sample_index == 1).unwrap();
+    assert_eq!(new.env_server.as_deref(), Some("127.0.0.1:7000"));
+    assert_eq!(new.restarts.len(), 1);
+    assert_eq!(new.restarts[0].usage.total_tokens, 5);
+}
+
+#[test]
 fn rl_jsonl_has_advantages_messages_and_tokens() {
     let dir = tempfile::tempdir().unwrap();
     let input = sample_dataset(dir.path());

@@ -11,7 +11,6 @@
 mod run;
 mod server;
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 pub(crate) use run::WarmRun;
@@ -19,7 +18,7 @@ use server::ForkServer;
 
 use super::config::{Backend, Limits};
 use super::isolation::Layer;
-use super::prepare::Inner;
+use super::prepare::{Inner, RunLayout};
 use super::request::{ReportSpec, SandboxError, ToolHost};
 use super::supervise::Started;
 
@@ -100,7 +99,7 @@ impl WarmBackend {
     /// instead of failing.
     pub async fn start_run(
         self: &Arc<Self>,
-        files: &[(PathBuf, &[u8])],
+        layout: &RunLayout<'_>,
         limits: &Limits,
         with_stdin: bool,
         report: Option<(&ReportSpec, Option<&ToolHost>)>,
@@ -114,7 +113,7 @@ impl WarmBackend {
                 &self.inner,
                 server.clone(),
                 id,
-                files,
+                layout,
                 limits,
                 with_stdin,
                 report,
@@ -131,7 +130,7 @@ impl WarmBackend {
     pub async fn start_run_as(
         &self,
         id: u64,
-        files: &[(PathBuf, &[u8])],
+        layout: &RunLayout<'_>,
         limits: &Limits,
     ) -> Result<Started<WarmRun>, SandboxError> {
         let server = self
@@ -140,7 +139,7 @@ impl WarmBackend {
             .map_err(|_| SandboxError::Closed)?
             .clone()
             .ok_or(SandboxError::Closed)?;
-        run::start(&self.inner, server, id, files, limits, false, None).await
+        run::start(&self.inner, server, id, layout, limits, false, None).await
     }
 
     /// The live fork server, restarted if it died.
@@ -164,6 +163,7 @@ impl WarmBackend {
                 return Ok(server.clone());
             }
             tracing::warn!("the fork server exited; starting a new one");
+            super::metrics::fork_server_restarted();
             let server = Arc::new(ForkServer::start(&this.inner)?);
             *slot = Some(server.clone());
             Ok(server)

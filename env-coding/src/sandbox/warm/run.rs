@@ -2,7 +2,6 @@
 //! request to the server) and the handle supervision waits on ([`WarmRun`]).
 
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -11,7 +10,7 @@ use tokio::sync::oneshot;
 
 use super::server::ForkServer;
 use crate::sandbox::config::Limits;
-use crate::sandbox::prepare::{self, Inner, RunGuard};
+use crate::sandbox::prepare::{self, Inner, RunGuard, RunLayout};
 use crate::sandbox::report;
 use crate::sandbox::request::{ReportSpec, SandboxError, ToolHost};
 use crate::sandbox::supervise::{Exit, Process, Started};
@@ -81,13 +80,13 @@ pub(crate) async fn start(
     inner: &Inner,
     server: Arc<ForkServer>,
     id: u64,
-    files: &[(PathBuf, &[u8])],
+    layout: &RunLayout<'_>,
     limits: &Limits,
     with_stdin: bool,
     report: Option<(&ReportSpec, Option<&ToolHost>)>,
 ) -> Result<Started<WarmRun>, SandboxError> {
     let ids = prepare::run_ids(inner, id);
-    let (guard, workdir) = RunGuard::with_workdir(inner, id, files)?;
+    let (guard, workdir) = RunGuard::with_workdir(inner, id, layout)?;
     let workdir = workdir.as_path();
     let (out_r, out_w) = prepare::pipe_pair()?;
     let (err_r, err_w) = prepare::pipe_pair()?;
@@ -114,6 +113,9 @@ pub(crate) async fn start(
         "uid": ids.map(|(u, _)| u),
         "gid": ids.map(|(_, g)| g),
         "rlimits": rlimits,
+        // Data tasks (issue 13): `sys.argv[1:]`.
+        "argv": layout.args,
+        "python_path": layout.python_path.as_ref().map(|p| p.display().to_string()),
         "report": channel.is_some(),
     });
     let mut fds = vec![

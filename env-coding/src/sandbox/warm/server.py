@@ -76,13 +76,16 @@ def _finalize(status):
     os._exit(status)
 
 
-def _run_main(workdir, report_fd):
+def _run_main(workdir, argv, python_path, report_fd):
     main = types.ModuleType("__main__")
     main.__file__ = "main.py"
     main.__builtins__ = builtins
     sys.modules["__main__"] = main
-    sys.argv[:] = ["main.py"]
+    sys.argv[:] = ["main.py", *argv]  # argv: a data task's `--name value` inputs (issue 13)
     os.environ["HOME"] = os.environ["TMPDIR"] = workdir
+    os.environ["CODEGYM_OUTPUTS"] = workdir + "/outputs"
+    if python_path:  # a task's package site dir (issue 13); this server never imports from it
+        sys.path.insert(1, python_path)
     sys.path_importer_cache.clear()
     if "random" in sys.modules:
         sys.modules["random"].seed()
@@ -176,7 +179,7 @@ def _sandboxed(init, req, fds):
         _fail(setup, stage, e)
     os.write(setup, b"+")  # set up; the program starts now
     os.close(setup)
-    _run_main(req["dir"], report_fd)
+    _run_main(req["dir"], req.get("argv", ()), req.get("python_path"), report_fd)
 
 
 def _fork_run(own_pid_ns):

@@ -17,6 +17,7 @@ from codegym.env import (
     register_gymnasium_envs,
 )
 from codegym.options import ClientOptions
+from codegym.pool import PooledSession, ServerLost, ServerPool
 from codegym.reward import (
     AsyncRewardFunction,
     RewardFunction,
@@ -46,9 +47,12 @@ __all__ = [
     "EvalItem",
     "ExecutionResult",
     "RemoteEnv",
+    "PooledSession",
     "RemoteVectorEnv",
     "RewardFunction",
     "ScoredSample",
+    "ServerLost",
+    "ServerPool",
     "Session",
     "StepResult",
     "TaskEntry",

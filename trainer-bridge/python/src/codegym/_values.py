@@ -78,6 +78,10 @@ def execution_to_dict(e: pb.ExecutionResult) -> dict:
         "wall_ms": e.wall_ms,
         "cpu_ms": e.cpu_ms,
         "peak_rss_bytes": e.peak_rss_bytes,
+        # Data tasks (issue 13): typed outputs, name -> {"value": ...} or {"error": ...}.
+        "outputs": {name: _output(o) for name, o in sorted(e.outputs.items())},
+        # Issue 14: the compile step of a compiled language (None for Python and interpreters).
+        "compile": execution_to_dict(e.compile) if e.HasField("compile") else None,
         # Issue 12: results as agents use them.
         "success": e.success,
         "has_return_value": e.HasField("return_value_json"),
@@ -89,6 +93,12 @@ def execution_to_dict(e: pb.ExecutionResult) -> dict:
         "dropped_variables": [{"name": d.name, "reason": d.reason} for d in e.dropped_variables],
         "error": {"type_name": e.error.type_name, "message": e.error.message} if e.HasField("error") else None,
     }
+
+
+def _output(o: pb.OutputValue) -> dict:
+    if o.WhichOneof("kind") == "json":
+        return {"value": json.loads(o.json)}
+    return {"error": o.error or "empty output value"}
 
 
 def decode_value(v: pb.Value) -> Any:

@@ -11,8 +11,8 @@ import dataclasses
 import json
 import queue
 import threading
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,11 +103,12 @@ def _eval_request(env_id: str, items: Iterable[EvalItem], kwargs: Mapping[str, A
     )
 
 
+def _eval_result(r: pb.EvaluateResult) -> StepResult | CodegymError:
+    return from_in_band(r.error, "Evaluate") if r.HasField("error") else _step_result(r.step)
+
+
 def _eval_results(resp: pb.EvaluateResponse) -> list[StepResult | CodegymError]:
-    out: list[StepResult | CodegymError] = []
-    for r in resp.results:
-        out.append(from_in_band(r.error, "Evaluate") if r.HasField("error") else _step_result(r.step))
-    return out
+    return [_eval_result(r) for r in resp.results]
 
 
 def _session_result(resp: pb.SessionResponse, expected: int, owner):
@@ -198,6 +199,20 @@ class Client:
         """Scores every item in one call; a failed item is a `CodegymError` in its slot."""
         resp = self._call("Evaluate", _eval_request(env_id, items, kwargs), self.evaluate_timeout)
         return _eval_results(resp)
+
+    def evaluate_stream(
+        self, env_id: str, items: Sequence[EvalItem], kwargs: Mapping[str, Any] | None = None
+    ) -> Iterator[tuple[int, StepResult | CodegymError]]:
+        """Like `evaluate`, but yields `(item index, result)` as each item finishes (completion order),
+        so scoring overlaps with whatever the caller does next. Closing the iterator cancels the call."""
+        call = self._stub.EvaluateStream(_eval_request(env_id, items, kwargs), timeout=self.evaluate_timeout or self.timeout)
+        try:
+            for r in call:
+                yield r.index, _eval_result(r.result)
+        except grpc.RpcError as err:
+            raise from_rpc_error(err, "EvaluateStream") from None
+        finally:
+            call.cancel()
 
     def list_tasks(
         self, env_id: str, kwargs: Mapping[str, Any] | None = None, *, page_size: int = 0
@@ -389,6 +404,19 @@ class AsyncClient:
     ) -> list[StepResult | CodegymError]:
         resp = await self._call("Evaluate", _eval_request(env_id, items, kwargs), self.evaluate_timeout)
         return _eval_results(resp)
+
+    async def evaluate_stream(
+        self, env_id: str, items: Sequence[EvalItem], kwargs: Mapping[str, Any] | None = None
+    ) -> AsyncIterator[tuple[int, StepResult | CodegymError]]:
+        """`(item index, result)` as each item finishes (see `Client.evaluate_stream`)."""
+        call = self._stub.EvaluateStream(_eval_request(env_id, items, kwargs), timeout=self.evaluate_timeout or self.timeout)
+        try:
+            async for r in call:
+                yield r.index, _eval_result(r.result)
+        except grpc.RpcError as err:
+            raise from_rpc_error(err, "EvaluateStream") from None
+        finally:
+            call.cancel()
 
     async def list_tasks(
         self, env_id: str, kwargs: Mapping[str, Any] | None = None, *, page_size: int = 0

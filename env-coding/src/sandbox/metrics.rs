@@ -1,0 +1,72 @@
+//! What the sandbox reports to the `metrics` facade: executions by outcome, run latency, the queue
+//! in front of the concurrency bound, runs in flight and fork-server restarts. A no-op unless the
+//! process installed a recorder (`codegym serve --metrics-addr` does).
+
+use std::time::Duration;
+
+use env_core::ExecutionResult;
+use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
+
+/// Script runs finished (not session-mode cells), by `outcome`: `success`, `exit_nonzero`, `signal`, `timeout`,
+/// `memory_exceeded`, or `error` (the machinery failed; no program outcome).
+pub const EXECUTIONS: &str = "codegym_sandbox_executions_total";
+/// Seconds from a run's admission (after the queue) to its result.
+pub const RUN_SECONDS: &str = "codegym_sandbox_run_seconds";
+/// Runs waiting for a slot under the sandbox's concurrency bound.
+pub const QUEUE_DEPTH: &str = "codegym_sandbox_queue_depth";
+/// Runs holding a slot now.
+pub const IN_FLIGHT: &str = "codegym_sandbox_runs_in_flight";
+/// Fork servers replaced because the previous one had died (warm backend).
+pub const FORK_SERVER_RESTARTS: &str = "codegym_sandbox_fork_server_restarts_total";
+
+/// Registers the help texts.
+pub fn describe() {
+    describe_counter!(EXECUTIONS, "Sandbox script runs finished, by outcome");
+    describe_histogram!(
+        RUN_SECONDS,
+        metrics::Unit::Seconds,
+        "Sandbox run latency, from admission to result"
+    );
+    describe_gauge!(QUEUE_DEPTH, "Sandbox runs waiting for a concurrency slot");
+    describe_gauge!(IN_FLIGHT, "Sandbox runs holding a concurrency slot");
+    describe_counter!(
+        FORK_SERVER_RESTARTS,
+        "Fork servers restarted after the previous one died"
+    );
+}
+
+/// Holds a gauge up by one for its lifetime, so a dropped future (a client deadline) cannot leave
+/// the gauge counting a run that is gone.
+pub(super) struct Level(&'static str);
+
+impl Level {
+    pub(super) fn enter(name: &'static str) -> Level {
+        gauge!(name).increment(1.0);
+        Level(name)
+    }
+}
+
+impl Drop for Level {
+    fn drop(&mut self) {
+        gauge!(self.0).decrement(1.0);
+    }
+}
+
+/// One finished run: its outcome, and its latency when it produced a result.
+pub(super) fn finished(result: Result<&ExecutionResult, ()>, elapsed: Duration) {
+    let outcome = match result {
+        Err(()) => "error",
+        Ok(r) if r.timed_out => "timeout",
+        Ok(r) if r.memory_exceeded => "memory_exceeded",
+        Ok(r) if r.success() => "success",
+        Ok(r) if r.signal.is_some() => "signal",
+        Ok(_) => "exit_nonzero",
+    };
+    counter!(EXECUTIONS, "outcome" => outcome).increment(1);
+    histogram!(RUN_SECONDS).record(elapsed.as_secs_f64());
+}
+
+/// The fork server was replaced.
+pub(super) fn fork_server_restarted() {
+    counter!(FORK_SERVER_RESTARTS).increment(1);
+}

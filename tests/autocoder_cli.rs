@@ -1,0 +1,140 @@
+//! `codegym rollout --mode autocoder` end to end (issue 13): the real binary against a real
+//! `codegym serve --packages` (the remote backend: the model's tests and the final solution reach the
+//! server as reset options and steps over gRPC) and the fake model. pytest comes from PyPI through
+//! the server's package cache. These tests spawn the `codegym` binary itself, hence the local
+//! `disallowed_methods` allowances.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use fake_llm::{FakeLlm, FakeScript, Reply, Rule};
+use rollout::dataset::read_latest;
+use rollout::dataset::record::{ActionRecord, Diagnosis, EpisodeMode, Stage, StopReason};
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_codegym");
+const LIMIT: Duration = Duration::from_secs(300);
+
+const WRONG: &str = "def greeting():\n    return \"Hello world\"\n\n\nif __name__ == \"__main__\":\n    print(greeting())\n";
+const GOOD: &str = "def greeting():\n    return \"Hello, world!\"\n\n\nif __name__ == \"__main__\":\n    print(greeting())\n";
+const TESTS: &str = "from program import greeting\n\n\ndef test_greeting():\n    assert greeting() == \"Hello, world!\"\n";
+
+#[allow(clippy::disallowed_methods)] // the test runs the binary under test
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn autocoder_over_a_remote_server_fixes_the_logic_and_is_rewarded_by_the_task() {
+    let replies = [
+        json!({"plan": "Return the greeting; print it."}),
+        json!({"code": WRONG, "requirements": []}),
+        json!({"tests": TESTS}),
+        json!({"kind": "logic", "explanation": "the comma is missing"}),
+        json!({"code": GOOD, "requirements": []}),
+    ];
+    let model = FakeLlm::start(FakeScript {
+        rules: replies
+            .into_iter()
+            .enumerate()
+            .map(|(turn, v)| Rule {
+                prompt_contains: None,
+                turn: Some(turn),
+                reply: Reply::Json(v),
+            })
+            .collect(),
+        ..FakeScript::default()
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("serve.json");
+    let cache = std::env::temp_dir().join("codegym-test-autocoder-packages");
+    std::fs::write(
+        &config,
+        json!({"coding": {"packages": {"cache_dir": cache}}}).to_string(),
+    )
+    .unwrap();
+    let mut serve = Command::new(BIN)
+        .args(["serve", "--addr", "127.0.0.1:0", "--packages", "--config"])
+        .arg(&config)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn codegym serve");
+    let stdout = serve.stdout.take().expect("piped stdout");
+    let mut first = String::new();
+    tokio::time::timeout(LIMIT, BufReader::new(stdout).read_line(&mut first))
+        .await
+        .expect("the server prints its address")
+        .expect("read the server's stdout");
+    let addr = first
+        .trim()
+        .strip_prefix("listening on ")
+        .expect("`listening on ADDR`")
+        .to_string();
+
+    let out = dir.path().join("autocoder.jsonl");
+    let rollout = Command::new(BIN)
+        .args([
+            "rollout",
+            "--mode",
+            "autocoder",
+            "--model",
+            "test-org/test-model",
+            "--base-url",
+            &model.base_url(),
+            "--api-key-env",
+            "CODEGYM_TEST_UNSET_KEY",
+            "--task-ids",
+            "hello-world",
+            "--max-turns",
+            "3",
+            "--progress",
+            "off",
+            "--env-server",
+            &format!("http://{addr}"),
+            "--out",
+        ])
+        .arg(&out)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let result = tokio::time::timeout(LIMIT, rollout)
+        .await
+        .expect("codegym rollout finishes")
+        .expect("run codegym rollout");
+    assert!(
+        result.status.success(),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    let records = read_latest(&out).unwrap();
+    assert_eq!(records.len(), 1);
+    let r = &records[0];
+    assert_eq!((r.schema_version, r.mode), (2, EpisodeMode::Autocoder));
+    let stages: Vec<_> = r.turns.iter().filter_map(|t| t.stage.as_ref()).collect();
+    assert_eq!(
+        stages.iter().map(|s| s.stage).collect::<Vec<_>>(),
+        [
+            Stage::Plan,
+            Stage::Solution,
+            Stage::Tests,
+            Stage::Diagnose,
+            Stage::Fix
+        ]
+    );
+    let pass_rates: Vec<f64> = stages
+        .iter()
+        .filter_map(|s| s.model_tests.as_ref().map(|m| m.pass_rate))
+        .collect();
+    assert_eq!(pass_rates, [0.0, 1.0]);
+    let ac = r.autocoder.as_ref().expect("the autocoder summary");
+    assert_eq!(ac.diagnoses, [Diagnosis::Logic]);
+    let last = r.turns.iter().flat_map(|t| &t.env_steps).last().unwrap();
+    assert!(matches!(&last.action, ActionRecord::RunPython { code } if code == GOOD));
+    assert_eq!(r.stop_reason, StopReason::Solved);
+    assert_eq!(r.final_reward, 1.0);
+    serve.start_kill().expect("stop the server");
+}

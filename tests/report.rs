@@ -1,0 +1,206 @@
+//! `codegym report` end to end: a real rollout (real coding env, the fake model server answering
+//! with hostile text) turned into the HTML page, checked for what must hold without a browser:
+//! self-contained, the data block intact and unbreakable, the numbers those of the dataset.
+//! The browser half (charts render, a trajectory opens, filters work, hostile text does not run)
+//! is `tests/browser/report.test.mjs`; with `CODEGYM_REPORT_KEEP_DIR=DIR` this test leaves its
+//! dataset and page there for it. The test spawns the `codegym` binary, hence the
+//! `disallowed_methods` allowance.
+
+#[path = "support/rollout_util.rs"]
+mod rollout_util;
+
+use std::path::Path;
+
+use fake_llm::{Reply, Rule};
+use rollout_util::{records, rollout_args, script, task_ids};
+
+const BIN: &str = env!("CARGO_BIN_EXE_codegym");
+
+/// Model text that would run script in the page if it ever reached it as markup.
+const HOSTILE: &str = "Done </script><script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\"> <!-- \u{2028}";
+
+#[allow(clippy::disallowed_methods)] // the test runs the binary under test
+fn codegym(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(BIN)
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run codegym")
+}
+
+const DATA_OPEN: &str = r#"<script type="application/json" id="report-data">"#;
+
+/// Where the page's data block's JSON starts and ends.
+fn data_span(page: &str) -> (usize, usize) {
+    let start = page.find(DATA_OPEN).expect("data block") + DATA_OPEN.len();
+    let end = start
+        + page[start..]
+            .find("</script>")
+            .expect("end of the data block");
+    (start, end)
+}
+
+/// The JSON of the page's data block.
+fn data_block(page: &str) -> serde_json::Value {
+    let (start, end) = data_span(page);
+    serde_json::from_str(&page[start..end]).expect("the data block is JSON")
+}
+
+/// The page without its data block's JSON.
+fn without_data(page: &str) -> String {
+    let (start, end) = data_span(page);
+    format!("{}{}", &page[..start], &page[end..])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollout_report_is_self_contained_escaped_and_faithful() {
+    let tasks = task_ids(3);
+    let mut fake = script(0);
+    // The second task's answers carry hostile text, in the message and in the program's output.
+    let hostile_task = env_coding::tasks::TaskSet::builtin_examples()
+        .get(&tasks[1])
+        .unwrap()
+        .prompt
+        .clone();
+    // A JSON string literal is a Python string literal too.
+    let program = format!("print({})", serde_json::to_string(HOSTILE).unwrap());
+    fake.rules.insert(
+        0,
+        Rule {
+            prompt_contains: Some(hostile_task),
+            turn: None,
+            reply: Reply::Text(format!("{HOSTILE}\n```python\n{program}\n```\n")),
+        },
+    );
+    let server = fake_llm::FakeLlm::start(fake).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let keep = std::env::var_os("CODEGYM_REPORT_KEEP_DIR");
+    let base = keep.as_deref().map_or(dir.path(), Path::new);
+    std::fs::create_dir_all(base).unwrap();
+    let run = base.join("run.jsonl");
+    let _ = std::fs::remove_file(&run);
+    let page_path = base.join("report.html");
+    let args = rollout_args(&server.base_url(), &tasks, 3, &run);
+    let out = tokio::task::spawn_blocking(move || {
+        codegym(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dataset = records(&run);
+    assert_eq!(dataset.len(), 9);
+
+    let out = codegym(&[
+        "report",
+        run.to_str().unwrap(),
+        "-o",
+        page_path.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("(9 episodes)"));
+    let page = std::fs::read_to_string(&page_path).unwrap();
+
+    // Self-contained: nothing is loaded from anywhere (outside the data block's JSON strings no
+    // element has a source), and the policy forbids it anyway.
+    let markup = without_data(&page);
+    assert!(!markup.contains(" src="), "an element with a source");
+    assert_eq!(
+        markup.matches("href=").count(),
+        1,
+        "only the empty data: icon"
+    );
+    assert!(markup.contains("href=\"data:,\""));
+    assert!(page.contains("default-src 'none'"));
+    // Exactly two script elements: the data block and the page's script; the hostile text stays
+    // inside the data block's JSON as escapes.
+    assert_eq!(page.matches("<script").count(), 2);
+    assert!(
+        !page.contains("<script>window") && !page.contains("<img"),
+        "hostile text reached the page as markup"
+    );
+    assert!(!page.contains('\u{2028}'));
+
+    let data = data_block(&page);
+    assert_eq!(data["episodes"], 9);
+    let shown = data["records"].as_array().unwrap();
+    assert_eq!(shown.len(), 9);
+    let text = serde_json::to_string(shown).unwrap();
+    assert!(
+        text.contains("window.__pwned = 1"),
+        "the hostile text is shown, as text"
+    );
+    let solved = dataset.iter().filter(|r| r.solved).count();
+    assert_eq!(data["solved"], solved);
+    // pass@k is the trajectory crate's, for every k the samples allow (3 per task: k = 1, 2).
+    let per_task: Vec<(u64, u64)> = tasks
+        .iter()
+        .map(|t| {
+            let mine: Vec<_> = dataset.iter().filter(|r| &r.task_id == t).collect();
+            (
+                mine.len() as u64,
+                mine.iter().filter(|r| r.solved).count() as u64,
+            )
+        })
+        .collect();
+    let pass_at_k = data["pass_at_k"].as_array().unwrap();
+    assert_eq!(pass_at_k.len(), 2);
+    for pk in pass_at_k {
+        let k = pk[0].as_u64().unwrap();
+        let want = trajectory::mean_pass_at_k(per_task.iter().copied(), k).unwrap();
+        assert!((pk[1].as_f64().unwrap() - want).abs() < 1e-12, "pass@{k}");
+    }
+    let stops: u64 = data["stop_reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s[1].as_u64().unwrap())
+        .sum();
+    assert_eq!(stops, 9);
+}
+
+#[test]
+fn a_missing_or_empty_dataset_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.html");
+    let missing = codegym(&[
+        "report",
+        "/nonexistent/run.jsonl",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/run.jsonl"));
+    let empty = dir.path().join("empty.jsonl");
+    std::fs::write(&empty, "").unwrap();
+    let res = codegym(&[
+        "report",
+        empty.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!res.status.success());
+    assert!(String::from_utf8_lossy(&res.stderr).contains("no trajectory records"));
+    let junk = dir.path().join("junk.jsonl");
+    std::fs::write(&junk, "{\"not\": \"a record\"}\n").unwrap();
+    let res = codegym(&[
+        "report",
+        junk.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!res.status.success());
+    assert!(
+        String::from_utf8_lossy(&res.stderr).contains("junk.jsonl:1:"),
+        "{}",
+        String::from_utf8_lossy(&res.stderr)
+    );
+    assert!(!out.exists(), "no page for a bad dataset");
+}

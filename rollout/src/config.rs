@@ -206,6 +206,8 @@ pub struct Prompts {
     /// User message after each execution in code-block mode (tools mode answers with tool
     /// messages holding the same fields).
     pub feedback: String,
+    /// Issue 12: system prompt of program-of-thought mode.
+    pub pot_system: String,
 }
 
 impl Default for Prompts {
@@ -229,6 +231,8 @@ impl Default for Prompts {
                        {stdout}\n\nstderr:\n{stderr}\n\nFix the problem and answer with the \
                        complete corrected program in one ```{language} block."
                 .to_string(),
+            // Issue 12: program-of-thought mode.
+            pot_system: crate::episode::pot::SYSTEM_PROMPT.to_string(),
         }
     }
 }
@@ -262,6 +266,8 @@ impl Prompts {
         let system = match mode {
             EpisodeMode::CodeBlock => &self.system,
             EpisodeMode::Tools => &self.tools_system,
+            // Issue 12.
+            EpisodeMode::ProgramOfThought => &self.pot_system,
             EpisodeMode::Autocoder => &self.autocoder_system,
         };
         (
@@ -339,6 +345,13 @@ impl RolloutConfig {
         self.env_pool.validate().map_err(ConfigError)?;
         if self.output.out.as_os_str().is_empty() {
             return bad("no output file");
+        }
+        // Issue 12: the engine serves host tools only to the envs it makes in process.
+        if self.episode.mode == EpisodeMode::ProgramOfThought && !self.env_servers.is_empty() {
+            return bad(
+                "program-of-thought mode needs the engine's host tools, which it serves only to \
+                 in-process envs: run without env servers (--env-server)",
+            );
         }
         Ok(())
     }

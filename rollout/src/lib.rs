@@ -15,6 +15,8 @@ pub mod client;
 pub mod config;
 pub mod dataset;
 pub mod episode;
+// Issue 12: the host tools the engine serves its in-process envs (program-of-thought mode).
+pub mod host_tools;
 pub mod metrics;
 pub mod progress;
 pub mod runner;

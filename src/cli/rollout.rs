@@ -136,6 +136,9 @@ impl Args {
 enum ModeArg {
     CodeBlock,
     Tools,
+    /// Issue 12: code runs in session mode with the task's context as `context`, `llm_query`
+    /// host tools, ends on `FINAL(answer)` (in-process envs only).
+    ProgramOfThought,
     /// Plan, solution, model-written tests, diagnose-and-fix loop (issue 13).
     Autocoder,
 }
@@ -259,6 +262,8 @@ fn apply_flags(a: &Flags, c: &mut RolloutConfig) -> anyhow::Result<()> {
         c.episode.mode = match m {
             ModeArg::CodeBlock => EpisodeMode::CodeBlock,
             ModeArg::Tools => EpisodeMode::Tools,
+            // Issue 12.
+            ModeArg::ProgramOfThought => EpisodeMode::ProgramOfThought,
             ModeArg::Autocoder => EpisodeMode::Autocoder,
         };
     }

@@ -18,6 +18,8 @@ pub use env_core::{ExecutionResult, ReturnValue};
 ///   summary (issue 13), and execution results' `return_value`, `variables` and `error` (issue
 ///   12). Every addition is optional, so a version-1 record is a valid version-2
 ///   record without them: readers accept every version from [`OLDEST_READABLE_VERSION`] up to this.
+/// - 2, also (issue 12, program-of-thought mode): a turn's optional `sub_calls`
+///   ([`SubCallRecord`]) and `mode: "program_of_thought"`.
 pub const SCHEMA_VERSION: u32 = 2;
 
 /// The oldest `schema_version` this build still reads.
@@ -150,6 +152,10 @@ pub enum EpisodeMode {
     /// OpenAI function calling with the `run_python` (and in session mode `write_file`,
     /// `read_file`) tools.
     Tools,
+    /// Issue 12: the model's code runs in session mode with the task's context injected as the
+    /// variable `context`; it may call `llm_query`/`llm_query_batched` (answered by the policy's
+    /// own endpoint) and ends the episode by calling `FINAL(answer)`, which the task's reward scores.
+    ProgramOfThought,
     /// Structured plan, solution, model-written tests and a diagnose-and-fix loop (schema 2).
     Autocoder,
 }
@@ -321,9 +327,27 @@ pub struct TurnRecord {
     /// mode.
     #[serde(default)]
     pub env_steps: Vec<EnvStepRecord>,
+    /// Issue 12 (program-of-thought mode): the policy calls (`llm_query`, `llm_query_batched`)
+    /// the program of this turn made from inside the sandbox, in the order they finished.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sub_calls: Vec<SubCallRecord>,
     /// AutoCoder mode (schema 2): which stage of the loop this call was and what it produced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stage: Option<StageRecord>,
+}
+
+/// One policy call made by a program through the `llm_query` host tools (issue 12).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SubCallRecord {
+    /// The tool the program called (`llm_query` or `llm_query_batched`).
+    pub tool: String,
+    /// The prompt, sent as the only user message.
+    pub prompt: String,
+    /// The answer's text (absent when the call failed: see `call.error`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
+    /// Latency, attempts, tokens (`usage`) and the error of the call.
+    pub call: ModelCall,
 }
 
 /// One `/v1/chat/completions` call, including its retries.

@@ -6,6 +6,8 @@
 mod autocoder;
 pub mod format;
 mod primitives;
+// Issue 12: program-of-thought mode (the RLM loop).
+pub(crate) mod pot;
 mod turns;
 
 use std::sync::Arc;

@@ -58,6 +58,7 @@ pub(super) async fn call_model_with(
         model_call: outcome.call,
         message_index: None,
         env_steps: Vec::new(),
+        sub_calls: Vec::new(),
         stage: None,
     };
     let Some(completion) = outcome.completion else {

@@ -19,13 +19,17 @@ pub(super) async fn drive(
     plan: &EpisodePlan,
     st: &mut EpisodeState,
 ) -> Ending {
+    // Issue 12: program-of-thought mode makes its own env (with the engine's host tools).
+    if ctx.config.episode.mode == EpisodeMode::ProgramOfThought {
+        return super::pot::drive(ctx, plan, st).await;
+    }
     match setup(ctx, plan, st).await {
         Ok(()) => {}
         Err(ending) => return ending,
     }
     match ctx.config.episode.mode {
         EpisodeMode::CodeBlock => code_block_loop(ctx, plan, st).await,
-        EpisodeMode::Tools => tools_loop(ctx, plan, st).await,
+        EpisodeMode::Tools | EpisodeMode::ProgramOfThought => tools_loop(ctx, plan, st).await,
         EpisodeMode::Autocoder => super::autocoder::run(ctx, plan, st).await,
     }
 }

@@ -65,6 +65,34 @@ fn optional_fields_are_omitted_and_keys_name_episodes() {
     assert_eq!(EngineInfo::default().name, ENGINE_NAME);
 }
 
+/// Issue 12: a turn's `sub_calls` are optional (older version 2 and version 1 turns have none) and
+/// omitted when empty; the program-of-thought mode has its snake-case name.
+#[test]
+fn sub_calls_are_optional_on_turns() {
+    let old = serde_json::json!({
+        "index": 0,
+        "model_call": {"latency_ms": 5, "attempts": 1, "retries": []},
+        "env_steps": []
+    });
+    let turn: TurnRecord = serde_json::from_value(old.clone()).unwrap();
+    assert!(turn.sub_calls.is_empty());
+    assert_eq!(serde_json::to_value(&turn).unwrap(), old);
+    let mut with = turn.clone();
+    with.sub_calls.push(SubCallRecord {
+        tool: "llm_query".into(),
+        prompt: "2+2?".into(),
+        answer: Some("4".into()),
+        call: turn.model_call.clone(),
+    });
+    let json = serde_json::to_value(&with).unwrap();
+    assert_eq!(json["sub_calls"][0]["answer"], "4");
+    assert_eq!(serde_json::from_value::<TurnRecord>(json).unwrap(), with);
+    assert_eq!(
+        serde_json::to_value(EpisodeMode::ProgramOfThought).unwrap(),
+        serde_json::json!("program_of_thought")
+    );
+}
+
 /// A record as schema 1 wrote it (no `autocoder`, no `stage`, no new variants) reads under schema 2.
 #[test]
 fn version_1_records_stay_readable() {

@@ -268,7 +268,10 @@ async fn list_tasks_pages_through_the_task_set_with_rollout_prompts() {
             let messages: serde_json::Value = serde_json::from_str(&t.messages_json).unwrap();
             let prompts = rollout::config::Prompts::default();
             assert_eq!(messages[0]["role"], "system");
-            assert_eq!(messages[0]["content"], prompts.system.as_str());
+            // Issue 14: the system template renders `{language}` (these tasks are Python).
+            let (system, _) =
+                prompts.opening(rollout::dataset::record::EpisodeMode::CodeBlock, &t.prompt);
+            assert_eq!(messages[0]["content"], system.as_str());
             assert_eq!(messages[1]["role"], "user");
             assert_eq!(messages[1]["content"], t.prompt.as_str());
             ids.push(t.id.clone());

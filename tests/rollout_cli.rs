@@ -274,3 +274,68 @@ async fn config_file_errors_name_the_file_and_line() {
     assert!(stderr.contains("sampels"), "{stderr}");
     assert!(!out.exists());
 }
+
+// --- Issue 14: a C++ task through `codegym rollout --env-server` (inline task with its language).
+#[allow(clippy::disallowed_methods)] // the test runs the server binary under test
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cpp_task_is_solved_through_a_remote_env_server() {
+    use fake_llm::{FakeScript, Reply, Rule};
+    const CPP: &str =
+        "#include <iostream>\nint main(){long a,b;std::cin>>a>>b;std::cout<<a+b<<std::endl;}\n";
+    let dir = tempfile::tempdir().unwrap();
+    let tasks_file = dir.path().join("cpp.jsonl");
+    let task = serde_json::json!({
+        "schema_version": 1, "id": "sum-cpp", "prompt": "Add two integers.", "language": "cpp",
+        "reward": {"version": 1, "components": [{"type": "judge", "tests": [
+            {"input": "1 2\n", "output": "3\n"}, {"input": "-7 7\n", "output": "0\n"}]}]}
+    });
+    std::fs::write(&tasks_file, format!("{task}\n")).unwrap();
+    let model = FakeLlm::start(FakeScript {
+        rules: vec![Rule {
+            prompt_contains: Some("Add two integers.".into()),
+            turn: None,
+            reply: Reply::Text(format!("```cpp\n{CPP}```\n")),
+        }],
+        ..FakeScript::default()
+    })
+    .await
+    .unwrap();
+    let mut serve = Command::new(BIN)
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn codegym serve");
+    let stdout = serve.stdout.take().expect("piped stdout");
+    let mut first = String::new();
+    tokio::time::timeout(LIMIT, BufReader::new(stdout).read_line(&mut first))
+        .await
+        .expect("the server prints its address")
+        .expect("read the server's stdout");
+    let addr = first
+        .trim()
+        .strip_prefix("listening on ")
+        .expect("`listening on ADDR`")
+        .to_string();
+    let out = dir.path().join("remote.jsonl");
+    let mut args = rollout_args(&model.base_url(), &["sum-cpp".to_string()], 1, &out);
+    args.extend([
+        "--tasks".to_string(),
+        tasks_file.display().to_string(),
+        "--env-server".to_string(),
+        format!("http://{addr}"),
+    ]);
+    let (code, o, e) = finish(spawn(&args)).await;
+    assert_eq!(code, 0, "{o}\n{e}");
+    let records = read_latest(&out).unwrap();
+    assert_eq!(records.len(), 1);
+    assert_eq!(
+        records[0].stop_reason,
+        StopReason::Solved,
+        "{:?}",
+        records[0]
+    );
+    serve.start_kill().expect("stop the server");
+}

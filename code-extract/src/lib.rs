@@ -34,6 +34,37 @@ pub fn first_python_block(text: &str) -> Option<&str> {
 /// The info-string tags of a Python block (the empty tag: an untagged block).
 pub const PYTHON_TAGS: &[&str] = &["", "python", "py", "python3"];
 
+/// Issue 14: the info-string tags of a fenced block in `language` (SandboxFusion's name, e.g.
+/// `cpp`; `""`: an untagged block), `None` for a name this table does not know. The coding env's
+/// language table and the rollout engine both read this one table.
+pub fn fence_tags(language: &str) -> Option<&'static [&'static str]> {
+    Some(match language {
+        "python" => PYTHON_TAGS,
+        "cpp" => &["", "cpp", "c++", "cc", "cxx"],
+        "c" => &["", "c"],
+        "rust" => &["", "rust", "rs"],
+        "go" => &["", "go", "golang"],
+        "java" => &["", "java"],
+        "nodejs" => &["", "javascript", "js", "nodejs", "node"],
+        "typescript" => &["", "typescript", "ts"],
+        "bash" => &["", "bash", "sh", "shell"],
+        "ruby" => &["", "ruby", "rb"],
+        "php" => &["", "php"],
+        "lua" => &["", "lua"],
+        "perl" => &["", "perl", "pl"],
+        _ => return None,
+    })
+}
+
+/// Issue 14: the body of the first fenced block in `language` (see [`fence_tags`]; an unknown
+/// name matches blocks tagged with it, and untagged ones).
+pub fn first_block_in<'t>(text: &'t str, language: &str) -> Option<&'t str> {
+    match fence_tags(language) {
+        Some(tags) => first_block_tagged(text, tags),
+        None => first_block_tagged(text, &["", language]),
+    }
+}
+
 /// Issue 14: the body of the first fenced block whose tag (lower-cased first word of the info
 /// string) is one of `tags` (`""` matches an untagged block); the same fence rules as
 /// [`first_python_block`], which is this with [`PYTHON_TAGS`].
@@ -146,6 +177,10 @@ mod tests {
             Some("int main(){}\n")
         );
         assert_eq!(first_block_tagged(text, &["rust"]), None);
+        assert_eq!(first_block_in(text, "cpp"), Some("int main(){}\n"));
+        assert_eq!(first_block_in(text, "python"), Some("print(1)\n"));
+        assert_eq!(first_block_in(text, "rust"), None);
+        assert_eq!(first_block_in("```zig\nx\n```", "zig"), Some("x\n"));
         assert_eq!(
             extract_tagged("```\nuntagged\n```", ExtractMode::Fenced, &["", "go"]),
             Some("untagged\n")

@@ -409,6 +409,8 @@ impl CodingEnv {
         if let Some(ctx) = &task.data.context {
             info.insert("data_context".into(), json!(ctx.text));
         }
+        // Issue 14: the episode's language, so that a rollout extracts and sends code in it.
+        info.insert("language".into(), json!(language));
         Ok((Value::Text(task.prompt.clone()), info))
     }
 

@@ -190,6 +190,8 @@ impl Default for AutoCoderConfig {
 /// Prompt templates. Placeholders in braces are replaced: `{prompt}` (the task's observation text),
 /// in the task template also `{data_context}` (issue 13: the summary of a data task's CSV/JSON files
 /// from `reset`'s info, empty for other tasks), and in feedback `{exit_code}`, `{stdout}`, `{stderr}`, `{status}`, `{reward}`.
+/// Issue 14: `{language}` in the code-block system prompt and feedback is the episode's language
+/// (SandboxFusion's name from `reset`'s info, e.g. `cpp`; `python` when the env names none).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Prompts {
@@ -211,9 +213,9 @@ pub struct Prompts {
 impl Default for Prompts {
     fn default() -> Self {
         Prompts {
-            system: "You are an expert Python programmer. Solve the task. Put your complete solution \
-                     in a single ```python fenced code block; it is executed and checked. If it fails \
-                     you will see the output and may try again."
+            system: "You are an expert programmer. Solve the task in {language}. Put your complete \
+                     solution in a single ```{language} fenced code block; it is executed and \
+                     checked. If it fails you will see the output and may try again."
                 .to_string(),
             tools_system: "You are an expert Python programmer. Solve the task using the tools: \
                            run_python executes code and checks it. When the checks pass, or you are \
@@ -227,7 +229,7 @@ impl Default for Prompts {
             task: "{prompt}".to_string(),
             feedback: "Your code was executed: {status}.\nexit code: {exit_code}\n\nstdout:\n\
                        {stdout}\n\nstderr:\n{stderr}\n\nFix the problem and answer with the \
-                       complete corrected program in one ```python block."
+                       complete corrected program in one ```{language} block."
                 .to_string(),
             // Issue 12: program-of-thought mode.
             pot_system: crate::episode::pot::SYSTEM_PROMPT.to_string(),
@@ -250,6 +252,17 @@ impl Prompts {
         task_prompt: &str,
         data_context: &str,
     ) -> (String, String) {
+        self.opening_in(mode, task_prompt, data_context, "python")
+    }
+
+    /// Issue 14: [`Prompts::opening_with_data`] for an episode in `language` (`{language}`).
+    pub fn opening_in(
+        &self,
+        mode: EpisodeMode,
+        task_prompt: &str,
+        data_context: &str,
+        language: &str,
+    ) -> (String, String) {
         let system = match mode {
             EpisodeMode::CodeBlock => &self.system,
             EpisodeMode::Tools => &self.tools_system,
@@ -258,7 +271,7 @@ impl Prompts {
             EpisodeMode::Autocoder => &self.autocoder_system,
         };
         (
-            system.clone(),
+            crate::episode::format::render(system, &[("language", language)]),
             crate::episode::format::render(
                 &self.task,
                 &[("prompt", task_prompt), ("data_context", data_context)],

@@ -36,7 +36,7 @@ async fn the_env_runs_the_extracted_block_even_in_raw_mode() {
         .unwrap();
     assert_eq!(solved.stop_reason, StopReason::Solved);
     // The record keeps the block, and the conversation keeps the model's whole answer.
-    let ActionRecord::CodeBlock { code } = &solved.turns[0].env_steps[0].action else {
+    let ActionRecord::CodeBlock { code, .. } = &solved.turns[0].env_steps[0].action else {
         panic!(
             "not a code block: {:?}",
             solved.turns[0].env_steps[0].action

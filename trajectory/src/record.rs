@@ -483,8 +483,13 @@ pub struct EnvStepRecord {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ActionRecord {
-    /// The first fenced python block of the answer (code-block mode).
-    CodeBlock { code: String },
+    /// The first fenced block of the answer in the episode's language (code-block mode).
+    CodeBlock {
+        code: String,
+        /// Issue 14: the language it was sent in (`run_code`); absent for Python (and in v1 files).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        language: Option<String>,
+    },
     /// `run_python(code)`.
     RunPython { code: String },
     /// `write_file(path, content)`.

@@ -141,23 +141,10 @@ impl Language {
         }
     }
 
-    /// The tags of a fenced block in this language (`""`: an untagged block), for `code-extract`.
+    /// The tags of a fenced block in this language (`""`: an untagged block), from `code-extract`'s
+    /// table (shared with the rollout engine; every language is in it, see the tests).
     pub fn fence_tags(self) -> &'static [&'static str] {
-        match self {
-            Language::Python => code_extract::PYTHON_TAGS,
-            Language::Cpp => &["", "cpp", "c++", "cc", "cxx"],
-            Language::C => &["", "c"],
-            Language::Rust => &["", "rust", "rs"],
-            Language::Go => &["", "go", "golang"],
-            Language::Java => &["", "java"],
-            Language::NodeJs => &["", "javascript", "js", "nodejs", "node"],
-            Language::TypeScript => &["", "typescript", "ts"],
-            Language::Bash => &["", "bash", "sh", "shell"],
-            Language::Ruby => &["", "ruby", "rb"],
-            Language::Php => &["", "php"],
-            Language::Lua => &["", "lua"],
-            Language::Perl => &["", "perl", "pl"],
-        }
+        code_extract::fence_tags(self.name()).unwrap_or(&[""])
     }
 
     /// Whether a compile step precedes the run (and its artifacts are cached).
@@ -268,6 +255,8 @@ mod tests {
     #[test]
     fn names_round_trip_and_aliases_resolve() {
         for l in Language::ALL {
+            // Issue 14: code-extract's fence table knows every language by its name.
+            assert!(code_extract::fence_tags(l.name()).is_some(), "{l}");
             assert_eq!(Language::parse(l.name()), Ok(l));
             let json = serde_json::to_string(&l).unwrap();
             assert_eq!(json, format!("\"{}\"", l.name()));

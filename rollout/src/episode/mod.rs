@@ -84,6 +84,9 @@ struct EpisodeState {
     avoid_server: Option<std::net::SocketAddr>,
     /// AutoCoder mode: the summary, kept current as the loop goes.
     autocoder: Option<crate::dataset::record::AutoCoderSummary>,
+    /// Issue 14: the episode's language from `reset`'s info (`None`: Python, or an env that does
+    /// not say); code-block mode extracts and sends code in it.
+    language: Option<String>,
 }
 
 /// Plays one episode to its end and returns its record. Never fails: failures are recorded. One

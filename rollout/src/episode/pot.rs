@@ -61,7 +61,11 @@ pub(super) async fn drive(
         let stepped = env_step(
             st,
             Value::Json(action),
-            ActionRecord::CodeBlock { code },
+            // Program-of-thought cells are Python (a session); issue 14's language is not used.
+            ActionRecord::CodeBlock {
+                code,
+                language: None,
+            },
             None,
         )
         .await;

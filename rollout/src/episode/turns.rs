@@ -1,5 +1,5 @@
-//! The turn loops of both modes: code-block (answer, run the first python block as a `run_python`
-//! action, show the feedback) and tools (follow function calls until the model answers without one).
+//! The turn loops of both modes: code-block (answer, run the first block in the episode's language
+//! as a `run_python` or `run_code` action, show the feedback) and tools (follow function calls until the model answers without one).
 
 use std::time::Instant;
 
@@ -59,17 +59,24 @@ pub(super) async fn setup(
     };
     st.env_ms += millis(t.elapsed());
     let (obs, info) = reset.map_err(env_ending)?;
+    // Issue 14: the episode's language, as the env chose it (the task's or a reset option's).
+    st.language = info
+        .get("language")
+        .and_then(|v| v.as_str())
+        .filter(|l| *l != "python")
+        .map(str::to_string);
     let task = format::observation_text(&obs);
     // Data tasks (issue 13): the env's summary of the task's sample files, for `{data_context}`.
     let data_context = info
         .get("data_context")
         .and_then(|v| v.as_str())
         .unwrap_or_default();
+    let language = st.language.as_deref().unwrap_or("python");
     let (system, user) =
         config
             .episode
             .prompts
-            .opening_with_data(config.episode.mode, &task, data_context);
+            .opening_in(config.episode.mode, &task, data_context, language);
     st.messages.push(ChatMessage::text(Role::System, system));
     st.messages.push(ChatMessage::text(Role::User, user));
     Ok(())
@@ -87,16 +94,20 @@ async fn code_block_loop(
             Err(ending) => return ending,
         };
         let content = completion.message.content.unwrap_or_default();
-        let Some(code) = code_extract::first_python_block(&content).map(str::to_string) else {
+        // Issue 14: a block in the episode's language; a block in another one is no code.
+        let language = st.language.clone();
+        let block = match &language {
+            None => code_extract::first_python_block(&content),
+            Some(l) => code_extract::first_block_in(&content, l),
+        };
+        let Some(code) = block.map(str::to_string) else {
             return Ending::new(StopReason::NoCode);
         };
-        let obs = match env_step(
-            st,
-            run_python(&code),
-            ActionRecord::CodeBlock { code },
-            None,
-        )
-        .await
+        let action = match &language {
+            None => run_python(&code),
+            Some(l) => run_code(&code, l),
+        };
+        let obs = match env_step(st, action, ActionRecord::CodeBlock { code, language }, None).await
         {
             Ok(StepResult::Done(ending)) => return ending,
             Ok(StepResult::Continue { obs }) => *obs,
@@ -104,13 +115,9 @@ async fn code_block_loop(
         };
         if turn + 1 < ep.max_turns {
             let (obs, reward) = obs;
-            let text = format::feedback(
-                &ep.prompts.feedback,
-                &obs,
-                reward,
-                false,
-                ep.feedback_max_chars,
-            );
+            let language = st.language.as_deref().unwrap_or("python");
+            let template = format::render(&ep.prompts.feedback, &[("language", language)]);
+            let text = format::feedback(&template, &obs, reward, false, ep.feedback_max_chars);
             st.messages.push(ChatMessage::text(Role::User, text));
         }
     }
@@ -162,6 +169,11 @@ async fn tools_loop(ctx: &EpisodeContext, plan: &EpisodePlan, st: &mut EpisodeSt
 /// kwarg (`raw` runs the prose too), and run something else than the record says.
 pub(super) fn run_python(code: &str) -> Value {
     Value::Json(json!({"tool": "run_python", "code": code}))
+}
+
+/// Issue 14: the same for a program in `language` (SandboxFusion's name), the env's `run_code`.
+fn run_code(code: &str, language: &str) -> Value {
+    Value::Json(json!({"tool": "run_code", "code": code, "language": language}))
 }
 
 /// Turns a tool call into the env's action (`{"tool": name, ...arguments}`).

@@ -28,6 +28,7 @@ fn enums_use_their_snake_case_names() {
 fn actions_are_tagged_by_kind() {
     let action = ActionRecord::CodeBlock {
         code: "print(1)".into(),
+        language: None,
     };
     let json = serde_json::to_value(&action).unwrap();
     assert_eq!(
@@ -38,6 +39,14 @@ fn actions_are_tagged_by_kind() {
         serde_json::from_value::<ActionRecord>(json).unwrap(),
         action
     );
+    // Issue 14: a block in another language records it.
+    let cpp = ActionRecord::CodeBlock {
+        code: "int main(){}".into(),
+        language: Some("cpp".into()),
+    };
+    let json = serde_json::to_value(&cpp).unwrap();
+    assert_eq!(json["language"], "cpp");
+    assert_eq!(serde_json::from_value::<ActionRecord>(json).unwrap(), cpp);
 }
 
 #[test]

@@ -51,6 +51,12 @@ pub enum Command {
         /// How scripts start: auto, warm_fork or fresh (the sandbox's `backend` setting).
         #[arg(long, default_value = "auto", value_parser = parse_backend)]
         backend: env_coding::sandbox::Backend,
+        /// Comma-separated workloads: `print`, `humaneval`.
+        #[arg(long, value_delimiter = ',', default_value = "print,humaneval")]
+        workloads: Vec<String>,
+        /// Comma-separated paths: `step`, `batch`, `naive`.
+        #[arg(long, value_delimiter = ',', default_value = "step,batch,naive")]
+        paths: Vec<String>,
     },
     /// Rollout throughput against 1, 2, 3... local `codegym serve` processes (the remote pool).
     Pool {
@@ -187,6 +193,8 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             seconds: s,
             python,
             backend,
+            workloads,
+            paths,
         } => {
             let duration = seconds(s)?;
             crate::exec::run(crate::exec::ExecBenchArgs {
@@ -194,6 +202,8 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
                 duration,
                 python,
                 backend,
+                workloads,
+                paths,
             })
             .await?
         }

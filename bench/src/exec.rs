@@ -29,6 +29,10 @@ pub struct ExecBenchArgs {
     pub python: Option<PathBuf>,
     /// How scripts start (warm fork or a fresh interpreter).
     pub backend: env_coding::sandbox::Backend,
+    /// Which workloads (`print`, `humaneval`) and paths (`step`, `batch`, `naive`) to measure: a
+    /// profile of one row is only readable without the others.
+    pub workloads: Vec<String>,
+    pub paths: Vec<String>,
 }
 
 impl Default for ExecBenchArgs {
@@ -38,6 +42,8 @@ impl Default for ExecBenchArgs {
             duration: Duration::from_secs(5),
             python: None,
             backend: env_coding::sandbox::Backend::Auto,
+            workloads: vec!["print".into(), "humaneval".into()],
+            paths: vec!["step".into(), "batch".into(), "naive".into()],
         }
     }
 }
@@ -144,22 +150,33 @@ pub async fn run(args: ExecBenchArgs) -> anyhow::Result<String> {
         sandbox.backend(),
         python.display()
     );
-    for workload in [Workload::Trivial, Workload::HumanEval] {
+    for name in &args.paths {
+        anyhow::ensure!(
+            ["step", "batch", "naive"].contains(&name.as_str()),
+            "unknown path {name:?} (step, batch, naive)"
+        );
+    }
+    let wanted = |p: &str| args.paths.iter().any(|x| x == p);
+    for name in &args.workloads {
+        let workload = match name.as_str() {
+            "print" => Workload::Trivial,
+            "humaneval" => Workload::HumanEval,
+            other => anyhow::bail!("unknown workload {other:?} (print, humaneval)"),
+        };
         for &callers in &args.callers {
-            let rows = [
-                (
-                    "env step",
-                    measure_step(&registry, workload, callers, args.duration).await?,
-                ),
-                (
-                    "BatchEvaluator",
-                    measure_evaluator(&registry, workload, callers, args.duration).await?,
-                ),
-                (
-                    "naive python3 -I -S -c",
-                    measure_baseline(&python, workload, callers, args.duration).await?,
-                ),
-            ];
+            let mut rows = Vec::new();
+            if wanted("step") {
+                let r = measure_step(&registry, workload, callers, args.duration).await?;
+                rows.push(("env step", r));
+            }
+            if wanted("batch") {
+                let r = measure_evaluator(&registry, workload, callers, args.duration).await?;
+                rows.push(("BatchEvaluator", r));
+            }
+            if wanted("naive") {
+                let r = measure_baseline(&python, workload, callers, args.duration).await?;
+                rows.push(("naive python3 -I -S -c", r));
+            }
             for (path, (rate, lat)) in rows {
                 table.push_str(&format!(
                     "| {} | {path} | {callers} | {rate:.1} | {:.2} | {:.2} |\n",

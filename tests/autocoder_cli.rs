@@ -1,27 +1,21 @@
 //! `codegym rollout --mode autocoder` end to end (issue 13): the real binary against a real
 //! `codegym serve --packages` (the remote backend: the model's tests and the final solution reach the
 //! server as reset options and steps over gRPC) and the fake model. pytest comes from PyPI through
-//! the server's package cache. These tests spawn the `codegym` binary itself, hence the local
-//! `disallowed_methods` allowances.
+//! the server's package cache. The binaries run through `support/codegym_bin.rs`.
 
-use std::process::Stdio;
-use std::time::Duration;
+#[path = "support/codegym_bin.rs"]
+mod codegym_bin;
 
+use codegym_bin::{Serve, finish, spawn};
 use fake_llm::{FakeLlm, FakeScript, Reply, Rule};
 use rollout::dataset::read_latest;
 use rollout::dataset::record::{ActionRecord, Diagnosis, EpisodeMode, Stage, StopReason};
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::Command;
-
-const BIN: &str = env!("CARGO_BIN_EXE_codegym");
-const LIMIT: Duration = Duration::from_secs(300);
 
 const WRONG: &str = "def greeting():\n    return \"Hello world\"\n\n\nif __name__ == \"__main__\":\n    print(greeting())\n";
 const GOOD: &str = "def greeting():\n    return \"Hello, world!\"\n\n\nif __name__ == \"__main__\":\n    print(greeting())\n";
 const TESTS: &str = "from program import greeting\n\n\ndef test_greeting():\n    assert greeting() == \"Hello, world!\"\n";
 
-#[allow(clippy::disallowed_methods)] // the test runs the binary under test
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn autocoder_over_a_remote_server_fixes_the_logic_and_is_rewarded_by_the_task() {
     let replies = [
@@ -53,63 +47,34 @@ async fn autocoder_over_a_remote_server_fixes_the_logic_and_is_rewarded_by_the_t
         json!({"coding": {"packages": {"cache_dir": cache}}}).to_string(),
     )
     .unwrap();
-    let mut serve = Command::new(BIN)
-        .args(["serve", "--addr", "127.0.0.1:0", "--packages", "--config"])
-        .arg(&config)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn codegym serve");
-    let stdout = serve.stdout.take().expect("piped stdout");
-    let mut first = String::new();
-    tokio::time::timeout(LIMIT, BufReader::new(stdout).read_line(&mut first))
-        .await
-        .expect("the server prints its address")
-        .expect("read the server's stdout");
-    let addr = first
-        .trim()
-        .strip_prefix("listening on ")
-        .expect("`listening on ADDR`")
-        .to_string();
+    let config = config.display().to_string();
+    let mut serve =
+        Serve::start(["--addr", "127.0.0.1:0", "--packages", "--config", &config]).await;
 
     let out = dir.path().join("autocoder.jsonl");
-    let rollout = Command::new(BIN)
-        .args([
-            "rollout",
-            "--mode",
-            "autocoder",
-            "--model",
-            "test-org/test-model",
-            "--base-url",
-            &model.base_url(),
-            "--api-key-env",
-            "CODEGYM_TEST_UNSET_KEY",
-            "--task-ids",
-            "hello-world",
-            "--max-turns",
-            "3",
-            "--progress",
-            "off",
-            "--env-server",
-            &format!("http://{addr}"),
-            "--out",
-        ])
-        .arg(&out)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    let result = tokio::time::timeout(LIMIT, rollout)
-        .await
-        .expect("codegym rollout finishes")
-        .expect("run codegym rollout");
-    assert!(
-        result.status.success(),
-        "{}",
-        String::from_utf8_lossy(&result.stderr)
-    );
+    let (code, _, stderr) = finish(spawn([
+        "rollout",
+        "--mode",
+        "autocoder",
+        "--model",
+        "test-org/test-model",
+        "--base-url",
+        &model.base_url(),
+        "--api-key-env",
+        "CODEGYM_TEST_UNSET_KEY",
+        "--task-ids",
+        "hello-world",
+        "--max-turns",
+        "3",
+        "--progress",
+        "off",
+        "--env-server",
+        &serve.url(),
+        "--out",
+        &out.display().to_string(),
+    ]))
+    .await;
+    assert_eq!(code, 0, "{stderr}");
     let records = read_latest(&out).unwrap();
     assert_eq!(records.len(), 1);
     let r = &records[0];
@@ -136,5 +101,5 @@ async fn autocoder_over_a_remote_server_fixes_the_logic_and_is_rewarded_by_the_t
     assert!(matches!(&last.action, ActionRecord::RunPython { code } if code == GOOD));
     assert_eq!(r.stop_reason, StopReason::Solved);
     assert_eq!(r.final_reward, 1.0);
-    serve.start_kill().expect("stop the server");
+    serve.child.start_kill().expect("stop the server");
 }

@@ -1,93 +1,22 @@
 //! The remote backend's pool against real `codegym serve` processes over TCP: a server killed
 //! mid-rollout, a full server, a draining server, and a name with several addresses. Each test runs
-//! the real `codegym rollout` binary with the fake model. These tests spawn the `codegym` binary
-//! itself (and `unshare`), hence the local `disallowed_methods` allowances.
+//! the real `codegym rollout` binary with the fake model (and `unshare`), through
+//! `support/codegym_bin.rs`.
 
+#[path = "support/codegym_bin.rs"]
+mod codegym_bin;
 #[path = "support/rollout_util.rs"]
 mod rollout_util;
 
 use std::collections::{BTreeSet, HashSet};
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
+use codegym_bin::{BIN, LIMIT, Serve, finish, spawn, spawn_program};
 use fake_llm::FakeLlm;
 use rollout::dataset::record::{StopReason, TrajectoryRecord};
 use rollout::dataset::sidecar;
-use rollout_util::{per_episode, records, rollout_args, script, task_ids};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
-
-const BIN: &str = env!("CARGO_BIN_EXE_codegym");
-const LIMIT: Duration = Duration::from_secs(300);
-
-/// A `codegym serve` process and its address.
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Server {
-    #[allow(clippy::disallowed_methods)] // the test runs the server binary under test
-    async fn start(args: &[&str]) -> Server {
-        let mut child = Command::new(BIN)
-            .arg("serve")
-            .args(args)
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn codegym serve");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let mut first = String::new();
-        tokio::time::timeout(LIMIT, BufReader::new(stdout).read_line(&mut first))
-            .await
-            .expect("the server prints its address")
-            .expect("read the server's stdout");
-        let addr = first
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("`listening on ADDR`, got {first:?}"))
-            .to_string();
-        Server { child, addr }
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    fn signal(&self, signal: nix::sys::signal::Signal) {
-        let pid = nix::unistd::Pid::from_raw(self.child.id().expect("running") as i32);
-        nix::sys::signal::kill(pid, signal).expect("signal the server");
-    }
-}
-
-#[allow(clippy::disallowed_methods)] // the test runs the binary under test
-fn rollout(program: &str, args: &[String]) -> Child {
-    Command::new(program)
-        .args(args)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn the rollout")
-}
-
-async fn finish(child: Child) -> (i32, String, String) {
-    let out = tokio::time::timeout(LIMIT, child.wait_with_output())
-        .await
-        .expect("the rollout finishes")
-        .expect("wait for the rollout");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use rollout_util::{per_episode, records, records_so_far, rollout_args, script, task_ids};
 
 /// The rollout's arguments over `servers`, each an `--env-server`.
 fn pool_args(
@@ -102,6 +31,22 @@ fn pool_args(
         args.extend(["--env-server".to_string(), s.clone()]);
     }
     args
+}
+
+/// `unshare` arguments that run `codegym ...` (the arguments appended to these) in a mount
+/// namespace of its own whose /etc/hosts is `hosts`.
+fn with_hosts_file(hosts: &Path) -> Vec<String> {
+    [
+        "--mount",
+        "sh",
+        "-c",
+        "mount --bind \"$0\" /etc/hosts && exec \"$@\"",
+        &hosts.display().to_string(),
+        BIN,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
 }
 
 /// Every episode exactly once, none an error, and the summary agrees.
@@ -149,15 +94,15 @@ async fn a_server_killed_mid_rollout_loses_no_episode_and_restarts_are_recorded(
     let model = FakeLlm::start(script(300)).await.unwrap();
     let mut servers = Vec::new();
     for _ in 0..3 {
-        servers.push(Server::start(&["--addr", "127.0.0.1:0"]).await);
+        servers.push(Serve::start(["--addr", "127.0.0.1:0"]).await);
     }
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("killed.jsonl");
     let tasks = task_ids(4);
-    let urls: Vec<String> = servers.iter().map(Server::url).collect();
+    let urls: Vec<String> = servers.iter().map(Serve::url).collect();
     let mut args = pool_args(&model.base_url(), &tasks, 3, &out, &urls);
     args.extend(["--concurrency".to_string(), "6".to_string()]);
-    let run = rollout(BIN, &args);
+    let run = spawn(&args);
     // Six episodes in flight over three servers: the victim holds sessions whenever it dies.
     let started = tokio::time::Instant::now();
     while model.request_count() < 8 {
@@ -206,8 +151,8 @@ async fn a_server_killed_mid_rollout_loses_no_episode_and_restarts_are_recorded(
 async fn a_full_server_sheds_load_to_the_others() {
     let model = FakeLlm::start(script(0)).await.unwrap();
     // A cap of zero: every `make` there is RESOURCE_EXHAUSTED, though its health says SERVING.
-    let full = Server::start(&["--addr", "127.0.0.1:0", "--max-sessions", "0"]).await;
-    let open = Server::start(&["--addr", "127.0.0.1:0"]).await;
+    let full = Serve::start(["--addr", "127.0.0.1:0", "--max-sessions", "0"]).await;
+    let open = Serve::start(["--addr", "127.0.0.1:0"]).await;
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("full.jsonl");
     let tasks = task_ids(4);
@@ -219,7 +164,7 @@ async fn a_full_server_sheds_load_to_the_others() {
         &[full.url(), open.url()],
     );
     args.extend(["--concurrency".to_string(), "4".to_string()]);
-    let (code, stdout, stderr) = finish(rollout(BIN, &args)).await;
+    let (code, stdout, stderr) = finish(spawn(&args)).await;
     assert_eq!(code, 0, "stdout: {stdout}\nstderr: {stderr}");
     let all = assert_complete(&out, 8);
     assert_eq!(servers_used(&all), BTreeSet::from([open.addr.clone()]));
@@ -235,8 +180,8 @@ async fn a_draining_server_is_excluded_and_finishes_its_open_sessions() {
     };
 
     let model = FakeLlm::start(script(0)).await.unwrap();
-    let draining = Server::start(&["--addr", "127.0.0.1:0", "--drain-secs", "120"]).await;
-    let open = Server::start(&["--addr", "127.0.0.1:0"]).await;
+    let draining = Serve::start(["--addr", "127.0.0.1:0", "--drain-secs", "120"]).await;
+    let open = Serve::start(["--addr", "127.0.0.1:0"]).await;
 
     // A session opened before the signal...
     let channel = tonic::transport::Endpoint::from_shared(draining.url())
@@ -322,7 +267,7 @@ async fn a_draining_server_is_excluded_and_finishes_its_open_sessions() {
         &out,
         &[draining.url(), open.url()],
     );
-    let (code, stdout, stderr) = finish(rollout(BIN, &args)).await;
+    let (code, stdout, stderr) = finish(spawn(&args)).await;
     assert_eq!(code, 0, "stdout: {stdout}\nstderr: {stderr}");
     let all = assert_complete(&out, 6);
     assert_eq!(servers_used(&all), BTreeSet::from([open.addr.clone()]));
@@ -334,9 +279,9 @@ async fn a_name_with_several_addresses_is_several_servers() {
     // rollout runs in a mount namespace of its own whose /etc/hosts says so (root, `unshare`), so
     // the real system resolver answers, as it would for a Kubernetes headless Service.
     let model = FakeLlm::start(script(0)).await.unwrap();
-    let first = Server::start(&["--addr", "127.0.0.2:0"]).await;
+    let first = Serve::start(["--addr", "127.0.0.2:0"]).await;
     let port = first.addr.rsplit(':').next().unwrap().to_string();
-    let second = Server::start(&["--addr", &format!("127.0.0.3:{port}")]).await;
+    let second = Serve::start(["--addr", &format!("127.0.0.3:{port}")]).await;
     let dir = tempfile::tempdir().unwrap();
     let hosts = dir.path().join("hosts");
     std::fs::write(
@@ -347,20 +292,10 @@ async fn a_name_with_several_addresses_is_several_servers() {
     let out = dir.path().join("dns.jsonl");
     let tasks = task_ids(4);
     let name = format!("http://envs.codegym.test:{port}");
-    let mut args: Vec<String> = [
-        "--mount",
-        "sh",
-        "-c",
-        "mount --bind \"$0\" /etc/hosts && exec \"$@\"",
-        &hosts.display().to_string(),
-        BIN,
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let mut args = with_hosts_file(&hosts);
     args.extend(pool_args(&model.base_url(), &tasks, 2, &out, &[name]));
     args.extend(["--concurrency".to_string(), "4".to_string()]);
-    let (code, stdout, stderr) = finish(rollout("unshare", &args)).await;
+    let (code, stdout, stderr) = finish(spawn_program("unshare", &args)).await;
     assert_eq!(code, 0, "stdout: {stdout}\nstderr: {stderr}");
     let all = assert_complete(&out, 8);
     assert_eq!(
@@ -385,7 +320,7 @@ async fn bad_env_servers_and_pool_settings_are_refused_before_the_run() {
     ];
     for (servers, why) in cases {
         let args = pool_args("http://127.0.0.1:1/v1", &tasks, 1, &out, &servers);
-        let (code, _, stderr) = finish(rollout(BIN, &args)).await;
+        let (code, _, stderr) = finish(spawn(&args)).await;
         assert_ne!(code, 0, "{servers:?}");
         assert!(stderr.contains(why), "{servers:?}: {stderr}");
         assert!(!out.exists());
@@ -406,7 +341,7 @@ async fn bad_env_servers_and_pool_settings_are_refused_before_the_run() {
             &["http://127.0.0.1:1".into()],
         );
         args.extend(["--config".to_string(), config.display().to_string()]);
-        let (code, _, stderr) = finish(rollout(BIN, &args)).await;
+        let (code, _, stderr) = finish(spawn(&args)).await;
         assert_ne!(code, 0, "{json}");
         assert!(stderr.contains(why), "{json}: {stderr}");
         assert!(!out.exists());
@@ -418,9 +353,9 @@ async fn a_server_that_appears_behind_the_name_joins_the_pool() {
     // The name first resolves to one server; mid-run /etc/hosts (in the rollout's own mount
     // namespace, rewritten in place) adds a second, which the periodic re-resolution picks up.
     let model = FakeLlm::start(script(200)).await.unwrap();
-    let first = Server::start(&["--addr", "127.0.0.4:0"]).await;
+    let first = Serve::start(["--addr", "127.0.0.4:0"]).await;
     let port = first.addr.rsplit(':').next().unwrap().to_string();
-    let second = Server::start(&["--addr", &format!("127.0.0.5:{port}")]).await;
+    let second = Serve::start(["--addr", &format!("127.0.0.5:{port}")]).await;
     let dir = tempfile::tempdir().unwrap();
     let hosts = dir.path().join("hosts");
     std::fs::write(&hosts, "127.0.0.1 localhost\n127.0.0.4 grow.codegym.test\n").unwrap();
@@ -429,17 +364,7 @@ async fn a_server_that_appears_behind_the_name_joins_the_pool() {
     let out = dir.path().join("grow.jsonl");
     let tasks = task_ids(4);
     let name = format!("http://grow.codegym.test:{port}");
-    let mut args: Vec<String> = [
-        "--mount",
-        "sh",
-        "-c",
-        "mount --bind \"$0\" /etc/hosts && exec \"$@\"",
-        &hosts.display().to_string(),
-        BIN,
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let mut args = with_hosts_file(&hosts);
     args.extend(pool_args(&model.base_url(), &tasks, 4, &out, &[name]));
     args.extend([
         "--concurrency".to_string(),
@@ -447,7 +372,7 @@ async fn a_server_that_appears_behind_the_name_joins_the_pool() {
         "--config".to_string(),
         config.display().to_string(),
     ]);
-    let run = rollout("unshare", &args);
+    let run = spawn_program("unshare", &args);
     let started = tokio::time::Instant::now();
     while records_so_far(&out) < 2 {
         assert!(started.elapsed() < LIMIT, "no records");
@@ -472,10 +397,4 @@ async fn a_server_that_appears_behind_the_name_joins_the_pool() {
         BTreeSet::from([first.addr.clone(), second.addr.clone()]),
         "the server that appeared got no session"
     );
-}
-
-fn records_so_far(path: &Path) -> usize {
-    std::fs::read_to_string(path)
-        .map(|t| t.lines().count())
-        .unwrap_or(0)
 }

@@ -3,20 +3,16 @@
 //! are the raw wire formats SandboxFusion's and OpenEnv's clients parse; the clients themselves run
 //! in `trainer-bridge/python/tests/test_http_compat.py`.
 
-use std::net::SocketAddr;
+#[path = "support/http_server.rs"]
+mod http_server;
+
 use std::sync::Arc;
 
-use codegym::server::{self, ServerConfig};
+use codegym::server::ServerConfig;
 use futures::{SinkExt, StreamExt};
+use http_server::HttpServer as Server;
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::Message;
-
-/// A server with both listeners, stopped on drop.
-struct Server {
-    http: SocketAddr,
-    _stop: oneshot::Sender<()>,
-}
 
 async fn start(max_sessions: usize, auth_token: Option<&str>) -> Server {
     start_with(max_sessions, auth_token, None).await
@@ -27,47 +23,22 @@ async fn start_with(
     auth_token: Option<&str>,
     max_sessions_per_client: Option<usize>,
 ) -> Server {
-    let (registry, sandbox) =
-        tokio::task::spawn_blocking(|| codegym::registry_and_sandbox(Default::default()))
-            .await
-            .unwrap()
-            .expect("registry with the coding env");
-    let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = http.local_addr().unwrap();
     let config = ServerConfig {
         max_sessions,
         max_request_bytes: 1 << 20,
         ..Default::default()
     };
-    let (tx, rx) = oneshot::channel::<()>();
-    let listener = codegym::http::HttpListener {
-        listener: http,
-        sandbox,
-        options: codegym::http::HttpOptions {
-            auth_token: auth_token.map(str::to_string),
-            openenv_kwargs: [(
-                "codegym/Python".to_string(),
-                json!({"max_episode_steps": 3}).as_object().unwrap().clone(),
-            )]
-            .into(),
-            max_sessions_per_client,
-            datasets: Default::default(),
-        },
+    let options = codegym::http::HttpOptions {
+        auth_token: auth_token.map(str::to_string),
+        openenv_kwargs: [(
+            "codegym/Python".to_string(),
+            json!({"max_episode_steps": 3}).as_object().unwrap().clone(),
+        )]
+        .into(),
+        max_sessions_per_client,
+        datasets: Default::default(),
     };
-    tokio::spawn(server::serve_with_http(
-        Arc::new(registry),
-        config,
-        grpc,
-        Some(listener),
-        async {
-            let _ = rx.await;
-        },
-    ));
-    Server {
-        http: addr,
-        _stop: tx,
-    }
+    Server::start(config, options).await
 }
 
 impl Server {

@@ -2,18 +2,19 @@
 //! 127.0.0.1:0) in this process with two task files written here, the real sandbox, a real TCP
 //! client (reqwest).
 
+#[path = "support/http_server.rs"]
+mod http_server;
+
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::sync::Arc;
 
 use codegym::http::datasets::Datasets;
-use codegym::server::{self, ServerConfig};
+use codegym::server::ServerConfig;
+use http_server::HttpServer;
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
 
+/// The server and the folder of its task files.
 struct Server {
-    http: SocketAddr,
-    _stop: oneshot::Sender<()>,
+    inner: HttpServer,
     _dir: tempfile::TempDir,
 }
 
@@ -35,35 +36,12 @@ async fn start() -> Server {
         ("mbpp".to_string(), mbpp),
     ]);
     let datasets = Datasets::load(&files).expect("the fixture datasets load");
-    let (registry, sandbox) =
-        tokio::task::spawn_blocking(|| codegym::registry_and_sandbox(Default::default()))
-            .await
-            .unwrap()
-            .expect("registry with the coding env");
-    let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = http.local_addr().unwrap();
-    let (tx, rx) = oneshot::channel::<()>();
-    let listener = codegym::http::HttpListener {
-        listener: http,
-        sandbox,
-        options: codegym::http::HttpOptions {
-            datasets,
-            ..Default::default()
-        },
+    let options = codegym::http::HttpOptions {
+        datasets,
+        ..Default::default()
     };
-    tokio::spawn(server::serve_with_http(
-        Arc::new(registry),
-        ServerConfig::default(),
-        grpc,
-        Some(listener),
-        async {
-            let _ = rx.await;
-        },
-    ));
     Server {
-        http: addr,
-        _stop: tx,
+        inner: HttpServer::start(ServerConfig::default(), options).await,
         _dir: dir,
     }
 }
@@ -71,7 +49,7 @@ async fn start() -> Server {
 impl Server {
     async fn post(&self, path: &str, body: Value) -> (u16, Value) {
         let response = reqwest::Client::new()
-            .post(format!("http://{}{path}", self.http))
+            .post(format!("http://{}{path}", self.inner.http))
             .json(&body)
             .send()
             .await
@@ -106,7 +84,7 @@ fn a_bad_dataset_file_is_an_error_naming_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prompts_are_listed_paged_and_found_by_id() {
     let server = start().await;
-    let names: Value = reqwest::get(format!("http://{}/list_datasets", server.http))
+    let names: Value = reqwest::get(format!("http://{}/list_datasets", server.inner.http))
         .await
         .unwrap()
         .json()

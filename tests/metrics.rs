@@ -1,14 +1,16 @@
 //! Prometheus metrics end to end: the real `codegym serve` and `codegym rollout` binaries with
 //! `--metrics-addr`, scraped over HTTP and parsed as the Prometheus text format by a real parser
 //! (`prometheus-parse`); the counters must move with real sandboxed steps, errors and model calls.
-//! These tests spawn the `codegym` binary itself, hence the local `disallowed_methods` allowances.
+//! The binaries run through `support/codegym_bin.rs`.
 
+#[path = "support/codegym_bin.rs"]
+mod codegym_bin;
 #[path = "support/rollout_util.rs"]
 mod rollout_util;
 
-use std::process::Stdio;
 use std::time::Duration;
 
+use codegym_bin::{LIMIT, finish, spawn};
 use env_core::Value;
 use fake_llm::{FakeLlm, Fault, FaultRule};
 use proto::convert::value_to_proto;
@@ -16,23 +18,6 @@ use proto::v1;
 use proto::v1::env_service_client::EnvServiceClient;
 use rollout_util::{rollout_args, script, task_ids};
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
-
-const BIN: &str = env!("CARGO_BIN_EXE_codegym");
-const LIMIT: Duration = Duration::from_secs(300);
-
-#[allow(clippy::disallowed_methods)] // the test runs the binary under test
-fn spawn(args: &[&str]) -> Child {
-    Command::new(BIN)
-        .args(args)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn codegym")
-}
 
 /// One scrape, parsed.
 async fn scrape(addr: &str) -> prometheus_parse::Scrape {
@@ -114,7 +99,7 @@ fn code(text: &str) -> Option<v1::Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_metrics_follow_sessions_steps_executions_and_errors() {
-    let mut child = spawn(&[
+    let mut child = spawn([
         "serve",
         "--addr",
         "127.0.0.1:0",
@@ -299,13 +284,9 @@ async fn serve_metrics_follow_sessions_steps_executions_and_errors() {
 async fn a_taken_metrics_port_stops_serve_with_a_clear_error() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
-    let child = spawn(&["serve", "--addr", "127.0.0.1:0", "--metrics-addr", &addr]);
-    let out = tokio::time::timeout(LIMIT, child.wait_with_output())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let child = spawn(["serve", "--addr", "127.0.0.1:0", "--metrics-addr", &addr]);
+    let (code, _, stderr) = finish(child).await;
+    assert_ne!(code, 0);
     assert!(
         stderr.contains(&format!("cannot listen on {addr} (metrics)")),
         "{stderr}"
@@ -330,7 +311,6 @@ async fn rollout_metrics_count_episodes_model_calls_retries_tokens_and_env_calls
     let tasks = task_ids(4);
     let mut args = rollout_args(&server.base_url(), &tasks, 1, &out);
     args.extend(["--concurrency", "1", "--metrics-addr", "127.0.0.1:0"].map(String::from));
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut child = spawn(&args);
     let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
     let metrics = tokio::time::timeout(LIMIT, async {

@@ -1,46 +1,21 @@
 //! `codegym rollout` end to end: the real binary, the real coding env, the fake model server.
-//! These tests spawn the `codegym` binary itself, hence the local `disallowed_methods` allowances.
+//! These tests spawn the `codegym` binary itself (through `support/codegym_bin.rs`, and once
+//! directly with the caller's environment), hence the local `disallowed_methods` allowance.
 
+#[path = "support/codegym_bin.rs"]
+mod codegym_bin;
 #[path = "support/rollout_util.rs"]
 mod rollout_util;
 
 use std::process::Stdio;
 use std::time::Duration;
 
+use codegym_bin::{BIN, LIMIT, Serve, finish, spawn};
 use fake_llm::FakeLlm;
 use rollout::dataset::record::StopReason;
 use rollout::dataset::{read_latest, sidecar};
-use rollout_util::{per_episode, records, rollout_args, script, task_ids};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
-
-const BIN: &str = env!("CARGO_BIN_EXE_codegym");
-const LIMIT: Duration = Duration::from_secs(300);
-
-#[allow(clippy::disallowed_methods)] // the test runs the binary under test
-fn spawn(args: &[String]) -> Child {
-    Command::new(BIN)
-        .args(args)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn codegym")
-}
-
-async fn finish(child: Child) -> (i32, String, String) {
-    let out = tokio::time::timeout(LIMIT, child.wait_with_output())
-        .await
-        .expect("codegym rollout finishes")
-        .expect("wait for codegym");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use rollout_util::{per_episode, records, records_so_far, rollout_args, script, task_ids};
+use tokio::process::Command;
 
 async fn wait_for(mut cond: impl FnMut() -> bool, what: &str) {
     let ok = tokio::time::timeout(LIMIT, async {
@@ -59,7 +34,7 @@ async fn a_full_run_writes_every_episode_and_a_summary() {
     let out = dir.path().join("full.jsonl");
     let tasks = task_ids(4);
     let (code, stdout, stderr) =
-        finish(spawn(&rollout_args(&server.base_url(), &tasks, 2, &out))).await;
+        finish(spawn(rollout_args(&server.base_url(), &tasks, 2, &out))).await;
     assert_eq!(code, 0, "stdout: {stdout}\nstderr: {stderr}");
     assert!(stdout.contains("episodes: 8 of 8"), "{stdout}");
     assert!(stdout.contains("pass@1: 0.5000"), "{stdout}");
@@ -111,12 +86,6 @@ async fn resume_after_kill_9_leaves_each_episode_exactly_once() {
     assert!(counts.values().all(|&n| n == 1), "duplicates: {counts:?}");
 }
 
-fn records_so_far(path: &std::path::Path) -> usize {
-    std::fs::read_to_string(path)
-        .map(|t| t.lines().count())
-        .unwrap_or(0)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_cancels_in_flight_episodes_and_exits_cleanly() {
     let server = FakeLlm::start(script(2_000)).await.unwrap();
@@ -138,36 +107,17 @@ async fn sigterm_cancels_in_flight_episodes_and_exits_cleanly() {
     assert!(summary.contains("\"interrupted\": true"));
 }
 
-#[allow(clippy::disallowed_methods)] // the test runs the server binary under test
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_remote_backend_gives_the_same_trajectories() {
     let model = FakeLlm::start(script(0)).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let tasks = task_ids(4);
 
-    let mut serve = Command::new(BIN)
-        .args(["serve", "--addr", "127.0.0.1:0"])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn codegym serve");
-    let stdout = serve.stdout.take().expect("piped stdout");
-    let mut first = String::new();
-    tokio::time::timeout(LIMIT, BufReader::new(stdout).read_line(&mut first))
-        .await
-        .expect("the server prints its address")
-        .expect("read the server's stdout");
-    let addr = first
-        .trim()
-        .strip_prefix("listening on ")
-        .expect("`listening on ADDR`")
-        .to_string();
+    let mut serve = Serve::start(["--addr", "127.0.0.1:0"]).await;
 
     let local_out = dir.path().join("local.jsonl");
     let remote_out = dir.path().join("remote.jsonl");
-    let (code, o, e) = finish(spawn(&rollout_args(
+    let (code, o, e) = finish(spawn(rollout_args(
         &model.base_url(),
         &tasks,
         2,
@@ -176,7 +126,7 @@ async fn the_remote_backend_gives_the_same_trajectories() {
     .await;
     assert_eq!(code, 0, "{o}\n{e}");
     let mut args = rollout_args(&model.base_url(), &tasks, 2, &remote_out);
-    args.extend(["--env-server".to_string(), format!("http://{addr}")]);
+    args.extend(["--env-server".to_string(), serve.url()]);
     let (code, o, e) = finish(spawn(&args)).await;
     assert_eq!(code, 0, "{o}\n{e}");
 
@@ -196,7 +146,7 @@ async fn the_remote_backend_gives_the_same_trajectories() {
     remote.sort_by(|a, b| a.0.cmp(&b.0));
     assert_eq!(local.len(), 8);
     assert_eq!(local, remote);
-    serve.start_kill().expect("stop the server");
+    serve.child.start_kill().expect("stop the server");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -276,7 +226,6 @@ async fn config_file_errors_name_the_file_and_line() {
 }
 
 // --- Issue 14: a C++ task through `codegym rollout --env-server` (inline task with its language).
-#[allow(clippy::disallowed_methods)] // the test runs the server binary under test
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cpp_task_is_solved_through_a_remote_env_server() {
     use fake_llm::{FakeScript, Reply, Rule};
@@ -300,32 +249,14 @@ async fn a_cpp_task_is_solved_through_a_remote_env_server() {
     })
     .await
     .unwrap();
-    let mut serve = Command::new(BIN)
-        .args(["serve", "--addr", "127.0.0.1:0"])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn codegym serve");
-    let stdout = serve.stdout.take().expect("piped stdout");
-    let mut first = String::new();
-    tokio::time::timeout(LIMIT, BufReader::new(stdout).read_line(&mut first))
-        .await
-        .expect("the server prints its address")
-        .expect("read the server's stdout");
-    let addr = first
-        .trim()
-        .strip_prefix("listening on ")
-        .expect("`listening on ADDR`")
-        .to_string();
+    let mut serve = Serve::start(["--addr", "127.0.0.1:0"]).await;
     let out = dir.path().join("remote.jsonl");
     let mut args = rollout_args(&model.base_url(), &["sum-cpp".to_string()], 1, &out);
     args.extend([
         "--tasks".to_string(),
         tasks_file.display().to_string(),
         "--env-server".to_string(),
-        format!("http://{addr}"),
+        serve.url(),
     ]);
     let (code, o, e) = finish(spawn(&args)).await;
     assert_eq!(code, 0, "{o}\n{e}");
@@ -337,5 +268,5 @@ async fn a_cpp_task_is_solved_through_a_remote_env_server() {
         "{:?}",
         records[0]
     );
-    serve.start_kill().expect("stop the server");
+    serve.child.start_kill().expect("stop the server");
 }

@@ -1,6 +1,8 @@
 //! Server lifecycle end to end: thousands of sessions, vanished clients, graceful shutdown (in process
 //! and of the real `codegym serve` binary).
 
+#[path = "support/codegym_bin.rs"]
+mod codegym_bin;
 mod support;
 
 use std::time::Duration;
@@ -233,27 +235,8 @@ async fn graceful_shutdown_finishes_in_flight_steps() {
 #[cfg(unix)]
 #[tokio::test]
 async fn the_serve_binary_reports_its_port_and_exits_zero_on_sigterm() {
-    use tokio::io::AsyncBufReadExt;
-    // The binary under test is a process by nature; this is not sandboxed user code.
-    #[allow(clippy::disallowed_methods)]
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_codegym"))
-        .args(["serve", "--addr", "127.0.0.1:0"])
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start codegym serve");
-    let stdout = child.stdout.take().unwrap();
-    let mut line = String::new();
-    tokio::io::BufReader::new(stdout)
-        .read_line(&mut line)
-        .await
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("first line: {line:?}"))
-        .to_string();
-    let mut c = proto::v1::env_service_client::EnvServiceClient::connect(format!("http://{addr}"))
+    let mut serve = codegym_bin::Serve::start(["--addr", "127.0.0.1:0"]).await;
+    let mut c = proto::v1::env_service_client::EnvServiceClient::connect(serve.url())
         .await
         .unwrap();
     let envs = c
@@ -275,9 +258,8 @@ async fn the_serve_binary_reports_its_port_and_exits_zero_on_sigterm() {
         .session_id;
     assert!(!session.is_empty());
 
-    let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
+    serve.signal(nix::sys::signal::Signal::SIGTERM);
+    let status = tokio::time::timeout(Duration::from_secs(60), serve.child.wait())
         .await
         .unwrap()
         .unwrap();

@@ -2,16 +2,18 @@
 //! to a receiver in this test built from the collector's own protobuf service
 //! (`opentelemetry-proto`'s `TraceService`), which keeps every span it is sent. A span per episode,
 //! child spans per model and env call, in the episode's trace.
-//! The test spawns the `codegym` binary itself, hence the local `disallowed_methods` allowance.
+//! The test spawns the `codegym` binary itself (through `support/codegym_bin.rs`), hence the
+//! local `disallowed_methods` allowance.
 
+#[path = "support/codegym_bin.rs"]
+mod codegym_bin;
 #[path = "support/rollout_util.rs"]
 mod rollout_util;
 
 use std::collections::HashMap;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
+use codegym_bin::{BIN, command, finish, spawn};
 use fake_llm::FakeLlm;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
@@ -22,9 +24,6 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 use opentelemetry_proto::tonic::common::v1::any_value;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use rollout_util::{rollout_args, script, task_ids};
-
-const BIN: &str = env!("CARGO_BIN_EXE_codegym");
-const LIMIT: Duration = Duration::from_secs(300);
 
 /// An OTLP trace receiver that keeps what it is sent.
 #[derive(Clone, Default)]
@@ -91,22 +90,12 @@ async fn a_rollout_exports_a_span_per_episode_with_model_and_env_call_children()
     let mut args = rollout_args(&llm.base_url(), &tasks, 2, &out);
     args.extend(["--otlp-endpoint".to_string(), format!("http://{otlp}")]);
     #[allow(clippy::disallowed_methods)] // the test runs the binary under test
-    let child = tokio::process::Command::new(BIN)
-        .args(&args)
-        .env("RUST_LOG", "warn")
+    let child = command(BIN, &args)
         .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
         .spawn()
         .expect("spawn codegym");
-    let done = tokio::time::timeout(LIMIT, child.wait_with_output())
-        .await
-        .expect("the rollout finishes")
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&done.stderr);
-    assert!(done.status.success(), "{stderr}");
+    let (code, _, stderr) = finish(child).await;
+    assert_eq!(code, 0, "{stderr}");
     assert!(
         !stderr.contains("exporting the last traces failed"),
         "{stderr}"
@@ -180,27 +169,11 @@ async fn a_bad_or_unreachable_collector_never_costs_the_rollout() {
     let rollout = |endpoint: &str, out: &str| {
         let mut args = rollout_args(&llm.base_url(), &task_ids(1), 1, &dir.path().join(out));
         args.extend(["--otlp-endpoint".to_string(), endpoint.to_string()]);
-        #[allow(clippy::disallowed_methods)] // the test runs the binary under test
-        let child = tokio::process::Command::new(BIN)
-            .args(&args)
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn codegym");
-        async move {
-            tokio::time::timeout(LIMIT, child.wait_with_output())
-                .await
-                .expect("the rollout ends")
-                .unwrap()
-        }
+        finish(spawn(&args))
     };
     // Not a URL: refused at start, before any episode, with the reason.
-    let bad = rollout("not a url", "bad.jsonl").await;
-    assert!(!bad.status.success());
-    let stderr = String::from_utf8_lossy(&bad.stderr);
+    let (code, _, stderr) = rollout("not a url", "bad.jsonl").await;
+    assert_ne!(code, 0);
     assert!(
         stderr.contains("cannot set up the OTLP exporter for not a url"),
         "{stderr}"
@@ -210,9 +183,8 @@ async fn a_bad_or_unreachable_collector_never_costs_the_rollout() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = closed.local_addr().unwrap();
     drop(closed);
-    let done = rollout(&format!("http://{addr}"), "unreachable.jsonl").await;
-    let stderr = String::from_utf8_lossy(&done.stderr);
-    assert!(done.status.success(), "{stderr}");
+    let (code, _, stderr) = rollout(&format!("http://{addr}"), "unreachable.jsonl").await;
+    assert_eq!(code, 0, "{stderr}");
     assert_eq!(
         rollout_util::records(&dir.path().join("unreachable.jsonl")).len(),
         1

@@ -13,10 +13,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use rollout::config::{ProgressMode, RolloutConfig};
-use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::rollout_harness::{FakeServer, FakeServerPlace, cpu_secs};
+use crate::rollout_harness::{FakeServer, FakeServerPlace, cpu_secs, spawn_listening};
 
 /// Parameters of the benchmark.
 #[derive(Debug, Clone)]
@@ -45,24 +44,9 @@ async fn start_server(bin: &PathBuf, config: Option<&PathBuf>) -> anyhow::Result
         cmd.arg("--config").arg(config);
     }
     cmd.env("RUST_LOG", "warn")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true);
+        .stdin(std::process::Stdio::null());
     // The env servers under measurement, as separate processes like separate machines.
-    #[allow(clippy::disallowed_methods)]
-    let mut child = cmd.spawn()?;
-    let stdout = child
-        .stdout
-        .take()
-        .ok_or_else(|| anyhow::anyhow!("codegym serve: no stdout"))?;
-    let mut line = String::new();
-    tokio::io::BufReader::new(stdout)
-        .read_line(&mut line)
-        .await?;
-    let addr = line
-        .trim()
-        .strip_prefix("listening on ")
-        .ok_or_else(|| anyhow::anyhow!("codegym serve said {line:?}"))?;
+    let (child, addr) = spawn_listening(cmd, "codegym serve").await?;
     Ok(Server {
         url: format!("http://{addr}"),
         child,

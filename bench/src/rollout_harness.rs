@@ -1,6 +1,7 @@
 //! The rollout benchmark's harness: the fake model server (in its own process by default, so the
-//! benchmark process's time and memory are the engine's alone) and the `/proc` readings behind its
-//! CPU, steal and memory numbers.
+//! benchmark process's time and memory are the engine's alone), the start-up of any server process
+//! that announces `listening on ADDR` (the fake model, `codegym serve` for the pool benchmark), and
+//! the `/proc` readings behind its CPU, steal and memory numbers.
 
 use std::time::Duration;
 
@@ -77,31 +78,14 @@ impl FakeServer {
                 FakeLlm::start(fake_script(latency)?).await?,
             ));
         }
-        use tokio::io::AsyncBufReadExt;
         let mut cmd = tokio::process::Command::new(std::env::current_exe()?);
-        // This benchmark's own binary (`codegym-bench fake-llm`), whatever it was started as.
+        // This benchmark's own binary (`codegym-bench fake-llm`), whatever it was started as; the
+        // fake model runs in its own process so that this process's time and memory are the
+        // engine's alone. Its stdin stays open: it serves until the pipe closes.
         cmd.args(["fake-llm", "--latency-ms"])
             .arg(latency.as_millis().to_string())
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true);
-        // The benchmark's harness, not sandboxed code: the fake model runs in its own process so
-        // that this process's time and memory are the engine's alone.
-        #[allow(clippy::disallowed_methods)]
-        let mut child = cmd.spawn()?;
-        let stdout = child
-            .stdout
-            .take()
-            .ok_or_else(|| anyhow::anyhow!("fake server: no stdout"))?;
-        let mut line = String::new();
-        tokio::io::BufReader::new(stdout)
-            .read_line(&mut line)
-            .await?;
-        let base_url = line
-            .trim()
-            .strip_prefix("listening on ")
-            .ok_or_else(|| anyhow::anyhow!("fake server said {line:?}"))?
-            .to_owned();
+            .stdin(std::process::Stdio::piped());
+        let (child, base_url) = spawn_listening(cmd, "fake server").await?;
         Ok(FakeServer::Process { base_url, child })
     }
 
@@ -121,6 +105,33 @@ impl FakeServer {
             FakeServer::Process { base_url, .. } => base_url.clone(),
         }
     }
+}
+
+/// Starts `cmd` (stdout piped, killed on drop) and waits for its first line, `listening on ADDR`:
+/// the child and `ADDR`. `what` names it in errors.
+pub async fn spawn_listening(
+    mut cmd: tokio::process::Command,
+    what: &str,
+) -> anyhow::Result<(tokio::process::Child, String)> {
+    use tokio::io::AsyncBufReadExt;
+    cmd.stdout(std::process::Stdio::piped()).kill_on_drop(true);
+    // The benchmark's harness and the servers under measurement, not sandboxed code.
+    #[allow(clippy::disallowed_methods)]
+    let mut child = cmd.spawn()?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| anyhow::anyhow!("{what}: no stdout"))?;
+    let mut line = String::new();
+    tokio::io::BufReader::new(stdout)
+        .read_line(&mut line)
+        .await?;
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .ok_or_else(|| anyhow::anyhow!("{what} said {line:?}"))?
+        .to_owned();
+    Ok((child, addr))
 }
 
 /// All CPU ticks of the machine and the stolen ones, from the first line of `/proc/stat`.

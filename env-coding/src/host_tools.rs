@@ -1,6 +1,7 @@
 //! Host tools declared at `make` (issue 12): the `tools` kwarg (name, description, JSON-schema
-//! parameters) and the handler that answers the calls, which the server's `Session` stream task
-//! provides around `make` ([`with_handler`]): env-core's generic API knows nothing of tools.
+//! parameters) and the handler that answers the calls, which whoever serves the session (the
+//! server's `Session` stream task, the rollout engine) provides around `make` with
+//! [`host_tool_calls::with_handler`]: env-core's generic API knows nothing of tools.
 //!
 //! Calls from the program travel over its run's private channel (`sandbox/report.rs`: the report
 //! socket of a script run, a session's own tool socket); the handler forwards them to whoever serves
@@ -9,19 +10,10 @@
 
 use serde::Deserialize;
 
-use crate::sandbox::{ReportSpec, ToolHandler, ToolHost, ToolLimits};
+use crate::sandbox::{ReportSpec, ToolHost, ToolLimits};
 
 /// Most tools one env may declare.
 pub const MAX_TOOLS: usize = 64;
-
-tokio::task_local! {
-    static HANDLER: ToolHandler;
-}
-
-/// Runs `make` (or any future) with `handler` answering the tool calls of the envs it makes.
-pub async fn with_handler<F: std::future::Future>(handler: ToolHandler, f: F) -> F::Output {
-    HANDLER.scope(handler, f).await
-}
 
 /// One declared tool (the `tools` kwarg's entries).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -36,7 +28,7 @@ pub struct ToolDecl {
 }
 
 /// The tools of an env made with `decls`: checked names, and the handler of the surrounding
-/// [`with_handler`]. No handler (a unary `Make`, an HTTP facade): an error naming the stream.
+/// [`host_tool_calls::with_handler`]. No handler (a unary `Make`, an HTTP facade): an error naming the stream.
 pub(crate) fn host(
     decls: &[ToolDecl],
     limits: Option<&serde_json::Map<String, serde_json::Value>>,
@@ -60,7 +52,7 @@ pub(crate) fn host(
         }
         names.push(d.name.clone());
     }
-    let handler = HANDLER.try_with(|h| h.clone()).map_err(|_| {
+    let handler = host_tool_calls::current_handler().ok_or_else(|| {
         "tools: host tools are served only over the Session stream (EnvService/Session), which forwards the calls to the client"
             .to_string()
     })?;

@@ -5,15 +5,15 @@
 //! record it under the turn that made it; `FINAL(answer)` records the program's final answer.
 //!
 //! Only the in-process backend can serve them: the tool handler is a task-local that
-//! `env_coding::host_tools::with_handler` sets around `make`. A remote `codegym serve` would
+//! `host_tool_calls::with_handler` sets around `make`. A remote `codegym serve` would
 //! forward the calls over its `Session` stream, which the remote backend does not answer yet, so
 //! [`make_with_tools`] refuses it with a clear error.
 
 use std::sync::{Arc, Mutex};
 
-use env_coding::sandbox::{ToolCall, ToolHandler};
 use env_core::{EnvError, Kwargs};
 use futures::FutureExt;
+use host_tool_calls::{ToolCall, ToolHandler};
 use serde_json::{Value, json};
 
 use crate::backend::{EnvBackend, EnvSession};
@@ -197,11 +197,9 @@ pub async fn make_with_tools(
 ) -> Result<EnvSession, EnvError> {
     match backend {
         EnvBackend::InProcess(registry) => {
-            let env = env_coding::host_tools::with_handler(
-                tools.handler(),
-                registry.make_async(env_id, kwargs),
-            )
-            .await?;
+            let env =
+                host_tool_calls::with_handler(tools.handler(), registry.make_async(env_id, kwargs))
+                    .await?;
             Ok(EnvSession::Local(env))
         }
         EnvBackend::Remote(_) => Err(EnvError::Unsupported(

@@ -147,7 +147,7 @@ async fn handle(
     state: &Arc<State>,
     session: &mut Option<Owned>,
     kind: Option<Req>,
-    tool_handler: &env_coding::sandbox::ToolHandler,
+    tool_handler: &host_tool_calls::ToolHandler,
 ) -> Result<Resp, ServerError> {
     match kind.ok_or(ServerError::EmptyRequest)? {
         // Never reached: the stream routes tool results before handling requests.
@@ -157,11 +157,9 @@ async fn handle(
                 return Err(ServerError::SessionExists);
             }
             // Issue 12: envs made here can call host tools, which this stream serves.
-            let (env, spec, permit) = env_coding::host_tools::with_handler(
-                tool_handler.clone(),
-                make_env(state, req, true),
-            )
-            .await?;
+            let (env, spec, permit) =
+                host_tool_calls::with_handler(tool_handler.clone(), make_env(state, req, true))
+                    .await?;
             let id = uuid::Uuid::new_v4().to_string();
             tracing::Span::current().record("session_id", id.as_str());
             *session = Some(Owned {

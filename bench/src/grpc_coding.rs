@@ -1,10 +1,12 @@
 //! `codegym-bench grpc --env python`: sandboxed executions through the server, via `Step` (one
-//! session per client, one request in flight each) and via batch `Evaluate`. The in-process numbers
+//! session per client, one request in flight each), via the `Session` stream (reset and step
+//! pipelined) and via batch `Evaluate`. The in-process numbers
 //! and the naive baseline are in `crate::exec`; the difference is what gRPC and the server add.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use env_core::Value;
 use proto::convert::value_to_proto;
 use proto::v1::{self, env_service_client::EnvServiceClient};
@@ -29,6 +31,14 @@ pub async fn run(
         let (rate, lat) = step_load(addr, n, duration).await?;
         table.push_str(&format!(
             "| `Step` (`print`) | {n} | {rate:.0} | {:.1} | {:.1} |\n",
+            lat.p50_us / 1e3,
+            lat.p99_us / 1e3
+        ));
+    }
+    for &n in clients {
+        let (rate, lat) = session_load(addr, n, duration).await?;
+        table.push_str(&format!(
+            "| `Session` stream (reset + step pipelined, `print`) | {n} | {rate:.0} | {:.1} | {:.1} |\n",
             lat.p50_us / 1e3,
             lat.p99_us / 1e3
         ));
@@ -99,6 +109,71 @@ async fn step_client(
         }
     }
     c.close(v1::CloseRequest { session_id: id }).await?;
+    Ok(samples)
+}
+
+async fn session_load(
+    addr: SocketAddr,
+    clients: usize,
+    duration: Duration,
+) -> anyhow::Result<(f64, Latency)> {
+    let mut samples = crate::latency::closed_loop(addr, clients, duration, |_, c, start, end| {
+        session_client(c, start, end)
+    })
+    .await?;
+    Ok((
+        samples.len() as f64 / duration.as_secs_f64(),
+        Latency::from_micros(&mut samples),
+    ))
+}
+
+/// One `Session` stream: make once, then each episode's reset and step sent back to back (the
+/// pipelining the stream exists for); latency is from the reset's send to the step's answer.
+async fn session_client(
+    mut c: EnvServiceClient<Channel>,
+    start: Instant,
+    end: Instant,
+) -> anyhow::Result<Vec<f64>> {
+    use v1::session_request::Kind as Req;
+    use v1::session_response::Kind as Resp;
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    let mut responses = c
+        .session(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await?
+        .into_inner();
+    let send = |kind| v1::SessionRequest {
+        request_id: 0,
+        kind: Some(kind),
+    };
+    tx.send(send(Req::Make(v1::MakeRequest {
+        env_id: "codegym/Python-v0".into(),
+        kwargs_json: String::new(),
+    })))
+    .await?;
+    responses.message().await?.context("stream ended")?;
+    let mut samples = Vec::new();
+    while Instant::now() < end {
+        let t0 = Instant::now();
+        tx.send(send(Req::Reset(v1::ResetRequest {
+            session_id: String::new(),
+            seed: None,
+            options_json: TASK.into(),
+        })))
+        .await?;
+        tx.send(send(Req::Step(v1::StepRequest {
+            session_id: String::new(),
+            action: code(),
+        })))
+        .await?;
+        responses.message().await?.context("stream ended")?;
+        match responses.message().await?.context("stream ended")?.kind {
+            Some(Resp::Step(s)) if s.terminated && s.reward > 0.99 => {}
+            other => anyhow::bail!("the reference program must solve the task: {other:?}"),
+        }
+        if t0 >= start {
+            samples.push(t0.elapsed().as_secs_f64() * 1e6);
+        }
+    }
     Ok(samples)
 }
 

@@ -84,6 +84,11 @@ impl Fixture {
 
     /// Pids of this sandbox's fork server (its cwd is the sandbox's work root).
     fn fork_servers(&self) -> Vec<i32> {
+        self.server_processes().0
+    }
+
+    /// The fork servers, and the children they forked ahead (issue 17), which wait for a run.
+    fn server_processes(&self) -> (Vec<i32>, Vec<i32>) {
         let mut out = Vec::new();
         for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
             let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
@@ -98,7 +103,19 @@ impl Fixture {
                 out.push(pid);
             }
         }
-        out
+        // Children forked ahead by a server (waiting for a run) look the same: keep the servers.
+        let parent = |pid: i32| -> Option<i32> {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("PPid:"))
+                .and_then(|v| v.trim().parse().ok())
+        };
+        let all = out.clone();
+        let (servers, waiting) = all
+            .into_iter()
+            .partition(|&pid| parent(pid).is_none_or(|pp| !out.contains(&pp)));
+        (servers, waiting)
     }
 }
 
@@ -237,4 +254,43 @@ async fn concurrent_runs_cannot_talk_over_abstract_sockets() {
     let (a, b) = (a.stdout, b.stdout);
     assert_eq!(a, "listening\nnobody came\n", "{a} / {b}");
     assert!(b.starts_with("refused"), "{b}");
+}
+
+#[tokio::test]
+async fn runs_survive_the_death_of_children_forked_ahead() {
+    let f = Fixture::new(Backend::WarmFork, 6);
+    // Sequential runs leave the server idle: it forks children ahead, each waiting for a run.
+    for _ in 0..2 {
+        let o = f.run(ExecRequest::new("print('warm')")).await;
+        assert_eq!(o.stdout, "warm\n", "{o:?}");
+    }
+    let mut waiting = Vec::new();
+    eventually("children forked ahead", || {
+        waiting = f.server_processes().1;
+        !waiting.is_empty()
+    })
+    .await;
+    for pid in &waiting {
+        // SAFETY: kill(2) on a pid we just found; at worst ESRCH.
+        unsafe { libc::kill(*pid, libc::SIGKILL) };
+    }
+    // A run handed to a dead child is not lost: it forks on demand (or takes a live one).
+    for _ in 0..4 {
+        let o = f
+            .run(ExecRequest::new(
+                "import os\nprint(os.getpid(), len(os.listdir('/proc/self/fd')))",
+            ))
+            .await;
+        assert_eq!(o.exit_code, Some(0), "{o:?}");
+        assert_eq!(
+            o.stdout.split_whitespace().collect::<Vec<_>>(),
+            ["1", "4"],
+            "{o:?}"
+        );
+    }
+    assert_eq!(
+        f.fork_servers().len(),
+        1,
+        "the server itself was not replaced"
+    );
 }

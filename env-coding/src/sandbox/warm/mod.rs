@@ -96,7 +96,7 @@ impl WarmBackend {
 
     /// Starts a script run, on a new server if the last one died. A server that died since the
     /// last run is noticed when asked to fork: the run is then retried once on a new server
-    /// instead of failing.
+    /// instead of failing; so is a run whose process died before its program started.
     pub async fn start_run(
         self: &Arc<Self>,
         layout: &RunLayout<'_>,
@@ -121,6 +121,11 @@ impl WarmBackend {
             .await
             {
                 Err(_) if attempts == 1 && !server.is_alive() => continue,
+                Err(SandboxError::Setup { stage, .. })
+                    if attempts == 1 && stage == run::NOT_STARTED =>
+                {
+                    continue;
+                }
                 started => return started,
             }
         }

@@ -74,6 +74,11 @@ impl Drop for WarmRun {
     }
 }
 
+const SETUP_FAILED: &str = "fork server child";
+/// The run's process died silently before its program (killed from outside: e.g. a child forked
+/// ahead that died while waiting). Nothing of the program ran: the caller may retry.
+pub(crate) const NOT_STARTED: &str = "fork server child, before the program started";
+
 /// Starts a script in a fork of `server`: the work dir with `files`, then the fork; returns once
 /// the child has finished its setup and runs the program, or with the setup's error.
 pub(crate) async fn start(
@@ -148,13 +153,16 @@ pub(crate) async fn start(
     let setup = read_to_end(setup_r).await;
     if setup != b"+" {
         run.wait().await;
-        let why = match (&run.exit, setup.is_empty()) {
-            (Some(Err(e)), true) => e.clone(),
-            (_, true) => "the run ended before its program started".into(),
-            (_, false) => String::from_utf8_lossy(&setup).into_owned(),
+        let (stage, why) = match (&run.exit, setup.is_empty()) {
+            (Some(Err(e)), true) => (SETUP_FAILED, e.clone()),
+            (_, true) => (
+                NOT_STARTED,
+                "the run ended before its program started".into(),
+            ),
+            (_, false) => (SETUP_FAILED, String::from_utf8_lossy(&setup).into_owned()),
         };
         return Err(SandboxError::Setup {
-            stage: "fork server child",
+            stage,
             source: std::io::Error::other(why),
         });
     }

@@ -7,7 +7,8 @@
 //! Failures are not cached: a reference that fails is reported to every waiter and recomputed on
 //! the next request. Bounded by the records' size (LRU-like eviction beyond it).
 
-use std::sync::{Arc, LazyLock};
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
 
 use moka::future::Cache;
 use serde_json::json;
@@ -41,6 +42,21 @@ static CACHE: LazyLock<Cache<[u8; 32], Arc<Expected>>> = LazyLock::new(|| {
         .max_capacity(CACHE_BYTES)
         .build()
 });
+
+/// How many times each key's reference was run (a few bytes per task; what shows that a batch
+/// shares one computation).
+static RUNS: LazyLock<Mutex<HashMap<[u8; 32], u32>>> = LazyLock::new(Default::default);
+
+/// How many times `spec`'s reference outputs were computed in this process (all its input
+/// sets): 1 per set however many programs were scored, unless a failure or eviction forced a
+/// recomputation.
+pub fn reference_runs(spec: &DiffSpec) -> u32 {
+    let runs = RUNS.lock().unwrap_or_else(|p| p.into_inner());
+    spec.sets()
+        .iter()
+        .map(|(_, inputs)| runs.get(&key(spec, inputs)).copied().unwrap_or(0))
+        .sum()
+}
 
 /// Why the reference did not give expected outputs (cloneable: every waiter gets it).
 #[derive(Debug, Clone)]
@@ -95,6 +111,11 @@ async fn compute(
     inputs: &str,
     base: Limits,
 ) -> Result<Arc<Expected>, RefError> {
+    *RUNS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .entry(key(spec, inputs))
+        .or_default() += 1;
     let limits = Limits {
         cpu_ms: REFERENCE_TIME_MS,
         wall_ms: REFERENCE_TIME_MS * 2,

@@ -28,7 +28,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Value, json};
 
 pub use compare::Oracle;
-pub use expected::Expected;
+pub use expected::{Expected, reference_runs};
 
 use crate::reward::harness::CANDIDATE_FILE;
 use crate::sandbox::{ExecRequest, Limits, Sandbox, SandboxError};
@@ -167,11 +167,12 @@ impl DiffSpec {
     }
 }
 
-/// The number of argument lists in `text`, if it is a JSON array of arrays.
+/// The number of argument lists in `text`, if it is a JSON array of arrays (numbers are not
+/// converted: integers of any size are fine).
 fn count_inputs(text: &str) -> Result<usize, String> {
-    let v: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    let list = v.as_array().ok_or("expected a JSON array of argument lists")?;
-    if let Some(i) = list.iter().position(|a| !a.is_array()) {
+    let list: Vec<&serde_json::value::RawValue> = serde_json::from_str(text)
+        .map_err(|e| format!("expected a JSON array of argument lists: {e}"))?;
+    if let Some(i) = list.iter().position(|a| !a.get().starts_with('[')) {
         return Err(format!("input {i} is not an argument list"));
     }
     Ok(list.len())

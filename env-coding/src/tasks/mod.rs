@@ -174,6 +174,22 @@ impl TaskSet {
             line,
             message,
         };
+        // Issue 14: EvalPlus files hold integers too large for a JSON value (f64): their records
+        // are read from their own text, and the format is told from the first record's keys.
+        if first_raw_keys(text).is_some_and(|keys| detect(&keys) == TaskFormat::EvalPlus) {
+            let tasks = raw_records(text)
+                .map_err(|(line, m)| err(line, m))?
+                .into_iter()
+                .map(|(line, raw)| {
+                    evalplus::evalplus(raw)
+                        .map(|t| (line, t))
+                        .map_err(|m| err(line, m))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            return Self::from_tasks(tasks, TaskFormat::EvalPlus, path.display().to_string())
+                .map_err(|(line, m)| err(line, m))?
+                .non_empty(path);
+        }
         let records = records(text).map_err(|(line, m)| err(line, m))?;
         let Some((_, first)) = records.first() else {
             return Err(TaskError::Empty {
@@ -206,16 +222,8 @@ impl TaskSet {
                         .map_err(|m| err(line, m))
                 })
                 .collect::<Result<Vec<_>, _>>()?,
-            // The inputs are read from each record's own text (exact integers).
-            TaskFormat::EvalPlus => raw_records(text)
-                .map_err(|(line, m)| err(line, m))?
-                .into_iter()
-                .map(|(line, raw)| {
-                    evalplus::evalplus(raw)
-                        .map(|t| (line, t))
-                        .map_err(|m| err(line, m))
-                })
-                .collect::<Result<Vec<_>, _>>()?,
+            // Read above, from the records' own text; `detect` agrees with `first_raw_keys`.
+            TaskFormat::EvalPlus => unreachable_evalplus(path)?,
             TaskFormat::MultiplE => records
                 .into_iter()
                 .map(|(line, v)| {
@@ -353,6 +361,28 @@ fn records(text: &str) -> Result<Vec<(usize, serde_json::Value)>, (usize, String
         out.push((i + 1, value));
     }
     Ok(out)
+}
+
+/// The first record's keys (values unparsed, so numbers of any size are fine), as a JSON object
+/// `detect` reads; `None` when it is not an object.
+fn first_raw_keys(text: &str) -> Option<serde_json::Value> {
+    let (_, first) = *raw_records(text).ok()?.first()?;
+    let keys: HashMap<String, &serde_json::value::RawValue> = serde_json::from_str(first).ok()?;
+    Some(serde_json::Value::Object(
+        keys.into_keys()
+            .map(|k| (k, serde_json::Value::Null))
+            .collect(),
+    ))
+}
+
+/// `detect` found EvalPlus where `first_raw_keys` did not (the first record parsed as a value but
+/// not as raw keys): cannot happen, reported as a parse error rather than a panic.
+fn unreachable_evalplus(path: &Path) -> Result<Vec<(usize, Task)>, TaskError> {
+    Err(TaskError::Parse {
+        path: path.to_path_buf(),
+        line: 1,
+        message: "EvalPlus records could not be read as text".into(),
+    })
 }
 
 /// The records' JSON texts with their line numbers (as [`records`] numbers them), unparsed.

@@ -217,9 +217,9 @@ impl Default for Prompts {
                      solution in a single ```{language} fenced code block; it is executed and \
                      checked. If it fails you will see the output and may try again."
                 .to_string(),
-            tools_system: "You are an expert Python programmer. Solve the task using the tools: \
-                           run_python executes code and checks it. When the checks pass, or you are \
-                           done, answer without calling a tool."
+            tools_system: "You are an expert programmer. Solve the task in {language} using the \
+                           tools: the run tool executes your complete program and checks it. When \
+                           the checks pass, or you are done, answer without calling a tool."
                 .to_string(),
             autocoder_system: "You are an expert Python programmer. You solve the task in stages: a \
                                plan, a solution, then pytest tests for it; failing tests are \

@@ -492,6 +492,9 @@ pub enum ActionRecord {
     },
     /// `run_python(code)`.
     RunPython { code: String },
+    /// Issue 14: `run_code(code, language)` (tools mode in an episode whose language is not
+    /// Python; `language` is the episode's when the call named none).
+    RunCode { code: String, language: String },
     /// `write_file(path, content)`.
     WriteFile { path: String, content: String },
     /// `read_file(path)`.

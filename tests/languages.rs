@@ -162,11 +162,21 @@ async fn list_tasks_reports_languages_and_foreign_sets_evaluate() {
             })
             .collect(),
     };
-    let rewards = |resp: v1::EvaluateResponse| -> Vec<f64> {
+    let rewards = |resp: v1::EvaluateResponse| -> Vec<(f64, String)> {
         resp.results
             .iter()
-            .map(|r| r.step.as_ref().unwrap_or_else(|| panic!("{r:?}")).reward)
+            .map(|r| {
+                let step = r.step.as_ref().unwrap_or_else(|| panic!("{r:?}"));
+                (step.reward, step.info_json.clone())
+            })
             .collect()
+    };
+    let only = |r: Vec<(f64, String)>| -> Vec<f64> {
+        let rewards = r.iter().map(|(x, _)| *x).collect();
+        if rewards != [1.0, 0.0] {
+            panic!("{r:?}");
+        }
+        rewards
     };
     // The episode's language comes from the task: a C++ block, tests appended by the scorer.
     let actions = [
@@ -178,7 +188,7 @@ async fn list_tasks_reports_languages_and_foreign_sets_evaluate() {
         .await
         .expect("evaluate")
         .into_inner();
-    assert_eq!(rewards(resp), [1.0, 0.0]);
+    assert_eq!(only(rewards(resp)), [1.0, 0.0]);
     // HumanEval+: the plus input's 23-digit integer reaches Python exactly.
     let actions = [
         "def add(x, y):\n    return x + y\n".to_string(),
@@ -189,5 +199,5 @@ async fn list_tasks_reports_languages_and_foreign_sets_evaluate() {
         .await
         .expect("evaluate")
         .into_inner();
-    assert_eq!(rewards(resp), [1.0, 0.0]);
+    assert_eq!(only(rewards(resp)), [1.0, 0.0]);
 }

@@ -154,3 +154,29 @@ fn languages_codegym_cannot_run_are_load_errors_naming_file_and_line() {
         Ok(Language::Rust)
     );
 }
+
+#[tokio::test]
+async fn whole_programs_pass_too() {
+    // What a model writes in an env step or a rollout: the function closed, in C++ and Java the
+    // whole program (the tests' own closing braces replace its last ones).
+    let (_dir, path) = write(&fixtures());
+    let set = TaskSet::load(&path).expect("load");
+    let cases = [
+        (
+            "HumanEval_53_add_cpp",
+            "#include<assert.h>\nlong add(long x, long y) {\n    return x + y; // }\n}\n",
+        ),
+        (
+            "HumanEval_53_add_java",
+            "class Problem {\n    public static long add(long x, long y) {\n        return x + y;\n    }\n}\n",
+        ),
+    ];
+    for (id, program) in cases {
+        let task = set.get(id).expect("task");
+        let program = Program::new(program).in_language(task.language);
+        let out = score_program(sandbox(), &task.reward, &program, None, EvalOptions::default())
+            .await
+            .expect("scored");
+        assert_eq!(out.reward, 1.0, "{id}: {}", out.breakdown());
+    }
+}

@@ -12,6 +12,7 @@
 pub mod harness;
 pub mod run;
 pub mod score;
+pub mod splice;
 
 use serde::{Deserialize, Serialize};
 
@@ -172,7 +173,8 @@ pub enum Component {
     Differential(crate::differential::DiffSpec),
     /// MultiPL-E: `code` (tests in the program's language) appended to the program, which passes
     /// when the whole runs to exit 0 within its limits (and, with `fail_marker`, prints no line
-    /// containing it, as MultiPL-E's Perl evaluator requires).
+    /// containing it, as MultiPL-E's Perl evaluator requires). A whole program's closing braces
+    /// that the tests close themselves are taken out first ([`splice`]).
     AppendedTests {
         code: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]

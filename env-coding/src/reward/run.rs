@@ -297,7 +297,11 @@ fn plan(
             Component::AppendedTests { code, .. } => {
                 jobs.push((
                     Job::Appended { component: i },
-                    request(format!("{scored}\n{code}\n"), None, files.clone()),
+                    request(
+                        super::splice::append_tests(&scored, code, program.language),
+                        None,
+                        files.clone(),
+                    ),
                 ));
                 continue;
             }

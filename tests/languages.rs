@@ -128,7 +128,8 @@ async fn list_tasks_reports_languages_and_foreign_sets_evaluate() {
     let registry = codegym::registry(coding).expect("registry");
     let server = TestServer::start(registry, Default::default()).await;
     let mut c = server.client().await;
-    let kwargs = |path: &std::path::Path| format!(r#"{{"tasks": {:?}}}"#, path.display().to_string());
+    let kwargs =
+        |path: &std::path::Path| format!(r#"{{"tasks": {:?}}}"#, path.display().to_string());
     let listed = c
         .list_tasks(v1::ListTasksRequest {
             env_id: "codegym/Python-v0".into(),

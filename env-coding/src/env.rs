@@ -474,9 +474,7 @@ impl CodingEnv {
 pub(crate) fn infra(e: crate::sandbox::SandboxError) -> EnvError {
     match e {
         crate::sandbox::SandboxError::LanguageUnavailable { .. }
-        | crate::sandbox::SandboxError::Reference(_) => {
-            EnvError::FailedPrecondition(e.to_string())
-        }
+        | crate::sandbox::SandboxError::Reference(_) => EnvError::FailedPrecondition(e.to_string()),
         e => EnvError::Infrastructure(e.to_string()),
     }
 }

@@ -47,7 +47,10 @@ async fn score(task: &Task, completion: &str) -> Result<(f64, Value), SandboxErr
         EvalOptions::default(),
     )
     .await?;
-    Ok((out.reward, out.breakdown()["components"][0]["detail"].clone()))
+    Ok((
+        out.reward,
+        out.breakdown()["components"][0]["detail"].clone(),
+    ))
 }
 
 fn diff(task: &Task) -> &DiffSpec {
@@ -67,16 +70,25 @@ async fn humaneval_plus_loads_and_the_canonical_solution_passes_base_and_plus() 
     assert_eq!(diff(add).tests, TestSet::Plus);
     for task in set.iter() {
         let program = Program::new(task.reference_solution.clone().expect("reference"));
-        let out = score_program(sandbox(), &task.reward, &program, None, EvalOptions::default())
-            .await
-            .expect("scored");
+        let out = score_program(
+            sandbox(),
+            &task.reward,
+            &program,
+            None,
+            EvalOptions::default(),
+        )
+        .await
+        .expect("scored");
         let d = &out.breakdown()["components"][0]["detail"];
         assert_eq!(out.reward, 1.0, "{}: {d}", task.id);
         assert_eq!(d["tests"], "plus");
         assert_eq!(d["base"]["passed"], d["base"]["total"], "{d}");
     }
     let d = score(add, "    return x + y\n").await.expect("scored").1;
-    assert_eq!((d["base"]["total"].as_u64(), d["plus"]["total"].as_u64()), (Some(2), Some(2)));
+    assert_eq!(
+        (d["base"]["total"].as_u64(), d["plus"]["total"].as_u64()),
+        (Some(2), Some(2))
+    );
 }
 
 #[tokio::test]
@@ -111,11 +123,25 @@ async fn floats_compare_with_atol_and_oracles_accept_any_right_answer() {
     let set = load(&[TRUNCATE, FIND_ZERO, SIMILAR]);
     let truncate = set.get("HumanEval/2").expect("task");
     // `x - int(x)` differs from `x % 1.0` in the last bits (123.456): within 1e-6.
-    assert_eq!(score(truncate, "    return number - int(number)\n").await.unwrap().0, 1.0);
-    let (reward, d) = score(truncate, "    return round(number % 1.0, 1)\n").await.unwrap();
+    assert_eq!(
+        score(truncate, "    return number - int(number)\n")
+            .await
+            .unwrap()
+            .0,
+        1.0
+    );
+    let (reward, d) = score(truncate, "    return round(number % 1.0, 1)\n")
+        .await
+        .unwrap();
     assert_eq!(reward, 0.0, "{d}");
     // An int where a float is expected is a different type.
-    assert_eq!(score(truncate, "    return int(number % 1.0 * 0)\n").await.unwrap().0, 0.0);
+    assert_eq!(
+        score(truncate, "    return int(number % 1.0 * 0)\n")
+            .await
+            .unwrap()
+            .0,
+        0.0
+    );
     // find_zero: the reference finds 1.0 (or another root); a candidate returning 3.0 passes.
     let find_zero = set.get("HumanEval/32").expect("task");
     assert_eq!(score(find_zero, "    return 3.0\n").await.unwrap().0, 1.0);
@@ -124,7 +150,8 @@ async fn floats_compare_with_atol_and_oracles_accept_any_right_answer() {
     let similar = set.get("Mbpp/2").expect("task");
     assert_eq!(set.format(), TaskFormat::EvalPlus);
     assert_eq!(similar.metadata["source"], "mbpp_plus");
-    let sorted_desc = "def similar_elements(a, b):\n    return sorted(set(a) & set(b), reverse=True)\n";
+    let sorted_desc =
+        "def similar_elements(a, b):\n    return sorted(set(a) & set(b), reverse=True)\n";
     let (reward, d) = score(similar, sorted_desc).await.unwrap();
     assert_eq!(reward, 1.0, "{d}");
     let wrong = "def similar_elements(a, b):\n    return list(a)\n";
@@ -165,7 +192,11 @@ async fn the_reference_runs_once_for_a_batch_and_a_failing_one_is_an_error() {
     let spec = diff(task);
     assert_eq!(reference_runs(spec), 0);
     let batch = (0..8).map(|i| {
-        let completion = if i % 2 == 0 { "    return x + y\n" } else { "    return x - y\n" };
+        let completion = if i % 2 == 0 {
+            "    return x + y\n"
+        } else {
+            "    return x - y\n"
+        };
         score(task, completion)
     });
     let rewards: Vec<f64> = futures::future::join_all(batch)
@@ -193,16 +224,28 @@ async fn the_reference_runs_once_for_a_batch_and_a_failing_one_is_an_error() {
 #[test]
 fn malformed_records_name_file_and_line() {
     let cases = [
-        (ADD.replace("\"entry_point\": \"add\"", "\"entry_point\": \"a b\""), "not an identifier"),
-        (ADD.replace("\"base_input\": [[0, 1], [5, 7]]", "\"base_input\": [1, 2]"), "not an argument list"),
+        (
+            ADD.replace("\"entry_point\": \"add\"", "\"entry_point\": \"a b\""),
+            "not an identifier",
+        ),
+        (
+            ADD.replace("\"base_input\": [[0, 1], [5, 7]]", "\"base_input\": [1, 2]"),
+            "not an argument list",
+        ),
         (ADD.replace("\"atol\": 0", "\"atol\": -1"), "atol"),
-        (ADD.replace("\"canonical_solution\": \"    return x + y\\n\", ", ""), "invalid EvalPlus record"),
+        (
+            ADD.replace("\"canonical_solution\": \"    return x + y\\n\", ", ""),
+            "invalid EvalPlus record",
+        ),
         (format!("{ADD}\n{{oops"), "invalid EvalPlus record"),
     ];
     for (text, want) in cases {
         let (_dir, path) = write("bad.jsonl", &format!("{ADD}\n{text}"));
         let e = TaskSet::load(&path).expect_err(want).to_string();
-        assert!(e.contains("bad.jsonl:2") || e.contains("bad.jsonl:3"), "{e}");
+        assert!(
+            e.contains("bad.jsonl:2") || e.contains("bad.jsonl:3"),
+            "{e}"
+        );
         assert!(e.contains(want), "{want}: {e}");
     }
 }
@@ -212,10 +255,7 @@ async fn huge_inputs_load_and_run() {
     // 2,000 plus inputs, one of them a 50,000-digit integer.
     let small: Vec<String> = (0..2001).map(|i| json!([i, i]).to_string()).collect();
     let plus = format!("[[{}, 1], {}]", "9".repeat(50_000), small.join(", "));
-    let text = ADD.replace(
-        "[[123456789012345678901234567890, 1], [-5, 5]]",
-        &plus,
-    );
+    let text = ADD.replace("[[123456789012345678901234567890, 1], [-5, 5]]", &plus);
     let set = load(&[&text]);
     let task = set.get("HumanEval/53").expect("task");
     let (reward, d) = score(task, "    return x + y\n").await.expect("scored");

@@ -61,10 +61,19 @@ fn fixtures() -> Vec<Value> {
 
 async fn score(task: &Task, completion: &str) -> (f64, Value) {
     let program = Program::new(task.program_from_completion(completion)).in_language(task.language);
-    let out = score_program(sandbox(), &task.reward, &program, None, EvalOptions::default())
-        .await
-        .expect("scored");
-    (out.reward, out.breakdown()["components"][0]["detail"].clone())
+    let out = score_program(
+        sandbox(),
+        &task.reward,
+        &program,
+        None,
+        EvalOptions::default(),
+    )
+    .await
+    .expect("scored");
+    (
+        out.reward,
+        out.breakdown()["components"][0]["detail"].clone(),
+    )
 }
 
 #[tokio::test]
@@ -73,15 +82,38 @@ async fn records_load_in_their_language_and_completions_are_judged_by_exit_code(
     let set = TaskSet::load(&path).expect("load");
     assert_eq!(set.format(), TaskFormat::MultiplE);
     let cases = [
-        ("HumanEval_53_add_cpp", Language::Cpp, "    return x + y;\n", "    return x - y;\n"),
-        ("HumanEval_53_add_js", Language::NodeJs, "  return x + y;\n}\n", "  return x * y;\n}\n"),
-        ("HumanEval_53_add_java", Language::Java, "        return x + y;\n", "        return x - y;\n"),
-        ("HumanEval_53_add_pl", Language::Perl, "    return $x + $y;\n}\n", "    return $x - $y;\n}\n"),
+        (
+            "HumanEval_53_add_cpp",
+            Language::Cpp,
+            "    return x + y;\n",
+            "    return x - y;\n",
+        ),
+        (
+            "HumanEval_53_add_js",
+            Language::NodeJs,
+            "  return x + y;\n}\n",
+            "  return x * y;\n}\n",
+        ),
+        (
+            "HumanEval_53_add_java",
+            Language::Java,
+            "        return x + y;\n",
+            "        return x - y;\n",
+        ),
+        (
+            "HumanEval_53_add_pl",
+            Language::Perl,
+            "    return $x + $y;\n}\n",
+            "    return $x - $y;\n}\n",
+        ),
     ];
     for (id, language, right, wrong) in cases {
         let task = set.get(id).expect("task");
         assert_eq!(task.language, language, "{id}");
-        assert_eq!(task.completion_prefix.as_deref(), Some(task.prompt.as_str()));
+        assert_eq!(
+            task.completion_prefix.as_deref(),
+            Some(task.prompt.as_str())
+        );
         assert_eq!(task.metadata["stop_tokens"], json!(["\n}"]));
         let (reward, d) = score(task, right).await;
         assert_eq!(reward, 1.0, "{id}: {d}");
@@ -93,7 +125,11 @@ async fn records_load_in_their_language_and_completions_are_judged_by_exit_code(
     // A completion that does not compile is MultiPL-E's SyntaxError.
     let cpp = set.get("HumanEval_53_add_cpp").expect("task");
     let (reward, d) = score(cpp, "    return x +;\n").await;
-    assert_eq!((reward, d["status"].as_str()), (0.0, Some("SyntaxError")), "{d}");
+    assert_eq!(
+        (reward, d["status"].as_str()),
+        (0.0, Some("SyntaxError")),
+        "{d}"
+    );
 }
 
 #[tokio::test]
@@ -101,9 +137,17 @@ async fn perl_runs_that_print_error_fail_even_on_exit_0() {
     let (_dir, path) = write(&fixtures());
     let set = TaskSet::load(&path).expect("load");
     let task = set.get("HumanEval_53_add_pl").expect("task");
-    let (reward, d) = score(task, "    print STDERR \"ERROR\\n\";\n    return $x + $y;\n}\n").await;
+    let (reward, d) = score(
+        task,
+        "    print STDERR \"ERROR\\n\";\n    return $x + $y;\n}\n",
+    )
+    .await;
     assert_eq!(reward, 0.0, "{d}");
-    assert_eq!((d["exit_code"].as_i64(), d["status"].as_str()), (Some(0), Some("Exception")), "{d}");
+    assert_eq!(
+        (d["exit_code"].as_i64(), d["status"].as_str()),
+        (Some(0), Some("Exception")),
+        "{d}"
+    );
 }
 
 #[tokio::test]
@@ -125,7 +169,11 @@ async fn a_completion_that_loops_is_a_timeout() {
         .await
         .expect("scored");
     let d = &out.breakdown()["components"][0]["detail"];
-    assert_eq!((out.reward, d["status"].as_str()), (0.0, Some("Timeout")), "{d}");
+    assert_eq!(
+        (out.reward, d["status"].as_str()),
+        (0.0, Some("Timeout")),
+        "{d}"
+    );
 }
 
 #[test]
@@ -174,9 +222,15 @@ async fn whole_programs_pass_too() {
     for (id, program) in cases {
         let task = set.get(id).expect("task");
         let program = Program::new(program).in_language(task.language);
-        let out = score_program(sandbox(), &task.reward, &program, None, EvalOptions::default())
-            .await
-            .expect("scored");
+        let out = score_program(
+            sandbox(),
+            &task.reward,
+            &program,
+            None,
+            EvalOptions::default(),
+        )
+        .await
+        .expect("scored");
         assert_eq!(out.reward, 1.0, "{id}: {}", out.breakdown());
     }
 }

@@ -43,7 +43,13 @@ const RTOL: f64 = 1e-7;
 
 /// Whether `out` passes against `exp` for the input `args` (the JSON argument list, read only by
 /// the oracles that need it). `Err` says why not.
-pub fn check(out: &PyVal, exp: &PyVal, args: &Value, atol: f64, oracle: Oracle) -> Result<(), String> {
+pub fn check(
+    out: &PyVal,
+    exp: &PyVal,
+    args: &Value,
+    atol: f64,
+    oracle: Oracle,
+) -> Result<(), String> {
     let mut exact = py_eq(out, exp);
     match oracle {
         Oracle::Exact => {}
@@ -51,7 +57,10 @@ pub fn check(out: &PyVal, exp: &PyVal, args: &Value, atol: f64, oracle: Oracle) 
             let x = out
                 .as_f64()
                 .ok_or_else(|| format!("expected a number, got {}", out.type_name()))?;
-            let coeffs = args.get(0).and_then(Value::as_array).ok_or("no coefficients")?;
+            let coeffs = args
+                .get(0)
+                .and_then(Value::as_array)
+                .ok_or("no coefficients")?;
             let y: f64 = coeffs
                 .iter()
                 .enumerate()
@@ -95,7 +104,11 @@ pub fn check(out: &PyVal, exp: &PyVal, args: &Value, atol: f64, oracle: Oracle) 
             exact |= want.is_some_and(|d| py_eq(out, &PyVal::Int(d.to_string())));
         }
     }
-    let atol = if atol == 0.0 && is_floats(exp) { 1e-6 } else { atol };
+    let atol = if atol == 0.0 && is_floats(exp) {
+        1e-6
+    } else {
+        atol
+    };
     if exact {
         return Ok(());
     }
@@ -173,7 +186,9 @@ fn allclose(a: &PyVal, b: &PyVal, atol: f64) -> bool {
         _ => None,
     };
     match (seq(a), seq(b)) {
-        (Some(x), Some(y)) => x.len() == y.len() && x.iter().zip(&y).all(|(p, q)| allclose(p, q, atol)),
+        (Some(x), Some(y)) => {
+            x.len() == y.len() && x.iter().zip(&y).all(|(p, q)| allclose(p, q, atol))
+        }
         (Some(x), None) => x.iter().all(|p| allclose(p, b, atol)),
         (None, Some(y)) => y.iter().all(|q| allclose(a, q, atol)),
         (None, None) => match (complex(a), complex(b)) {
@@ -213,39 +228,114 @@ mod tests {
     fn equality_follows_python() {
         assert!(py_eq(&int(1), &PyVal::Float(1.0)));
         assert!(py_eq(&PyVal::Bool(true), &int(1)));
-        assert!(!py_eq(&PyVal::List(vec![int(1)]), &PyVal::Tuple(vec![int(1)])));
+        assert!(!py_eq(
+            &PyVal::List(vec![int(1)]),
+            &PyVal::Tuple(vec![int(1)])
+        ));
         assert!(!py_eq(&PyVal::Float(f64::NAN), &PyVal::Float(f64::NAN)));
         assert!(py_eq(&PyVal::Float(-0.0), &int(0)));
-        let set = |items| PyVal::Set { frozen: false, items };
-        assert!(py_eq(&set(vec![int(2), int(1)]), &set(vec![PyVal::Float(1.0), int(2)])));
-        let d1 = PyVal::Dict(vec![(int(1), PyVal::Str("a".into())), (int(2), PyVal::None)]);
-        let d2 = PyVal::Dict(vec![(int(2), PyVal::None), (int(1), PyVal::Str("a".into()))]);
+        let set = |items| PyVal::Set {
+            frozen: false,
+            items,
+        };
+        assert!(py_eq(
+            &set(vec![int(2), int(1)]),
+            &set(vec![PyVal::Float(1.0), int(2)])
+        ));
+        let d1 = PyVal::Dict(vec![
+            (int(1), PyVal::Str("a".into())),
+            (int(2), PyVal::None),
+        ]);
+        let d2 = PyVal::Dict(vec![
+            (int(2), PyVal::None),
+            (int(1), PyVal::Str("a".into())),
+        ]);
         assert!(py_eq(&d1, &d2));
-        assert!(!py_eq(&PyVal::Opaque("X".into()), &PyVal::Opaque("X".into())));
+        assert!(!py_eq(
+            &PyVal::Opaque("X".into()),
+            &PyVal::Opaque("X".into())
+        ));
         // Integers beyond 64 bits compare by their digits.
         let big = PyVal::Int("123456789012345678901234567890".into());
         assert!(py_eq(&big, &big.clone()));
-        assert!(!py_eq(&big, &PyVal::Int("123456789012345678901234567891".into())));
+        assert!(!py_eq(
+            &big,
+            &PyVal::Int("123456789012345678901234567891".into())
+        ));
     }
 
     #[test]
     fn floats_get_the_evalplus_tolerance() {
         let none = json!([]);
         // atol 0 and a float expected: 1e-6 is enforced.
-        assert!(check(&PyVal::Float(0.3000001), &PyVal::Float(0.3), &none, 0.0, Oracle::Exact).is_ok());
-        assert!(check(&PyVal::Float(0.31), &PyVal::Float(0.3), &none, 0.0, Oracle::Exact).is_err());
+        assert!(
+            check(
+                &PyVal::Float(0.3000001),
+                &PyVal::Float(0.3),
+                &none,
+                0.0,
+                Oracle::Exact
+            )
+            .is_ok()
+        );
+        assert!(
+            check(
+                &PyVal::Float(0.31),
+                &PyVal::Float(0.3),
+                &none,
+                0.0,
+                Oracle::Exact
+            )
+            .is_err()
+        );
         // An int where a float is expected, not equal: the types differ.
-        assert!(check(&int(3), &PyVal::Float(3.0000001), &none, 1e-3, Oracle::Exact).is_err());
+        assert!(
+            check(
+                &int(3),
+                &PyVal::Float(3.0000001),
+                &none,
+                1e-3,
+                Oracle::Exact
+            )
+            .is_err()
+        );
         // Lists of floats, element-wise; lengths must agree.
         let l = |x: &[f64]| PyVal::List(x.iter().map(|f| PyVal::Float(*f)).collect());
-        assert!(check(&l(&[1.0, 2.00001]), &l(&[1.0, 2.0]), &none, 1e-4, Oracle::Exact).is_ok());
+        assert!(
+            check(
+                &l(&[1.0, 2.00001]),
+                &l(&[1.0, 2.0]),
+                &none,
+                1e-4,
+                Oracle::Exact
+            )
+            .is_ok()
+        );
         assert!(check(&l(&[1.0]), &l(&[1.0, 2.0]), &none, 1e-4, Oracle::Exact).is_err());
         // NaN is never close; infinities only to themselves.
-        assert!(check(&PyVal::Float(f64::NAN), &PyVal::Float(f64::NAN), &none, 1e-6, Oracle::Exact).is_err());
+        assert!(
+            check(
+                &PyVal::Float(f64::NAN),
+                &PyVal::Float(f64::NAN),
+                &none,
+                1e-6,
+                Oracle::Exact
+            )
+            .is_err()
+        );
         let inf = PyVal::Float(f64::INFINITY);
         assert!(check(&inf, &inf.clone(), &none, 1e-6, Oracle::Exact).is_ok());
         // Non-floats are exact whatever atol says (a string is never close).
-        assert!(check(&PyVal::Str("a".into()), &PyVal::Str("b".into()), &none, 1.0, Oracle::Exact).is_err());
+        assert!(
+            check(
+                &PyVal::Str("a".into()),
+                &PyVal::Str("b".into()),
+                &none,
+                1.0,
+                Oracle::Exact
+            )
+            .is_err()
+        );
         assert!(check(&int(5), &int(6), &none, 0.0, Oracle::Exact).is_err());
     }
 
@@ -253,18 +343,99 @@ mod tests {
     fn special_oracles() {
         // find_zero: any root passes.
         let xs = json!([[-6.0, 11.0, -6.0, 1.0]]); // (x-1)(x-2)(x-3)
-        assert!(check(&PyVal::Float(2.0), &PyVal::Float(1.0), &xs, 1e-6, Oracle::PolyRoot).is_ok());
-        assert!(check(&PyVal::Float(2.5), &PyVal::Float(1.0), &xs, 1e-6, Oracle::PolyRoot).is_err());
-        assert!(check(&PyVal::Str("2".into()), &PyVal::Float(1.0), &xs, 1e-6, Oracle::PolyRoot).is_err());
+        assert!(
+            check(
+                &PyVal::Float(2.0),
+                &PyVal::Float(1.0),
+                &xs,
+                1e-6,
+                Oracle::PolyRoot
+            )
+            .is_ok()
+        );
+        assert!(
+            check(
+                &PyVal::Float(2.5),
+                &PyVal::Float(1.0),
+                &xs,
+                1e-6,
+                Oracle::PolyRoot
+            )
+            .is_err()
+        );
+        assert!(
+            check(
+                &PyVal::Str("2".into()),
+                &PyVal::Float(1.0),
+                &xs,
+                1e-6,
+                Oracle::PolyRoot
+            )
+            .is_err()
+        );
         let l = |x: &[i64]| PyVal::List(x.iter().map(|n| int(*n)).collect());
-        assert!(check(&l(&[2, 1]), &PyVal::Tuple(vec![int(1), int(2)]), &json!([]), 0.0, Oracle::SetEq).is_ok());
+        assert!(
+            check(
+                &l(&[2, 1]),
+                &PyVal::Tuple(vec![int(1), int(2)]),
+                &json!([]),
+                0.0,
+                Oracle::SetEq
+            )
+            .is_ok()
+        );
         assert!(check(&l(&[3]), &l(&[1]), &json!([]), 0.0, Oracle::SetEq).is_err());
-        assert!(check(&PyVal::Opaque("Match".into()), &PyVal::Bool(true), &json!([]), 0.0, Oracle::NotNone).is_ok());
-        assert!(check(&PyVal::None, &PyVal::Bool(true), &json!([]), 0.0, Oracle::NotNone).is_err());
+        assert!(
+            check(
+                &PyVal::Opaque("Match".into()),
+                &PyVal::Bool(true),
+                &json!([]),
+                0.0,
+                Oracle::NotNone
+            )
+            .is_ok()
+        );
+        assert!(
+            check(
+                &PyVal::None,
+                &PyVal::Bool(true),
+                &json!([]),
+                0.0,
+                Oracle::NotNone
+            )
+            .is_err()
+        );
         assert!(check(&int(0), &int(7), &json!([]), 0.0, Oracle::OrZero).is_ok());
-        assert!(check(&int(21), &int(9), &json!([13, 4]), 0.0, Oracle::DigitDistance).is_err());
-        assert!(check(&int(7), &int(9), &json!([123, 256]), 0.0, Oracle::DigitDistance).is_ok());
+        assert!(
+            check(
+                &int(21),
+                &int(9),
+                &json!([13, 4]),
+                0.0,
+                Oracle::DigitDistance
+            )
+            .is_err()
+        );
+        assert!(
+            check(
+                &int(7),
+                &int(9),
+                &json!([123, 256]),
+                0.0,
+                Oracle::DigitDistance
+            )
+            .is_ok()
+        );
         // 3x3 base, height 4: 9 + 2 * 3 * sqrt(1.5^2 + 16) = 34.6..., rounded 35.
-        assert!(check(&int(35), &int(9), &json!([3, 4]), 1e-4, Oracle::PyramidSurfaceArea).is_ok());
+        assert!(
+            check(
+                &int(35),
+                &int(9),
+                &json!([3, 4]),
+                1e-4,
+                Oracle::PyramidSurfaceArea
+            )
+            .is_ok()
+        );
     }
 }

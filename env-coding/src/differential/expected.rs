@@ -78,7 +78,11 @@ fn key(spec: &DiffSpec, inputs: &str) -> [u8; 32] {
         &spec.entry_point,
         inputs,
         spec.deserialize.as_deref().unwrap_or(""),
-        if spec.oracle == super::Oracle::NotNone { "not_none" } else { "" },
+        if spec.oracle == super::Oracle::NotNone {
+            "not_none"
+        } else {
+            ""
+        },
     ] {
         h.update((part.len() as u64).to_le_bytes());
         h.update(part.as_bytes());

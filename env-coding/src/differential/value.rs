@@ -24,7 +24,10 @@ pub enum PyVal {
     List(Vec<PyVal>),
     Tuple(Vec<PyVal>),
     /// `set` or `frozenset` (Python compares them with each other).
-    Set { frozen: bool, items: Vec<PyVal> },
+    Set {
+        frozen: bool,
+        items: Vec<PyVal>,
+    },
     Dict(Vec<(PyVal, PyVal)>),
     /// A value that is not plain builtin data (its type's name): equal to nothing.
     Opaque(String),
@@ -209,7 +212,7 @@ fn short(v: &Value) -> String {
 }
 
 fn hex(s: &str) -> Result<Vec<u8>, String> {
-    if s.len() % 2 != 0 || !s.is_ascii() {
+    if !s.len().is_multiple_of(2) || !s.is_ascii() {
         return Err("b: odd hex".into());
     }
     (0..s.len())
@@ -311,7 +314,11 @@ fn key(v: &PyVal) -> String {
         PyVal::None => "N".into(),
         PyVal::Str(s) => format!("s{}:{s}", s.len()),
         PyVal::Bytes(b) => format!("b{}:{}", b.len(), String::from_utf8_lossy(b)),
-        PyVal::Tuple(x) => format!("t{}({})", x.len(), x.iter().map(key).collect::<Vec<_>>().join(",")),
+        PyVal::Tuple(x) => format!(
+            "t{}({})",
+            x.len(),
+            x.iter().map(key).collect::<Vec<_>>().join(",")
+        ),
         PyVal::Set { items, .. } => {
             let mut keys: Vec<String> = items.iter().map(key).collect();
             keys.sort();

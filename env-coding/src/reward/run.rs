@@ -115,7 +115,9 @@ enum Job {
         input: harness::HarnessInput,
     },
     /// Issue 14: the program with an `appended_tests` component's tests after it.
-    Appended { component: usize },
+    Appended {
+        component: usize,
+    },
 }
 
 /// Scores `program` under `spec`. `plain` is the program's plain run when the caller already has it
@@ -422,34 +424,36 @@ fn score_runs(spec: &RewardSpec, plain: Option<&ExecutionResult>, mut runs: Runs
         .components
         .iter()
         .enumerate()
-        .map(|(i, c)| match (c, runs.judged[i].take(), runs.diffed[i].take()) {
-            (Component::Judge(j), Some(report), _) => ComponentScore {
-                kind: c.kind(),
-                weight: j.weight,
-                score: report.score(j.partial),
-                detail: report.detail(),
-            },
-            (Component::Differential(d), _, Some(report)) => ComponentScore {
-                kind: c.kind(),
-                weight: d.weight,
-                score: report.score(d.partial),
-                detail: report.detail(),
-            },
-            (
-                Component::AppendedTests {
-                    fail_marker,
-                    weight,
-                    ..
+        .map(
+            |(i, c)| match (c, runs.judged[i].take(), runs.diffed[i].take()) {
+                (Component::Judge(j), Some(report), _) => ComponentScore {
+                    kind: c.kind(),
+                    weight: j.weight,
+                    score: report.score(j.partial),
+                    detail: report.detail(),
                 },
-                _,
-                _,
-            ) => score::appended_tests(
-                runs.appended[i].as_ref(),
-                fail_marker.as_deref(),
-                *weight,
-            ),
-            _ => score_component(c, p, &runs.cases[i], runs.reports[i].take()),
-        })
+                (Component::Differential(d), _, Some(report)) => ComponentScore {
+                    kind: c.kind(),
+                    weight: d.weight,
+                    score: report.score(d.partial),
+                    detail: report.detail(),
+                },
+                (
+                    Component::AppendedTests {
+                        fail_marker,
+                        weight,
+                        ..
+                    },
+                    _,
+                    _,
+                ) => score::appended_tests(
+                    runs.appended[i].as_ref(),
+                    fail_marker.as_deref(),
+                    *weight,
+                ),
+                _ => score_component(c, p, &runs.cases[i], runs.reports[i].take()),
+            },
+        )
         .collect();
     let penalty = |applies: bool, amount: f64| if applies { amount } else { 0.0 };
     let penalties = vec![

@@ -233,9 +233,9 @@ pub fn appended_tests(
             detail: json!({"status": "NotRun", "error": "the tests did not run"}),
         };
     };
-    let marked = fail_marker.filter(|m| !m.is_empty()).is_some_and(|m| {
-        run.stdout.contains(m) || run.stderr.contains(m)
-    });
+    let marked = fail_marker
+        .filter(|m| !m.is_empty())
+        .is_some_and(|m| run.stdout.contains(m) || run.stderr.contains(m));
     let status = if run.compile_failed() || is_syntax_error(run) {
         "SyntaxError"
     } else if run.timed_out {

@@ -81,7 +81,11 @@ fn scan(src: &str, language: Language) -> (i64, Vec<usize>) {
             b'\'' => {
                 // A character literal: 'x', '\n', '\u{..}'; in Rust a lifetime ('a) is not.
                 let close = if b.get(i + 1) == Some(&b'\\') {
-                    b[i + 2..].iter().take(12).position(|&c| c == b'\'').map(|p| i + 2 + p)
+                    b[i + 2..]
+                        .iter()
+                        .take(12)
+                        .position(|&c| c == b'\'')
+                        .map(|p| i + 2 + p)
                 } else {
                     // One (possibly multi-byte) character, then the quote.
                     let len = src[i + 1..].chars().next().map_or(1, char::len_utf8);

@@ -55,13 +55,20 @@ pub(super) fn evalplus(text: &str) -> Result<Task, String> {
     } else {
         None
     };
-    let plus = r.plus_input.map(|p| p.get().to_string()).unwrap_or_default();
+    let plus = r
+        .plus_input
+        .map(|p| p.get().to_string())
+        .unwrap_or_default();
     let reference = format!("{}{}", r.prompt, r.canonical_solution);
     let spec = DiffSpec {
         entry_point: r.entry_point.clone(),
         reference: reference.clone(),
         base_inputs: r.base_input.get().to_string(),
-        plus_inputs: if plus.trim() == "null" { String::new() } else { plus },
+        plus_inputs: if plus.trim() == "null" {
+            String::new()
+        } else {
+            plus
+        },
         atol: r.atol.unwrap_or(0.0),
         tests: TestSet::Plus,
         oracle,
@@ -147,7 +154,10 @@ mod tests {
         for n in 0..1000 {
             if let Some(d) = mbpp_deserializer(n) {
                 assert!(crate::differential::DESERIALIZERS.contains(&d), "{n}: {d}");
-                assert!(crate::differential::RUNNER_SOURCE.contains(&format!("\"{d}\"")), "{d}");
+                assert!(
+                    crate::differential::RUNNER_SOURCE.contains(&format!("\"{d}\"")),
+                    "{d}"
+                );
             }
         }
     }

@@ -276,8 +276,11 @@ mod tests {
 
     #[test]
     fn tool_calls_become_env_actions() {
-        let (action, record) =
-            decode_tool_call(&call("write_file", r#"{"path":"a.py","content":"x=1"}"#), None).unwrap();
+        let (action, record) = decode_tool_call(
+            &call("write_file", r#"{"path":"a.py","content":"x=1"}"#),
+            None,
+        )
+        .unwrap();
         assert_eq!(
             action,
             Value::Json(json!({"tool": "write_file", "path": "a.py", "content": "x=1"}))

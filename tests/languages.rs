@@ -201,4 +201,17 @@ async fn list_tasks_reports_languages_and_foreign_sets_evaluate() {
         .expect("evaluate")
         .into_inner();
     assert_eq!(only(rewards(resp)), [1.0, 0.0]);
+    // The `tests` option counts the base inputs only: the float version passes them.
+    let mut base = evaluate(&evalplus, "HumanEval/53", &actions[1..]);
+    base.items[0].options_json = r#"{"task_id": "HumanEval/53", "tests": "base"}"#.into();
+    let resp = c
+        .evaluate(base.clone())
+        .await
+        .expect("evaluate")
+        .into_inner();
+    assert_eq!(rewards(resp)[0].0, 1.0);
+    base.items[0].options_json = r#"{"task_id": "HumanEval/53", "tests": "all"}"#.into();
+    let resp = c.evaluate(base).await.expect("evaluate").into_inner();
+    let error = resp.results[0].error.as_ref().expect("an item error");
+    assert!(error.message.contains("option tests"), "{error:?}");
 }

@@ -214,4 +214,10 @@ async fn list_tasks_reports_languages_and_foreign_sets_evaluate() {
     let resp = c.evaluate(base).await.expect("evaluate").into_inner();
     let error = resp.results[0].error.as_ref().expect("an item error");
     assert!(error.message.contains("option tests"), "{error:?}");
+    // A task without differential testing refuses the option.
+    let mut cpp = evaluate(&multipl_e, "HumanEval_53_add", &actions[..1]);
+    cpp.items[0].options_json = r#"{"task_id": "HumanEval_53_add", "tests": "base"}"#.into();
+    let resp = c.evaluate(cpp).await.expect("evaluate").into_inner();
+    let error = resp.results[0].error.as_ref().expect("an item error");
+    assert!(error.message.contains("no differential"), "{error:?}");
 }

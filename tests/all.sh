@@ -32,6 +32,8 @@ declare -A TOOLCHAIN_PACKAGES=(
     [/usr/bin/javac]=default-jdk-headless [/usr/bin/node]=nodejs
     [/usr/share/nodejs/typescript/lib/typescript.js]=node-typescript
     [/usr/bin/ruby]=ruby [/usr/bin/php]=php-cli [/usr/bin/lua5.4]=lua5.4 [/usr/bin/perl]=perl
+    # MultiPL-E's Perl tests use Test::Deep (env-coding/tests/multipl_e.rs; ~100 kB).
+    [/usr/share/perl5/Test/Deep.pm]=libtest-deep-perl
 )
 MISSING_PACKAGES=()
 for tool in "${!TOOLCHAIN_PACKAGES[@]}"; do

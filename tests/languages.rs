@@ -103,3 +103,121 @@ fn doctor_lists_the_languages() {
         );
     }
 }
+
+/// Issue 14: `ListTasks` reports each task's language and renders its opening in it; MultiPL-E
+/// (C++) and HumanEval+ (Python) tasks from a task file are scored through `Evaluate`.
+#[tokio::test]
+async fn list_tasks_reports_languages_and_foreign_sets_evaluate() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let multipl_e = dir.path().join("multipl_e.jsonl");
+    let prompt = "#include<assert.h>\n// Add two numbers x and y\nlong add(long x, long y) {\n";
+    let record = serde_json::json!({"name": "HumanEval_53_add", "language": "cpp",
+        "prompt": prompt, "stop_tokens": ["\n}"],
+        "tests": "}\nint main() {\n    auto candidate = add;\n    assert(candidate(5, 7) == 12);\n}\n"});
+    std::fs::write(&multipl_e, format!("{record}\n")).expect("write");
+    let evalplus = dir.path().join("humaneval_plus.jsonl");
+    std::fs::write(
+        &evalplus,
+        r#"{"task_id": "HumanEval/53", "prompt": "def add(x, y):\n", "entry_point": "add", "canonical_solution": "    return x + y\n", "base_input": [[1, 2]], "plus_input": [[10000000000000000000000, 1]], "atol": 0}"#,
+    )
+    .expect("write");
+    let coding = env_coding::CodingConfig {
+        task_dirs: vec![dir.path().to_path_buf()],
+        ..Default::default()
+    };
+    let registry = codegym::registry(coding).expect("registry");
+    let server = TestServer::start(registry, Default::default()).await;
+    let mut c = server.client().await;
+    let kwargs =
+        |path: &std::path::Path| format!(r#"{{"tasks": {:?}}}"#, path.display().to_string());
+    let listed = c
+        .list_tasks(v1::ListTasksRequest {
+            env_id: "codegym/Python-v0".into(),
+            kwargs_json: kwargs(&multipl_e),
+            page_size: 0,
+            page_token: String::new(),
+        })
+        .await
+        .expect("list")
+        .into_inner();
+    let task = &listed.tasks[0];
+    assert_eq!(task.language, "cpp");
+    let messages: serde_json::Value = serde_json::from_str(&task.messages_json).expect("json");
+    let (system, _) = rollout::config::Prompts::default().opening_in(
+        rollout::dataset::record::EpisodeMode::CodeBlock,
+        &task.prompt,
+        "",
+        "cpp",
+    );
+    assert_eq!(messages[0]["content"], system.as_str());
+
+    let evaluate = |path: &std::path::Path, id: &str, actions: &[String]| v1::EvaluateRequest {
+        env_id: "codegym/Python-v0".into(),
+        kwargs_json: kwargs(path),
+        items: actions
+            .iter()
+            .map(|a| v1::EvaluateItem {
+                seed: None,
+                options_json: format!(r#"{{"task_id": "{id}"}}"#),
+                action: Some(value_to_proto(&Value::Text(a.clone()))),
+            })
+            .collect(),
+    };
+    let rewards = |resp: v1::EvaluateResponse| -> Vec<(f64, String)> {
+        resp.results
+            .iter()
+            .map(|r| {
+                let step = r.step.as_ref().unwrap_or_else(|| panic!("{r:?}"));
+                (step.reward, step.info_json.clone())
+            })
+            .collect()
+    };
+    let only = |r: Vec<(f64, String)>| -> Vec<f64> {
+        let rewards = r.iter().map(|(x, _)| *x).collect();
+        if rewards != [1.0, 0.0] {
+            panic!("{r:?}");
+        }
+        rewards
+    };
+    // The episode's language comes from the task: a C++ block, tests appended by the scorer.
+    let actions = [
+        format!("```cpp\n{prompt}    return x + y;\n}}\n```"),
+        format!("```cpp\n{prompt}    return x - y;\n}}\n```"),
+    ];
+    let resp = c
+        .evaluate(evaluate(&multipl_e, "HumanEval_53_add", &actions))
+        .await
+        .expect("evaluate")
+        .into_inner();
+    assert_eq!(only(rewards(resp)), [1.0, 0.0]);
+    // HumanEval+: the plus input's 23-digit integer reaches Python exactly.
+    let actions = [
+        "def add(x, y):\n    return x + y\n".to_string(),
+        "def add(x, y):\n    return int(float(x) + y)\n".to_string(),
+    ];
+    let resp = c
+        .evaluate(evaluate(&evalplus, "HumanEval/53", &actions))
+        .await
+        .expect("evaluate")
+        .into_inner();
+    assert_eq!(only(rewards(resp)), [1.0, 0.0]);
+    // The `tests` option counts the base inputs only: the float version passes them.
+    let mut base = evaluate(&evalplus, "HumanEval/53", &actions[1..]);
+    base.items[0].options_json = r#"{"task_id": "HumanEval/53", "tests": "base"}"#.into();
+    let resp = c
+        .evaluate(base.clone())
+        .await
+        .expect("evaluate")
+        .into_inner();
+    assert_eq!(rewards(resp)[0].0, 1.0);
+    base.items[0].options_json = r#"{"task_id": "HumanEval/53", "tests": "all"}"#.into();
+    let resp = c.evaluate(base).await.expect("evaluate").into_inner();
+    let error = resp.results[0].error.as_ref().expect("an item error");
+    assert!(error.message.contains("option tests"), "{error:?}");
+    // A task without differential testing refuses the option.
+    let mut cpp = evaluate(&multipl_e, "HumanEval_53_add", &actions[..1]);
+    cpp.items[0].options_json = r#"{"task_id": "HumanEval_53_add", "tests": "base"}"#.into();
+    let resp = c.evaluate(cpp).await.expect("evaluate").into_inner();
+    let error = resp.results[0].error.as_ref().expect("an item error");
+    assert!(error.message.contains("no differential"), "{error:?}");
+}

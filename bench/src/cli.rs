@@ -156,6 +156,22 @@ pub enum Command {
         #[arg(long, default_value_t = 5.0)]
         seconds: f64,
     },
+    /// Issue 14: GRPO groups of HumanEval+-style completions, the reference's outputs computed
+    /// (first group of a task) vs cached (later groups).
+    Evalplus {
+        /// Distinct completions per group, scored at once.
+        #[arg(long, default_value_t = 16)]
+        group: usize,
+        /// Base + plus inputs of each task.
+        #[arg(long, default_value_t = 200)]
+        inputs: usize,
+        /// Tasks (each a cold group, then the warm ones).
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Warm groups per task.
+        #[arg(long, default_value_t = 3)]
+        warm_groups: usize,
+    },
     /// Serve the rollout benchmark's fake model (prints `listening on URL`; stops at stdin EOF).
     FakeLlm {
         /// Latency per request, in milliseconds.
@@ -287,6 +303,20 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
                 duration: seconds(s)?,
             };
             crate::grpo::run(args).await?
+        }
+        Command::Evalplus {
+            group,
+            inputs,
+            rounds,
+            warm_groups,
+        } => {
+            crate::evalplus::run(crate::evalplus::EvalPlusBenchArgs {
+                group,
+                inputs,
+                rounds,
+                warm_groups,
+            })
+            .await?
         }
         Command::FakeLlm { latency_ms } => {
             crate::rollout::serve_fake_llm(Duration::from_millis(latency_ms)).await?;

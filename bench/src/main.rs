@@ -5,6 +5,7 @@
 //! Benchmarks, not tests, own every speed claim: tests never assert wall-clock times.
 
 mod cli;
+mod evalplus;
 mod exec;
 mod grpc;
 mod grpc_coding;

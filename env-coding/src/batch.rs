@@ -136,6 +136,7 @@ impl TaskLister for CodingTaskLister {
                     prompt: t.prompt.clone(),
                     completion_prefix: t.completion_prefix.clone(),
                     metadata: t.metadata.clone(),
+                    language: Some(t.language.name().to_string()),
                 })
                 .collect();
             Ok(TaskPage {

@@ -469,12 +469,12 @@ impl CodingEnv {
 }
 
 /// A machinery failure of the sandbox: retryable, never a reward. Issue 14: a language this
-/// machine lacks is a precondition of the deployment instead (not retryable here).
+/// machine lacks is a precondition of the deployment instead (not retryable here), and so is a
+/// task whose reference solution fails (no expected outputs).
 pub(crate) fn infra(e: crate::sandbox::SandboxError) -> EnvError {
     match e {
-        crate::sandbox::SandboxError::LanguageUnavailable { .. } => {
-            EnvError::FailedPrecondition(e.to_string())
-        }
+        crate::sandbox::SandboxError::LanguageUnavailable { .. }
+        | crate::sandbox::SandboxError::Reference(_) => EnvError::FailedPrecondition(e.to_string()),
         e => EnvError::Infrastructure(e.to_string()),
     }
 }

@@ -14,6 +14,7 @@ mod batch;
 pub mod completions;
 mod config;
 pub mod data;
+pub mod differential;
 mod env;
 pub mod host_tools;
 pub mod judge;

@@ -255,14 +255,21 @@ impl Settings {
         if let Some(k) = options.keys().find(|k| {
             !matches!(
                 k.as_str(),
-                "task_id" | "task" | "inputs" | "files" | "requirements" | "language" | "vars"
+                "task_id"
+                    | "task"
+                    | "inputs"
+                    | "files"
+                    | "requirements"
+                    | "language"
+                    | "vars"
+                    | "tests"
             )
         }) {
             return Err(EnvError::InvalidOptions(format!(
-                "unknown option {k:?} (expected task_id, task, inputs, files, requirements, language or vars)"
+                "unknown option {k:?} (expected task_id, task, inputs, files, requirements, language, vars or tests)"
             )));
         }
-        let task = self.choose_base_task(options, rng)?;
+        let task = with_test_set(self.choose_base_task(options, rng)?, options.get("tests"))?;
         // Data tasks (issue 13): `inputs` and `files` options run the task on other data (inline
         // only: a client never names a server path); `requirements` replace the task's (subject to
         // the server's package policy when the task is used).
@@ -326,4 +333,34 @@ impl Settings {
             }
         }
     }
+}
+
+/// Issue 14: the `tests` option (`"base"` or `"plus"`) chooses which inputs of a differential
+/// (HumanEval+ / MBPP+) task count; any other task refuses it.
+fn with_test_set(
+    task: Arc<Task>,
+    tests: Option<&serde_json::Value>,
+) -> Result<Arc<Task>, EnvError> {
+    let Some(tests) = tests else {
+        return Ok(task);
+    };
+    let set: crate::differential::TestSet =
+        serde_json::from_value(tests.clone()).map_err(|_| {
+            EnvError::InvalidOptions("option tests: expected \"base\" or \"plus\"".into())
+        })?;
+    let mut owned = Task::clone(&task);
+    let mut found = false;
+    for c in &mut owned.reward.components {
+        if let crate::reward::Component::Differential(d) = c {
+            d.tests = set;
+            found = true;
+        }
+    }
+    if !found {
+        return Err(EnvError::InvalidOptions(format!(
+            "option tests: task {:?} has no differential (HumanEval+ / MBPP+) component",
+            owned.id
+        )));
+    }
+    Ok(Arc::new(owned))
 }

@@ -407,6 +407,7 @@ impl env_core::TaskLister for FixedTasks {
                 prompt: format!("solve {id}"),
                 completion_prefix: None,
                 metadata: serde_json::Map::new(),
+                language: None,
             })
             .collect();
         let total = self.0.len();

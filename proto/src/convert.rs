@@ -83,6 +83,7 @@ pub fn task_to_proto(task: &env_core::TaskInfo, messages: &[(&str, &str)]) -> v1
         metadata_json: json_text(&task.metadata),
         completion_prefix: task.completion_prefix.clone(),
         messages_json: serde_json::Value::Array(messages).to_string(),
+        language: task.language.clone().unwrap_or_default(),
     }
 }
 

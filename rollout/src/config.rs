@@ -213,19 +213,21 @@ pub struct Prompts {
 impl Default for Prompts {
     fn default() -> Self {
         Prompts {
-            system: "You are an expert programmer. Solve the task in {language}. Put your complete \
+            system:
+                "You are an expert programmer. Solve the task in {language}. Put your complete \
                      solution in a single ```{language} fenced code block; it is executed and \
                      checked. If it fails you will see the output and may try again."
+                    .to_string(),
+            tools_system: "You are an expert programmer. Solve the task in {language} using the \
+                           tools: the run tool executes your complete program and checks it. When \
+                           the checks pass, or you are done, answer without calling a tool."
                 .to_string(),
-            tools_system: "You are an expert Python programmer. Solve the task using the tools: \
-                           run_python executes code and checks it. When the checks pass, or you are \
-                           done, answer without calling a tool."
-                .to_string(),
-            autocoder_system: "You are an expert Python programmer. You solve the task in stages: a \
+            autocoder_system:
+                "You are an expert Python programmer. You solve the task in stages: a \
                                plan, a solution, then pytest tests for it; failing tests are \
                                diagnosed and fixed. Answer every stage with one JSON object in the \
                                requested shape."
-                .to_string(),
+                    .to_string(),
             task: "{prompt}".to_string(),
             feedback: "Your code was executed: {status}.\nexit code: {exit_code}\n\nstdout:\n\
                        {stdout}\n\nstderr:\n{stderr}\n\nFix the problem and answer with the \

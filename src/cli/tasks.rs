@@ -48,7 +48,9 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             if args.json {
                 let prompts = rollout::config::Prompts::default();
                 for t in set.iter() {
-                    let (system, user) = prompts.opening(EpisodeMode::CodeBlock, &t.prompt);
+                    let language = t.language.name();
+                    let (system, user) =
+                        prompts.opening_in(EpisodeMode::CodeBlock, &t.prompt, "", language);
                     let row = serde_json::json!({
                         "id": t.id,
                         "prompt": t.prompt,
@@ -58,6 +60,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
                         ],
                         "metadata": t.metadata,
                         "completion_prefix": t.completion_prefix,
+                        "language": language,
                     });
                     println!("{row}");
                 }

@@ -225,7 +225,10 @@ impl v1::env_service_server::EnvService for EnvServer {
             .tasks
             .iter()
             .map(|task| {
-                let (system, user) = prompts.opening(EpisodeMode::CodeBlock, &task.prompt);
+                // Issue 14: the opening asks for the task's own language.
+                let language = task.language.as_deref().unwrap_or("python");
+                let (system, user) =
+                    prompts.opening_in(EpisodeMode::CodeBlock, &task.prompt, "", language);
                 convert::task_to_proto(task, &[("system", &system), ("user", &user)])
             })
             .collect::<Vec<_>>();

@@ -149,8 +149,8 @@ pub enum EpisodeMode {
     /// The model answers in prose; the first fenced python block of each answer is executed.
     #[default]
     CodeBlock,
-    /// OpenAI function calling with the `run_python` (and in session mode `write_file`,
-    /// `read_file`) tools.
+    /// OpenAI function calling with the `run_python` (issue 14: `run_code` in an episode in
+    /// another language; and in session mode `write_file`, `read_file`) tools.
     Tools,
     /// Issue 12: the model's code runs in session mode with the task's context injected as the
     /// variable `context`; it may call `llm_query`/`llm_query_batched` (answered by the policy's
@@ -492,6 +492,9 @@ pub enum ActionRecord {
     },
     /// `run_python(code)`.
     RunPython { code: String },
+    /// Issue 14: `run_code(code, language)` (tools mode in an episode whose language is not
+    /// Python; `language` is the episode's when the call named none).
+    RunCode { code: String, language: String },
     /// `write_file(path, content)`.
     WriteFile { path: String, content: String },
     /// `read_file(path)`.

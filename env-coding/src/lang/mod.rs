@@ -222,9 +222,37 @@ pub fn source_file(language: Language, source: &str) -> String {
     language.default_source_file().to_string()
 }
 
-/// The main class a Java run starts: the public class, else `Main`.
+/// The main class a Java run starts: the public class, else the last class declared before the
+/// first `static void main` (MultiPL-E's `class Problem`, not public), else `Main`.
 pub fn java_main_class(source: &str) -> String {
-    public_class(source).unwrap_or_else(|| "Main".to_string())
+    public_class(source)
+        .or_else(|| class_declaring_main(source))
+        .unwrap_or_else(|| "Main".to_string())
+}
+
+/// The last `class X` declared before the first line declaring `static void main`.
+fn class_declaring_main(source: &str) -> Option<String> {
+    let mut last = None;
+    for line in source.lines() {
+        if line.contains("static void main") {
+            return last;
+        }
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if let Some(i) = words.iter().position(|w| *w == "class") {
+            let name: String = words
+                .get(i + 1)
+                .map(|w| {
+                    w.chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '$')
+                        .collect()
+                })
+                .unwrap_or_default();
+            if !name.is_empty() {
+                last = Some(name);
+            }
+        }
+    }
+    None
 }
 
 /// The identifier after the first top-level-looking `public ... class`.
@@ -272,6 +300,10 @@ mod tests {
         assert_eq!(source_file(Language::Java, src), "Solution.java");
         assert_eq!(java_main_class(src), "Solution");
         assert_eq!(source_file(Language::Java, "class A {}"), "Main.java");
+        // MultiPL-E: a package-private class holding main.
+        let problem = "import java.util.*;\nclass Problem {\n    public static int f() { return 1; }\n    public static void main(String[] args) {\n    }\n}\n";
+        assert_eq!(java_main_class(problem), "Problem");
+        assert_eq!(java_main_class("class A {}"), "Main");
         assert_eq!(source_file(Language::Cpp, "int main(){}"), "main.cpp");
     }
 }

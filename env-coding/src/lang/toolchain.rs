@@ -256,8 +256,11 @@ impl Toolchain {
         let v = |args: &[&str]| args.iter().map(|s| s.to_string()).collect();
         match self.language {
             Language::Cpp | Language::C | Language::Rust | Language::Go => v(&[&bin]),
+            // `-ea`: assertions on, as they are in Python and in C/C++ (no `NDEBUG`); MultiPL-E's
+            // Java tests are `assert`s (its evaluator runs `java -ea`).
             Language::Java => v(&[
                 &rt,
+                "-ea",
                 &format!("-Xmx{}m", mb * 3 / 4),
                 "-Xss64m",
                 "-XX:+UseSerialGC",

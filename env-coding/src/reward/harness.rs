@@ -47,11 +47,16 @@ pub struct HarnessInput {
     pub expected_tests: Option<usize>,
 }
 
-/// Builds the stdin of a harness run with a fresh 128-bit nonce.
-pub fn prepare(suite: &TestSuite<'_>, per_test_timeout_s: f64) -> HarnessInput {
+/// A fresh 128-bit nonce, hex (also the differential runner's, `differential/`).
+pub fn fresh_nonce() -> String {
     let mut bytes = [0u8; 16];
     rand::rng().fill_bytes(&mut bytes);
-    let nonce: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Builds the stdin of a harness run with a fresh 128-bit nonce.
+pub fn prepare(suite: &TestSuite<'_>, per_test_timeout_s: f64) -> HarnessInput {
+    let nonce = fresh_nonce();
     let (config, expected_tests) = match suite {
         TestSuite::Check { code, entry_point } => (
             json!({"style": "check", "code": code, "entry_point": entry_point,

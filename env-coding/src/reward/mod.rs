@@ -12,6 +12,7 @@
 pub mod harness;
 pub mod run;
 pub mod score;
+pub mod splice;
 
 use serde::{Deserialize, Serialize};
 
@@ -166,6 +167,21 @@ pub enum Component {
     /// per-test `time_limit_ms`/`memory_limit_mb`, `partial` credit or stop at the first failure;
     /// per-test verdicts in the detail (see [`crate::judge`]).
     Judge(crate::judge::JudgeSpec),
+    /// HumanEval+ / MBPP+ (EvalPlus): the program's function called on each input, its outputs
+    /// compared on the host with the reference solution's (computed once, in the sandbox), with
+    /// `atol` for floats; `tests` says whether the plus inputs count (see [`crate::differential`]).
+    Differential(crate::differential::DiffSpec),
+    /// MultiPL-E: `code` (tests in the program's language) appended to the program, which passes
+    /// when the whole runs to exit 0 within its limits (and, with `fail_marker`, prints no line
+    /// containing it, as MultiPL-E's Perl evaluator requires). A whole program's closing braces
+    /// that the tests close themselves are taken out first ([`splice`]).
+    AppendedTests {
+        code: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fail_marker: Option<String>,
+        #[serde(default = "one")]
+        weight: f64,
+    },
 }
 
 impl Component {
@@ -182,6 +198,8 @@ impl Component {
             Component::Asserts { .. } => "asserts",
             Component::Output { .. } => "output",
             Component::Judge(_) => "judge",
+            Component::Differential(_) => "differential",
+            Component::AppendedTests { .. } => "appended_tests",
         }
     }
 
@@ -195,8 +213,10 @@ impl Component {
             | Component::IoCases { weight, .. }
             | Component::CheckFunction { weight, .. }
             | Component::Asserts { weight, .. }
-            | Component::Output { weight, .. } => *weight,
+            | Component::Output { weight, .. }
+            | Component::AppendedTests { weight, .. } => *weight,
             Component::Judge(j) => j.weight,
+            Component::Differential(d) => d.weight,
         }
     }
 
@@ -293,6 +313,10 @@ impl RewardSpec {
                     ));
                 }
                 Component::Judge(j) => j.validate()?,
+                Component::Differential(d) => d.validate()?,
+                Component::AppendedTests { code, .. } if code.trim().is_empty() => {
+                    return Err("appended_tests component has no tests".into());
+                }
                 _ => {}
             }
         }
@@ -316,7 +340,7 @@ impl RewardSpec {
     }
 }
 
-fn is_identifier(s: &str) -> bool {
+pub(crate) fn is_identifier(s: &str) -> bool {
     let mut chars = s.chars();
     chars.next().is_some_and(|c| c.is_alphabetic() || c == '_')
         && chars.all(|c| c.is_alphanumeric() || c == '_')

@@ -114,6 +114,10 @@ enum Job {
         component: usize,
         input: harness::HarnessInput,
     },
+    /// Issue 14: the program with an `appended_tests` component's tests after it.
+    Appended {
+        component: usize,
+    },
 }
 
 /// Scores `program` under `spec`. `plain` is the program's plain run when the caller already has it
@@ -172,8 +176,32 @@ async fn run_and_score_with(
             _ => Ok(None),
         }
     }));
-    let (runs, judged) = futures::join!(run(sandbox, spec, jobs), judged);
+    // Issue 14: differential components (HumanEval+ / MBPP+) too; they need Python.
+    let scored = program.scored_source();
+    let extra: Vec<(String, Vec<u8>)> = program.extra_files().cloned().collect();
+    let diffed = join_all(spec.components.iter().map(|c| {
+        let (scored, extra) = (&scored, &extra);
+        async move {
+            match c {
+                Component::Differential(d) if program.language == Language::Python => {
+                    crate::differential::evaluate(sandbox, scored, extra, d, base)
+                        .await
+                        .map(Some)
+                }
+                _ => Ok(None),
+            }
+        }
+    }));
+    let (runs, judged, diffed) = futures::join!(run(sandbox, spec, jobs), judged, diffed);
     let mut runs = runs?;
+    for (i, d) in diffed.into_iter().enumerate() {
+        let report = d?;
+        if let Some(r) = &report {
+            runs.timed_out |= r.timed_out;
+            runs.syntax_error |= r.syntax_error;
+        }
+        runs.diffed[i] = report;
+    }
     for (i, j) in judged.into_iter().enumerate() {
         let report = j.map_err(SandboxError::from)?;
         if let Some(r) = &report {
@@ -188,7 +216,9 @@ async fn run_and_score_with(
         for (i, c) in spec.components.iter().enumerate() {
             if matches!(
                 c,
-                Component::CheckFunction { .. } | Component::Asserts { .. }
+                Component::CheckFunction { .. }
+                    | Component::Asserts { .. }
+                    | Component::Differential(_)
             ) {
                 runs.reports[i] = Some(TestReport {
                     tests: Vec::new(),
@@ -266,6 +296,17 @@ fn plan(
             {
                 continue;
             }
+            Component::AppendedTests { code, .. } => {
+                jobs.push((
+                    Job::Appended { component: i },
+                    request(
+                        super::splice::append_tests(&scored, code, program.language),
+                        None,
+                        files.clone(),
+                    ),
+                ));
+                continue;
+            }
             Component::CheckFunction {
                 code, entry_point, ..
             } => TestSuite::Check { code, entry_point },
@@ -313,6 +354,10 @@ struct Runs {
     syntax_error: bool,
     /// Issue 14: the judge's report of each `judge` component.
     judged: Vec<Option<crate::judge::JudgeReport>>,
+    /// Issue 14: the report of each `differential` component.
+    diffed: Vec<Option<crate::differential::DiffReport>>,
+    /// Issue 14: the run of each `appended_tests` component.
+    appended: Vec<Option<ExecutionResult>>,
 }
 
 /// Runs every job at once; the first infrastructure error fails them all.
@@ -337,6 +382,8 @@ async fn run(
         timed_out: false,
         syntax_error: false,
         judged: vec![None; spec.components.len()],
+        diffed: vec![None; spec.components.len()],
+        appended: vec![None; spec.components.len()],
     };
     for (job, result) in kinds.into_iter().zip(results) {
         let result = result?;
@@ -346,6 +393,11 @@ async fn run(
                 runs.timed_out |= result.timed_out;
                 runs.syntax_error |= score::is_syntax_error(&result);
                 runs.cases[component][case] = Some(result);
+            }
+            Job::Appended { component } => {
+                runs.timed_out |= result.timed_out;
+                runs.syntax_error |= score::is_syntax_error(&result);
+                runs.appended[component] = Some(result);
             }
             Job::Tests { component, input } => {
                 let report = harness::parse(&input, &result.stdout, result.timed_out);
@@ -372,15 +424,36 @@ fn score_runs(spec: &RewardSpec, plain: Option<&ExecutionResult>, mut runs: Runs
         .components
         .iter()
         .enumerate()
-        .map(|(i, c)| match (c, runs.judged[i].take()) {
-            (Component::Judge(j), Some(report)) => ComponentScore {
-                kind: c.kind(),
-                weight: j.weight,
-                score: report.score(j.partial),
-                detail: report.detail(),
+        .map(
+            |(i, c)| match (c, runs.judged[i].take(), runs.diffed[i].take()) {
+                (Component::Judge(j), Some(report), _) => ComponentScore {
+                    kind: c.kind(),
+                    weight: j.weight,
+                    score: report.score(j.partial),
+                    detail: report.detail(),
+                },
+                (Component::Differential(d), _, Some(report)) => ComponentScore {
+                    kind: c.kind(),
+                    weight: d.weight,
+                    score: report.score(d.partial),
+                    detail: report.detail(),
+                },
+                (
+                    Component::AppendedTests {
+                        fail_marker,
+                        weight,
+                        ..
+                    },
+                    _,
+                    _,
+                ) => score::appended_tests(
+                    runs.appended[i].as_ref(),
+                    fail_marker.as_deref(),
+                    *weight,
+                ),
+                _ => score_component(c, p, &runs.cases[i], runs.reports[i].take()),
             },
-            _ => score_component(c, p, &runs.cases[i], runs.reports[i].take()),
-        })
+        )
         .collect();
     let penalty = |applies: bool, amount: f64| if applies { amount } else { 0.0 };
     let penalties = vec![
@@ -453,7 +526,12 @@ fn score_component(
             score: 0.0,
             detail: serde_json::json!({"error": "the judge did not run"}),
         },
-        Component::CheckFunction { weight, .. } | Component::Asserts { weight, .. } => {
+        // Scored in `score_runs` (differential: here only when it could not run, a non-Python
+        // program, whose report says why).
+        Component::AppendedTests { weight, .. } => score::appended_tests(None, None, *weight),
+        Component::CheckFunction { weight, .. }
+        | Component::Asserts { weight, .. }
+        | Component::Differential(crate::differential::DiffSpec { weight, .. }) => {
             let report = report.unwrap_or_else(|| TestReport {
                 tests: Vec::new(),
                 error: Some("tests were not run".into()),

@@ -217,6 +217,53 @@ fn output_matches(
 
 /// Whether a failed run failed to compile (the traceback ends with a `SyntaxError` or a subclass, or
 /// a compiled language's compile step failed).
+/// Issue 14 (MultiPL-E): the program with its appended tests passes when it ran to exit 0 within
+/// its limits and, with a `fail_marker`, printed no line containing it. The detail names the
+/// status MultiPL-E would report (`OK`, `SyntaxError`, `Exception`, `Timeout`).
+pub fn appended_tests(
+    run: Option<&ExecutionResult>,
+    fail_marker: Option<&str>,
+    weight: f64,
+) -> ComponentScore {
+    let Some(run) = run else {
+        return ComponentScore {
+            kind: "appended_tests",
+            weight,
+            score: 0.0,
+            detail: json!({"status": "NotRun", "error": "the tests did not run"}),
+        };
+    };
+    let marked = fail_marker
+        .filter(|m| !m.is_empty())
+        .is_some_and(|m| run.stdout.contains(m) || run.stderr.contains(m));
+    let status = if run.compile_failed() || is_syntax_error(run) {
+        "SyntaxError"
+    } else if run.timed_out {
+        "Timeout"
+    } else if run.exit_code != Some(0) || run.memory_exceeded || marked {
+        "Exception"
+    } else {
+        "OK"
+    };
+    let tail = |s: &str| -> String {
+        let lines: Vec<&str> = s.lines().filter(|l| !l.trim().is_empty()).collect();
+        let start = lines.len().saturating_sub(5);
+        let text = lines[start..].join("\n");
+        text.chars().take(1000).collect()
+    };
+    let stderr = match run.compile.as_deref() {
+        Some(c) if run.compile_failed() => tail(&c.stderr),
+        _ => tail(&run.stderr),
+    };
+    ComponentScore {
+        kind: "appended_tests",
+        weight,
+        score: if status == "OK" { 1.0 } else { 0.0 },
+        detail: json!({"status": status, "exit_code": run.exit_code, "signal": run.signal,
+                       "stderr": stderr}),
+    }
+}
+
 pub fn is_syntax_error(run: &ExecutionResult) -> bool {
     // Issue 14: a compiled language's compile error is its syntax error.
     if run.compile_failed() {

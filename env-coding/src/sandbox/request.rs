@@ -172,6 +172,11 @@ pub enum SandboxError {
     /// precondition, not a machinery failure: retrying elsewhere with the same setup won't help).
     #[error("language {language} is not available here: {reason}")]
     LanguageUnavailable { language: Language, reason: String },
+    /// Issue 14 (HumanEval+ / MBPP+): the task's reference solution failed in the sandbox, so
+    /// there are no expected outputs to compare with (a broken task: not a reward, not
+    /// retryable).
+    #[error("the task's reference solution failed: {0}")]
+    Reference(String),
 }
 
 impl SandboxError {

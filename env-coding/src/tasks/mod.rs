@@ -21,11 +21,17 @@
 //! array, optionally gzip-compressed (detected by the magic bytes, whatever the file name). So are
 //! the stdin/stdout judged sets (issue 14, `contests.rs`): CodeContests (`description`,
 //! `public_tests`), APPS / TACO (`question`, `input_output`) and LiveCodeBench
-//! (`question_content`, `public_test_cases`).
+//! (`question_content`, `public_test_cases`); HumanEval+ / MBPP+ (`evalplus.rs`: `base_input`,
+//! `canonical_solution`, `entry_point`), scored by differential testing; and MultiPL-E
+//! (`multipl_e.rs`: `name`, `language`, `tests`, `stop_tokens`), tests appended in the language.
 
 mod contests;
+mod evalplus;
 mod foreign;
+mod multipl_e;
 mod native;
+
+pub use multipl_e::language as multipl_e_language;
 
 pub use contests::call_driver;
 
@@ -126,6 +132,10 @@ pub enum TaskFormat {
     CodeContests,
     Apps,
     LiveCodeBench,
+    /// HumanEval+ and MBPP+ (`evalplus.rs`).
+    EvalPlus,
+    /// MultiPL-E (`multipl_e.rs`).
+    MultiplE,
 }
 
 /// An ordered set of tasks with unique ids.
@@ -164,6 +174,22 @@ impl TaskSet {
             line,
             message,
         };
+        // Issue 14: EvalPlus files hold integers too large for a JSON value (f64): their records
+        // are read from their own text, and the format is told from the first record's keys.
+        if first_raw_keys(text).is_some_and(|keys| detect(&keys) == TaskFormat::EvalPlus) {
+            let tasks = raw_records(text)
+                .map_err(|(line, m)| err(line, m))?
+                .into_iter()
+                .map(|(line, raw)| {
+                    evalplus::evalplus(raw)
+                        .map(|t| (line, t))
+                        .map_err(|m| err(line, m))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            return Self::from_tasks(tasks, TaskFormat::EvalPlus, path.display().to_string())
+                .map_err(|(line, m)| err(line, m))?
+                .non_empty(path);
+        }
         let records = records(text).map_err(|(line, m)| err(line, m))?;
         let Some((_, first)) = records.first() else {
             return Err(TaskError::Empty {
@@ -192,6 +218,16 @@ impl TaskSet {
                 .into_iter()
                 .map(|(line, v)| {
                     foreign::mbpp(v)
+                        .map(|t| (line, t))
+                        .map_err(|m| err(line, m))
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+            // Read above, from the records' own text; `detect` agrees with `first_raw_keys`.
+            TaskFormat::EvalPlus => unreachable_evalplus(path)?,
+            TaskFormat::MultiplE => records
+                .into_iter()
+                .map(|(line, v)| {
+                    multipl_e::multipl_e(v)
                         .map(|t| (line, t))
                         .map_err(|m| err(line, m))
                 })
@@ -327,10 +363,56 @@ fn records(text: &str) -> Result<Vec<(usize, serde_json::Value)>, (usize, String
     Ok(out)
 }
 
+/// The first record's keys (values unparsed, so numbers of any size are fine), as a JSON object
+/// `detect` reads; `None` when it is not an object.
+fn first_raw_keys(text: &str) -> Option<serde_json::Value> {
+    let (_, first) = *raw_records(text).ok()?.first()?;
+    let keys: HashMap<String, &serde_json::value::RawValue> = serde_json::from_str(first).ok()?;
+    Some(serde_json::Value::Object(
+        keys.into_keys()
+            .map(|k| (k, serde_json::Value::Null))
+            .collect(),
+    ))
+}
+
+/// `detect` found EvalPlus where `first_raw_keys` did not (the first record parsed as a value but
+/// not as raw keys): cannot happen, reported as a parse error rather than a panic.
+fn unreachable_evalplus(path: &Path) -> Result<Vec<(usize, Task)>, TaskError> {
+    Err(TaskError::Parse {
+        path: path.to_path_buf(),
+        line: 1,
+        message: "EvalPlus records could not be read as text".into(),
+    })
+}
+
+/// The records' JSON texts with their line numbers (as [`records`] numbers them), unparsed.
+fn raw_records(text: &str) -> Result<Vec<(usize, &str)>, (usize, String)> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if text.trim_start().starts_with('[') {
+        let values: Vec<&serde_json::value::RawValue> = serde_json::from_str(text)
+            .map_err(|e| (e.line(), format!("invalid JSON array: {e}")))?;
+        return Ok(values
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| (i + 1, v.get()))
+            .collect());
+    }
+    Ok(text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim()))
+        .filter(|(_, l)| !l.is_empty() && !l.starts_with("//"))
+        .collect())
+}
+
 fn detect(first: &serde_json::Value) -> TaskFormat {
     let has = |k: &str| first.get(k).is_some();
     if has("schema_version") || has("reward") {
         TaskFormat::Native
+    } else if has("base_input") && has("canonical_solution") && has("entry_point") {
+        TaskFormat::EvalPlus
+    } else if has("stop_tokens") && has("tests") && has("language") && has("prompt") {
+        TaskFormat::MultiplE
     } else if has("entry_point") && has("test") {
         TaskFormat::HumanEval
     } else if has("test_list") {

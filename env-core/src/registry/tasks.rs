@@ -15,6 +15,9 @@ pub struct TaskInfo {
     pub completion_prefix: Option<String>,
     /// Free-form metadata of the task.
     pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// Issue 14: the language solutions are written in (`python`, `cpp`, ...), for envs whose
+    /// tasks have one; `None` otherwise.
+    pub language: Option<String>,
 }
 
 /// One page of a listing.

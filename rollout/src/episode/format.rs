@@ -130,20 +130,35 @@ pub fn observation_text(obs: &Value) -> String {
     }
 }
 
-/// OpenAI tool definitions: `run_python`, plus `write_file` and `read_file` in session mode.
-pub fn tool_definitions(session: bool) -> serde_json::Value {
+/// OpenAI tool definitions: `run_python` (issue 14: `run_code(code, language)` for an episode in
+/// another `language`), plus `write_file` and `read_file` in session mode.
+pub fn tool_definitions(session: bool, language: Option<&str>) -> serde_json::Value {
     let function =
         |name: &str, description: &str, properties: serde_json::Value, required: &[&str]| {
             json!({"type": "function", "function": {"name": name, "description": description,
             "parameters": {"type": "object", "properties": properties, "required": required}}})
         };
-    let mut tools = vec![function(
-        "run_python",
-        "Run a complete Python program in a sandbox; the task's checks run with it. Returns the \
-         status, exit code, stdout and stderr.",
-        json!({"code": {"type": "string", "description": "The complete Python program."}}),
-        &["code"],
-    )];
+    let run = match language {
+        None => function(
+            "run_python",
+            "Run a complete Python program in a sandbox; the task's checks run with it. Returns \
+             the status, exit code, stdout and stderr.",
+            json!({"code": {"type": "string", "description": "The complete Python program."}}),
+            &["code"],
+        ),
+        Some(l) => function(
+            "run_code",
+            &format!(
+                "Run a complete {l} program in a sandbox (compiled first if {l} is compiled); the \
+                 task's checks run with it. Returns the status, exit code, stdout and stderr."
+            ),
+            json!({"code": {"type": "string", "description": format!("The complete {l} program.")},
+                   "language": {"type": "string", "enum": [l],
+                                "description": "The program's language."}}),
+            &["code", "language"],
+        ),
+    };
+    let mut tools = vec![run];
     if session {
         tools.push(function(
             "write_file",

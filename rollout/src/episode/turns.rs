@@ -132,7 +132,8 @@ async fn tools_loop(ctx: &EpisodeContext, plan: &EpisodePlan, st: &mut EpisodeSt
         .get("mode")
         .and_then(serde_json::Value::as_str)
         == Some("session");
-    let tools = format::tool_definitions(session);
+    // Issue 14: an episode in another language gets `run_code` instead of `run_python`.
+    let tools = format::tool_definitions(session, st.language.as_deref());
     for _ in 0..ep.max_turns {
         let completion = match call_model(ctx, plan, st, Some(&tools)).await {
             Ok(c) => c,
@@ -143,7 +144,7 @@ async fn tools_loop(ctx: &EpisodeContext, plan: &EpisodePlan, st: &mut EpisodeSt
             return Ending::new(StopReason::NoCode);
         }
         for call in calls {
-            let (action, record) = match decode_tool_call(&call) {
+            let (action, record) = match decode_tool_call(&call, st.language.as_deref()) {
                 Ok(decoded) => decoded,
                 Err(why) => {
                     record_invalid_call(st, &call, &why);
@@ -176,8 +177,12 @@ fn run_code(code: &str, language: &str) -> Value {
     Value::Json(json!({"tool": "run_code", "code": code, "language": language}))
 }
 
-/// Turns a tool call into the env's action (`{"tool": name, ...arguments}`).
-fn decode_tool_call(call: &ToolCall) -> Result<(Value, ActionRecord), String> {
+/// Turns a tool call into the env's action (`{"tool": name, ...arguments}`). `run_code` without a
+/// `language` runs in the episode's (`language`, `None`: Python).
+fn decode_tool_call(
+    call: &ToolCall,
+    language: Option<&str>,
+) -> Result<(Value, ActionRecord), String> {
     let args: serde_json::Value = serde_json::from_str(&call.function.arguments)
         .map_err(|e| format!("the arguments are not valid JSON: {e}"))?;
     let field = |k: &str| {
@@ -189,6 +194,15 @@ fn decode_tool_call(call: &ToolCall) -> Result<(Value, ActionRecord), String> {
     let record = match call.function.name.as_str() {
         "run_python" => ActionRecord::RunPython {
             code: field("code")?,
+        },
+        // Issue 14.
+        "run_code" => ActionRecord::RunCode {
+            code: field("code")?,
+            language: match args.get("language") {
+                None | Some(serde_json::Value::Null) => language.unwrap_or("python").to_string(),
+                Some(serde_json::Value::String(l)) => l.clone(),
+                Some(_) => return Err("argument `language` must be a string".into()),
+            },
         },
         "write_file" => ActionRecord::WriteFile {
             path: field("path")?,
@@ -203,6 +217,9 @@ fn decode_tool_call(call: &ToolCall) -> Result<(Value, ActionRecord), String> {
     action.insert("tool".into(), json!(call.function.name));
     if let serde_json::Value::Object(map) = args {
         action.extend(map);
+    }
+    if let ActionRecord::RunCode { language, .. } = &record {
+        action.insert("language".into(), json!(language));
     }
     Ok((Value::Json(serde_json::Value::Object(action)), record))
 }
@@ -259,23 +276,58 @@ mod tests {
 
     #[test]
     fn tool_calls_become_env_actions() {
-        let (action, record) =
-            decode_tool_call(&call("write_file", r#"{"path":"a.py","content":"x=1"}"#)).unwrap();
+        let (action, record) = decode_tool_call(
+            &call("write_file", r#"{"path":"a.py","content":"x=1"}"#),
+            None,
+        )
+        .unwrap();
         assert_eq!(
             action,
             Value::Json(json!({"tool": "write_file", "path": "a.py", "content": "x=1"}))
         );
         assert!(matches!(record, ActionRecord::WriteFile { .. }));
-        assert!(decode_tool_call(&call("run_python", "{not json")).is_err());
-        assert!(decode_tool_call(&call("run_python", r#"{"source":"x"}"#)).is_err());
-        assert!(decode_tool_call(&call("rm_rf", r#"{}"#)).is_err());
+        assert!(decode_tool_call(&call("run_python", "{not json"), None).is_err());
+        assert!(decode_tool_call(&call("run_python", r#"{"source":"x"}"#), None).is_err());
+        assert!(decode_tool_call(&call("rm_rf", r#"{}"#), None).is_err());
     }
 
     #[test]
     fn a_code_block_is_sent_as_run_python() {
         // The same action a `run_python` tool call becomes, so the env runs exactly this code.
         let (from_tools, _) =
-            decode_tool_call(&call("run_python", r#"{"code":"print(1)\n"}"#)).unwrap();
+            decode_tool_call(&call("run_python", r#"{"code":"print(1)\n"}"#), None).unwrap();
         assert_eq!(run_python("print(1)\n"), from_tools);
+    }
+
+    #[test]
+    fn run_code_calls_are_the_code_block_action_in_the_episode_language() {
+        // Issue 14: one action for a C++ program, from a code block or from the tool.
+        let src = r#"{"code":"int main(){}"}"#;
+        let (action, record) = decode_tool_call(&call("run_code", src), Some("cpp")).unwrap();
+        assert_eq!(action, run_code("int main(){}", "cpp"));
+        assert_eq!(
+            record,
+            ActionRecord::RunCode {
+                code: "int main(){}".into(),
+                language: "cpp".into()
+            }
+        );
+        // An explicit language is kept; a bad one is an invalid call.
+        let explicit = r#"{"code":"x","language":"rust"}"#;
+        let (action, _) = decode_tool_call(&call("run_code", explicit), Some("cpp")).unwrap();
+        assert_eq!(action, run_code("x", "rust"));
+        let bad = r#"{"code":"x","language":3}"#;
+        assert!(decode_tool_call(&call("run_code", bad), Some("cpp")).is_err());
+        // The definitions offered follow the episode's language.
+        let tools = format::tool_definitions(false, Some("cpp"));
+        assert_eq!(tools[0]["function"]["name"], "run_code");
+        assert_eq!(
+            tools[0]["function"]["parameters"]["properties"]["language"]["enum"],
+            json!(["cpp"])
+        );
+        assert_eq!(
+            format::tool_definitions(true, None)[0]["function"]["name"],
+            "run_python"
+        );
     }
 }

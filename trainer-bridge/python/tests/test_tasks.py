@@ -21,6 +21,7 @@ def test_list_tasks_pages_through_the_task_set(client):
     system, user = task.messages
     assert system["role"] == "system" and "```python" in system["content"]
     assert user == {"role": "user", "content": task.prompt}
+    assert task.language == "python"
 
 
 def test_list_tasks_errors(client):
@@ -76,3 +77,22 @@ def test_load_tasks_from_a_local_file(tmp_path, monkeypatch, server_address):
     assert local[0]["prompt"][0] == served[0]["prompt"][0]
     with pytest.raises(ValueError):
         codegym.load_tasks()
+
+
+def test_tasks_carry_their_language(tmp_path, monkeypatch):
+    # Issue 14: a C++ task's entry names its language, and its opening asks for C++.
+    from codegym.tasks import _tasks_from_file
+
+    monkeypatch.setenv("CODEGYM_BIN", str(codegym_bin()))
+    path = tmp_path / "cpp.jsonl"
+    task = {
+        "schema_version": 1,
+        "id": "a-plus-b",
+        "prompt": "Read two integers, print their sum.",
+        "language": "cpp",
+        "reward": {"version": 1, "components": [{"type": "judge", "tests": [{"input": "1 2", "output": "3"}]}]},
+    }
+    path.write_text(json.dumps(task) + "\n")
+    (entry,) = _tasks_from_file(path)
+    assert entry.language == "cpp"
+    assert "```cpp" in entry.messages[0]["content"]

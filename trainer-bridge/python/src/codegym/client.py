@@ -67,6 +67,8 @@ class TaskEntry:
     messages: list[dict[str, str]]
     metadata: dict[str, Any]
     completion_prefix: str | None = None
+    # The language solutions are written in (SandboxFusion's names: python, cpp, nodejs, ...).
+    language: str = "python"
 
 
 def _task_entry(t: pb.TaskEntry) -> TaskEntry:
@@ -76,6 +78,7 @@ def _task_entry(t: pb.TaskEntry) -> TaskEntry:
         messages=json.loads(t.messages_json) if t.messages_json else [],
         metadata=parse_json_object(t.metadata_json),
         completion_prefix=t.completion_prefix if t.HasField("completion_prefix") else None,
+        language=t.language or "python",
     )
 
 

@@ -71,6 +71,7 @@ def _tasks_from_file(path: str | os.PathLike[str]) -> list[TaskEntry]:
                     messages=row["messages"],
                     metadata=row.get("metadata") or {},
                     completion_prefix=row.get("completion_prefix"),
+                    language=row.get("language") or "python",
                 )
             )
     return out

@@ -153,9 +153,13 @@ impl ForkServer {
             "proc_access": isolation::proc_access(),
             "sys_landlock_add_rule": libc::SYS_landlock_add_rule,
             "sys_landlock_restrict_self": libc::SYS_landlock_restrict_self,
-            // Issue 17: the unit-test harness is every test run's `main.py`; compiling it cost
-            // ~1.4 ms per run. It is trusted, constant, and holds no tests.
-            "precompiled": [crate::reward::harness::HARNESS_SOURCE],
+            // Issue 17: the unit-test harness and the differential runner are the `main.py` of
+            // every test run; compiling the harness cost ~1.4 ms per run. Both are trusted,
+            // constant, and hold no tests (those arrive on each run's stdin).
+            "precompiled": [
+                crate::reward::harness::HARNESS_SOURCE,
+                crate::differential::RUNNER_SOURCE,
+            ],
         });
         let server = ForkServer {
             sock: ours,

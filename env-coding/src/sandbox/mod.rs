@@ -124,7 +124,7 @@ impl Sandbox {
         }
         tracing::info!(level = %report.level, python = %python.exe.display(), "sandbox ready");
         let max = if config.max_concurrent == 0 {
-            2 * std::thread::available_parallelism().map_or(1, |n| n.get())
+            4 * std::thread::available_parallelism().map_or(1, |n| n.get())
         } else {
             config.max_concurrent
         };

@@ -363,6 +363,11 @@ def _prewarm():
     cache and interned names are then filled). A child that finds them ready writes fewer pages:
     every page it writes is a copy-on-write fault of ~4 us. Runs only trusted, constant code."""
     import ast, atexit  # noqa: F401
+    # What the test harnesses import (`copy`: the differential runner) and what programs import
+    # most (HumanEval's prompts all start with `from typing import ...`): a module imported here
+    # costs a child nothing, one imported there costs it the module's whole start-up. Standard
+    # library only; the server never imports anything of a task's.
+    import bisect, copy, heapq, itertools, math, string, typing  # noqa: F401
     for name in ("unshare", "mount", "setns", "syscall", "prctl"):
         getattr(_libc, name)
     spec = {"vars": {"v": [1]}, "max_repr": 64, "max_return_bytes": 64, "max_variables": 4,

@@ -3,40 +3,24 @@
 //! published compressed private tests). Each fixture's task is scored with a right and a wrong
 //! program through the real sandbox.
 
+mod support;
+
 use std::io::Write;
-use std::sync::OnceLock;
 
 use base64::Engine;
 use env_coding::lang::Language;
-use env_coding::reward::run::{EvalOptions, Program, score_program};
-use env_coding::sandbox::{Sandbox, SandboxConfig};
+use env_coding::reward::run::Program;
 use env_coding::tasks::{Task, TaskFormat, TaskSet};
 use serde_json::json;
 
-fn sandbox() -> &'static Sandbox {
-    static SB: OnceLock<Sandbox> = OnceLock::new();
-    SB.get_or_init(|| Sandbox::new(SandboxConfig::default()).expect("sandbox"))
-}
-
 fn load(lines: &[serde_json::Value]) -> TaskSet {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("set.jsonl");
-    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    std::fs::write(&path, text).expect("write");
-    TaskSet::load(&path).unwrap_or_else(|e| panic!("load: {e}"))
+    let lines: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    support::load("set.jsonl", &lines)
 }
 
 async fn reward(task: &Task, language: Language, source: &str) -> (f64, serde_json::Value) {
     let program = Program::new(source).in_language(language);
-    let out = score_program(
-        sandbox(),
-        &task.reward,
-        &program,
-        None,
-        EvalOptions::default(),
-    )
-    .await
-    .expect("scored");
+    let out = support::scored(task, &program).await.expect("scored");
     (out.reward, out.breakdown())
 }
 

@@ -3,30 +3,18 @@
 //! (exact, `atol` for floats, special oracles), base and plus inputs reported apart, hostile
 //! candidates failing, a failing reference an error and never a reward.
 
-use std::sync::OnceLock;
+mod support;
 
 use env_coding::differential::{DiffSpec, TestSet, reference_runs};
 use env_coding::reward::Component;
-use env_coding::reward::run::{EvalOptions, Program, score_program};
-use env_coding::sandbox::{Sandbox, SandboxConfig, SandboxError};
+use env_coding::reward::run::Program;
+use env_coding::sandbox::SandboxError;
 use env_coding::tasks::{Task, TaskFormat, TaskSet};
 use serde_json::{Value, json};
 
-fn sandbox() -> &'static Sandbox {
-    static SB: OnceLock<Sandbox> = OnceLock::new();
-    SB.get_or_init(|| Sandbox::new(SandboxConfig::default()).expect("sandbox"))
-}
-
-fn write(name: &str, text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join(name);
-    std::fs::write(&path, text).expect("write");
-    (dir, path)
-}
-
 fn load(lines: &[&str]) -> TaskSet {
-    let (_dir, path) = write("set.jsonl", &lines.join("\n"));
-    TaskSet::load(&path).unwrap_or_else(|e| panic!("load: {e}"))
+    let lines: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    support::load("set.jsonl", &lines)
 }
 
 /// HumanEval+-style records. The integer inputs of `add`'s plus set exceed 64 bits: they are
@@ -39,14 +27,7 @@ const SIMILAR: &str = r#"{"task_id": "Mbpp/2", "prompt": "\"\"\"\nWrite a functi
 
 async fn score(task: &Task, completion: &str) -> Result<(f64, Value), SandboxError> {
     let program = Program::new(task.program_from_completion(completion));
-    let out = score_program(
-        sandbox(),
-        &task.reward,
-        &program,
-        None,
-        EvalOptions::default(),
-    )
-    .await?;
+    let out = support::scored(task, &program).await?;
     Ok((
         out.reward,
         out.breakdown()["components"][0]["detail"].clone(),
@@ -70,15 +51,7 @@ async fn humaneval_plus_loads_and_the_canonical_solution_passes_base_and_plus() 
     assert_eq!(diff(add).tests, TestSet::Plus);
     for task in set.iter() {
         let program = Program::new(task.reference_solution.clone().expect("reference"));
-        let out = score_program(
-            sandbox(),
-            &task.reward,
-            &program,
-            None,
-            EvalOptions::default(),
-        )
-        .await
-        .expect("scored");
+        let out = support::scored(task, &program).await.expect("scored");
         let d = &out.breakdown()["components"][0]["detail"];
         assert_eq!(out.reward, 1.0, "{}: {d}", task.id);
         assert_eq!(d["tests"], "plus");
@@ -240,7 +213,7 @@ fn malformed_records_name_file_and_line() {
         (format!("{ADD}\n{{oops"), "invalid EvalPlus record"),
     ];
     for (text, want) in cases {
-        let (_dir, path) = write("bad.jsonl", &format!("{ADD}\n{text}"));
+        let (_dir, path) = support::write("bad.jsonl", &format!("{ADD}\n{text}"));
         let e = TaskSet::load(&path).expect_err(want).to_string();
         assert!(
             e.contains("bad.jsonl:2") || e.contains("bad.jsonl:3"),

@@ -3,25 +3,16 @@
 //! (Perl: and no `ERROR` printed), so a canonical-ish completion is solved and a wrong one failed.
 //! Languages codegym cannot run are load-time errors naming file, line and language.
 
-use std::sync::OnceLock;
+mod support;
 
 use env_coding::lang::Language;
 use env_coding::reward::run::{EvalOptions, Program, score_program};
-use env_coding::sandbox::{Sandbox, SandboxConfig};
 use env_coding::tasks::{Task, TaskFormat, TaskSet};
 use serde_json::{Value, json};
 
-fn sandbox() -> &'static Sandbox {
-    static SB: OnceLock<Sandbox> = OnceLock::new();
-    SB.get_or_init(|| Sandbox::new(SandboxConfig::default()).expect("sandbox"))
-}
-
 fn write(lines: &[Value]) -> (tempfile::TempDir, std::path::PathBuf) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("multipl_e.jsonl");
     let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    std::fs::write(&path, text).expect("write");
-    (dir, path)
+    support::write("multipl_e.jsonl", &text)
 }
 
 fn record(name: &str, language: &str, prompt: &str, tests: &str) -> Value {
@@ -61,15 +52,7 @@ fn fixtures() -> Vec<Value> {
 
 async fn score(task: &Task, completion: &str) -> (f64, Value) {
     let program = Program::new(task.program_from_completion(completion)).in_language(task.language);
-    let out = score_program(
-        sandbox(),
-        &task.reward,
-        &program,
-        None,
-        EvalOptions::default(),
-    )
-    .await
-    .expect("scored");
+    let out = support::scored(task, &program).await.expect("scored");
     (
         out.reward,
         out.breakdown()["components"][0]["detail"].clone(),
@@ -161,11 +144,11 @@ async fn a_completion_that_loops_is_a_timeout() {
         limits: Some(env_coding::sandbox::Limits {
             cpu_ms: 1_000,
             wall_ms: 3_000,
-            ..*sandbox().limits()
+            ..*support::sandbox().limits()
         }),
         ..EvalOptions::default()
     };
-    let out = score_program(sandbox(), &task.reward, &program, None, opts)
+    let out = score_program(support::sandbox(), &task.reward, &program, None, opts)
         .await
         .expect("scored");
     let d = &out.breakdown()["components"][0]["detail"];
@@ -222,15 +205,7 @@ async fn whole_programs_pass_too() {
     for (id, program) in cases {
         let task = set.get(id).expect("task");
         let program = Program::new(program).in_language(task.language);
-        let out = score_program(
-            sandbox(),
-            &task.reward,
-            &program,
-            None,
-            EvalOptions::default(),
-        )
-        .await
-        .expect("scored");
+        let out = support::scored(task, &program).await.expect("scored");
         assert_eq!(out.reward, 1.0, "{id}: {}", out.breakdown());
     }
 }

@@ -1,0 +1,44 @@
+//! Shared by the task-loader tests (`contests.rs`, `evalplus.rs`, `multipl_e.rs`): one sandbox per
+//! test binary, a task file in a temp dir, and scoring a program with a task's own reward.
+
+// Each test binary compiles this module and uses a subset of it.
+#![allow(dead_code)]
+
+use std::sync::OnceLock;
+
+use env_coding::reward::RewardOutcome;
+use env_coding::reward::run::{EvalOptions, Program, score_program};
+use env_coding::sandbox::{Sandbox, SandboxConfig, SandboxError};
+use env_coding::tasks::{Task, TaskSet};
+
+/// The binary's sandbox, started on first use.
+pub fn sandbox() -> &'static Sandbox {
+    static SB: OnceLock<Sandbox> = OnceLock::new();
+    SB.get_or_init(|| Sandbox::new(SandboxConfig::default()).expect("sandbox"))
+}
+
+/// `text` as the file `name` in a fresh temp dir (kept while the returned guard lives).
+pub fn write(name: &str, text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).expect("write");
+    (dir, path)
+}
+
+/// A task set from JSONL `lines`, through the same loader as a file on disk.
+pub fn load(name: &str, lines: &[String]) -> TaskSet {
+    let (_dir, path) = write(name, &lines.join("\n"));
+    TaskSet::load(&path).unwrap_or_else(|e| panic!("load: {e}"))
+}
+
+/// `program` scored by `task`'s reward with default options.
+pub async fn scored(task: &Task, program: &Program) -> Result<RewardOutcome, SandboxError> {
+    score_program(
+        sandbox(),
+        &task.reward,
+        program,
+        None,
+        EvalOptions::default(),
+    )
+    .await
+}

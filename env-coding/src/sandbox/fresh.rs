@@ -60,7 +60,7 @@ pub(crate) async fn start_script(
     }
     // Issue 12: with a report, the runner of `report.py` runs the script, its channel on fd 3.
     if let Some((spec, tools)) = report {
-        let (channel, theirs) = report::Channel::pair(spec, tools.cloned())
+        let (channel, theirs) = report::Channel::pair(Some(spec), tools.cloned())
             .map_err(SandboxError::setup("report channel"))?;
         tail.push(c"-c".to_owned());
         tail.push(CString::new(format!("{REPORT_PY}{REPORT_BOOTSTRAP}")).unwrap_or_default());

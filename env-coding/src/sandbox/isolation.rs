@@ -127,38 +127,57 @@ pub(crate) fn proc_access() -> u64 {
     (AccessFs::Execute | AccessFs::ReadFile | AccessFs::ReadDir).bits()
 }
 
-/// A Landlock ruleset: read the system and the Python install, write only `workdir`, no TCP,
-/// no signals or abstract sockets outside the sandbox. Returns the ruleset fd.
+/// The read-only part of every run's Landlock rules (system dirs, the interpreter's trees, the
+/// writable device files), opened once per sandbox: each run then opens only its work dir, instead
+/// of opening and checking ~15 paths (~60 syscalls) on its critical path (issue 17). An `O_PATH`
+/// descriptor pins the directory it was opened on; these dirs are not replaced under a server.
+pub(crate) struct LandlockBase {
+    rules: Vec<(PathFd, landlock::BitFlags<AccessFs>)>,
+}
+
+impl LandlockBase {
+    pub(crate) fn new(python_trees: &[PathBuf]) -> LandlockBase {
+        let read = AccessFs::from_read(LANDLOCK_ABI);
+        let mut rules = Vec::new();
+        let mut add = |path: &Path, access: landlock::BitFlags<AccessFs>| {
+            // A missing system dir (e.g. /lib32) is fine.
+            if let Ok(fd) = PathFd::new(path) {
+                let access = if path.is_dir() {
+                    access
+                } else {
+                    access & AccessFs::from_file(LANDLOCK_ABI)
+                };
+                rules.push((fd, access));
+            }
+        };
+        for p in SYSTEM_READ {
+            add(Path::new(p), read);
+        }
+        for p in python_trees {
+            add(p, read);
+        }
+        for p in DEV_WRITE {
+            add(Path::new(p), read | AccessFs::WriteFile);
+        }
+        LandlockBase { rules }
+    }
+}
+
+/// A run's Landlock ruleset: read the system and the Python install (`base`), write only
+/// `workdir`, no TCP, no signals or abstract sockets outside the sandbox. Returns the ruleset fd.
 pub(crate) fn landlock_ruleset(
     workdir: &Path,
-    python_trees: &[PathBuf],
+    base: &LandlockBase,
 ) -> Result<Option<OwnedFd>, String> {
     let abi = LANDLOCK_ABI;
-    let read = AccessFs::from_read(abi);
     let all = AccessFs::from_all(abi);
     let err = |e: landlock::RulesetError| e.to_string();
-    let mut rules: Vec<PathBeneath<PathFd>> = Vec::new();
-    let mut add = |path: &Path, access: landlock::BitFlags<AccessFs>| {
-        // A missing system dir (e.g. /lib32) is fine.
-        if let Ok(fd) = PathFd::new(path) {
-            let access = if path.is_dir() {
-                access
-            } else {
-                access & AccessFs::from_file(abi)
-            };
-            rules.push(PathBeneath::new(fd, access));
-        }
-    };
-    for p in SYSTEM_READ {
-        add(Path::new(p), read);
-    }
-    for p in python_trees {
-        add(p, read);
-    }
-    for p in DEV_WRITE {
-        add(Path::new(p), read | AccessFs::WriteFile);
-    }
-    add(workdir, all);
+    let own = PathFd::new(workdir).map_err(|e| e.to_string())?;
+    let rules = base
+        .rules
+        .iter()
+        .map(|(fd, access)| PathBeneath::new(fd, *access))
+        .chain(std::iter::once(PathBeneath::new(&own, all)));
     let ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(all)
@@ -169,7 +188,7 @@ pub(crate) fn landlock_ruleset(
         .map_err(err)?
         .create()
         .map_err(err)?
-        .add_rules(rules.into_iter().map(Ok::<_, landlock::RulesetError>))
+        .add_rules(rules.map(Ok::<_, landlock::RulesetError>))
         .map_err(err)?;
     Ok(ruleset.into())
 }

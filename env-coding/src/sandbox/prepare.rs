@@ -32,6 +32,8 @@ pub(crate) struct Inner {
     pub permits: tokio::sync::Semaphore,
     pub max_concurrent: usize,
     counter: AtomicU64,
+    /// The system part of every run's Landlock rules, opened at the first run.
+    landlock_base: std::sync::OnceLock<isolation::LandlockBase>,
 }
 
 impl Inner {
@@ -52,6 +54,7 @@ impl Inner {
             permits: tokio::sync::Semaphore::new(max_concurrent),
             max_concurrent,
             counter: AtomicU64::new(0),
+            landlock_base: std::sync::OnceLock::new(),
         }
     }
 
@@ -274,11 +277,14 @@ pub(crate) fn landlock_ruleset(
     if !inner.layers.landlock {
         return Ok(None);
     }
-    let mut trees = inner.python.prefixes.clone();
-    if let Some(bin) = inner.python.exe.parent() {
-        trees.push(bin.to_path_buf());
-    }
-    isolation::landlock_ruleset(workdir, &trees).map_err(|e| SandboxError::Setup {
+    let base = inner.landlock_base.get_or_init(|| {
+        let mut trees = inner.python.prefixes.clone();
+        if let Some(bin) = inner.python.exe.parent() {
+            trees.push(bin.to_path_buf());
+        }
+        isolation::LandlockBase::new(&trees)
+    });
+    isolation::landlock_ruleset(workdir, base).map_err(|e| SandboxError::Setup {
         stage: "landlock",
         source: std::io::Error::other(e),
     })

@@ -159,7 +159,8 @@ pub(crate) fn last_report(mut bytes: &[u8]) -> Option<Report> {
 /// host tools (issue 12).
 pub(crate) struct Channel {
     pub sock: std::os::unix::net::UnixStream,
-    /// Sent first (empty: nothing, a session's tool channel).
+    /// What of the spec is still to send first (empty: all of it already is, or a session's tool
+    /// channel, which has none).
     pub spec: Vec<u8>,
     pub tools: Option<ToolHost>,
     /// Tool calls counted against the cap (a session resets it per cell).
@@ -168,19 +169,38 @@ pub(crate) struct Channel {
 
 impl Channel {
     /// A socket pair for one run: the host's channel and the descriptor the child inherits.
+    /// `spec`: the run's, sent first (`None`: a session's tool channel, whose cells carry their
+    /// specs elsewhere).
     pub fn pair(
-        spec: &ReportSpec,
+        spec: Option<&ReportSpec>,
         tools: Option<ToolHost>,
     ) -> std::io::Result<(Channel, std::os::fd::OwnedFd)> {
         let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
-        let mut json = spec.to_json_value();
-        if let Some(t) = &tools {
-            json["tools"] = serde_json::json!(t.names);
+        let mut spec = match spec {
+            Some(spec) => {
+                let mut json = spec.to_json_value();
+                if let Some(t) = &tools {
+                    json["tools"] = serde_json::json!(t.names);
+                }
+                frame(json.to_string().as_bytes())
+            }
+            None => Vec::new(),
+        };
+        // Issue 17: the spec goes into the socket's buffer now, before the run starts, so that
+        // the child does not wait for the host to start serving the channel (a round trip on the
+        // run's critical path). Never blocks: what does not fit is sent by `serve`.
+        ours.set_nonblocking(true)?;
+        match std::io::Write::write(&mut &ours, &spec) {
+            Ok(n) => {
+                spec.drain(..n);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
         }
         Ok((
             Channel {
                 sock: ours,
-                spec: frame(json.to_string().as_bytes()),
+                spec,
                 tools,
                 calls_made: Default::default(),
             },

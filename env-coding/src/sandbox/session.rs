@@ -94,14 +94,12 @@ impl PySession {
         // Issue 12: host tools get a channel of their own (fd 5), never the cell pipes, so a
         // thread still calling a tool after its cell cannot read the next cell's request.
         let channel = tools
-            .map(|t| report::Channel::pair(&ReportSpec::default(), Some(t)))
+            // Cells carry their specs on fd 3: the tool channel sends none.
+            .map(|t| report::Channel::pair(None, Some(t)))
             .transpose()
             .map_err(SandboxError::setup("tool channel"))?;
         let (channel, tool_fd) = match channel {
-            Some((mut c, fd)) => {
-                c.spec = Vec::new(); // cells carry their specs on fd 3
-                (Some(c), Some(fd))
-            }
+            Some((c, fd)) => (Some(c), Some(fd)),
             None => (None, None),
         };
         let (run, (req, rep)) =

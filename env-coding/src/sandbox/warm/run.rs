@@ -100,7 +100,7 @@ pub(crate) async fn start(
     let ruleset = prepare::landlock_ruleset(inner, workdir)?;
     // Issue 12: the run's private report channel, when asked for (see `report.rs`).
     let channel = report
-        .map(|(spec, tools)| report::Channel::pair(spec, tools.cloned()))
+        .map(|(spec, tools)| report::Channel::pair(Some(spec), tools.cloned()))
         .transpose()
         .map_err(SandboxError::setup("report channel"))?;
     // JSON has no u64::MAX: "unlimited" is Python's RLIM_INFINITY (-1).

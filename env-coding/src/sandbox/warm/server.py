@@ -113,9 +113,9 @@ def _run_main(workdir, argv, python_path, report_fd):
         environ[key] = value
     if python_path:  # a task's package site dir (issue 13); this server never imports from it
         sys.path.insert(1, python_path)
-    # The finders cached by the server are for the interpreter's own dirs only (its `sys.path`
-    # has no relative entry; `_prewarm` checks): they stay valid (a finder re-lists a directory
-    # whose mtime changed), and clearing them here cost ~0.14 ms of page faults per run.
+    # The finders cached by the server are for the interpreter's own dirs only (`_prewarm` drops
+    # any relative entry's): they stay valid (a finder re-lists a directory whose mtime changed),
+    # and clearing them here cost ~0.14 ms of page faults per run.
     if "random" in sys.modules:
         sys.modules["random"].seed()
     spec, report = None, {}

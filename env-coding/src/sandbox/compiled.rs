@@ -114,20 +114,7 @@ pub(crate) async fn run(
     let with_stdin = req.stdin.is_some();
     // Data tasks (issue 13) in any language: read-only inputs, `--name value` arguments (after
     // `args`), the outputs dir and its typed outputs.
-    let mut read_only = Vec::with_capacity(req.data.files.len());
-    for (name, data) in &req.data.files {
-        let p = workdir::validate_rel(name)?;
-        if files
-            .iter()
-            .any(|(f, _)| f.starts_with(&p) || p.starts_with(f))
-            || p.starts_with("outputs")
-        {
-            return Err(SandboxError::InvalidPath(format!(
-                "{name} (an input file clashes with a program file or outputs/)"
-            )));
-        }
-        read_only.push((p, &data[..]));
-    }
+    let read_only = workdir::inputs(&req.data.files, &files)?;
     let mut command = command;
     command.argv.extend(cstrings(req.data.argv())?);
     let layout = RunLayout {

@@ -197,20 +197,7 @@ impl Sandbox {
         }
         files.push((PathBuf::from("main.py"), req.source.as_bytes()));
         // Data tasks (issue 13): read-only inputs beside the program's files, never over them.
-        let mut read_only = Vec::with_capacity(req.data.files.len());
-        for (name, data) in &req.data.files {
-            let p = workdir::validate_rel(name)?;
-            if files
-                .iter()
-                .any(|(f, _)| f.starts_with(&p) || p.starts_with(f))
-                || p.starts_with("outputs")
-            {
-                return Err(SandboxError::InvalidPath(format!(
-                    "{name} (an input file clashes with a program file or outputs/)"
-                )));
-            }
-            read_only.push((p, &data[..]));
-        }
+        let read_only = workdir::inputs(&req.data.files, &files)?;
         let layout = RunLayout {
             files,
             read_only,

@@ -31,6 +31,29 @@ fn wd_err(path: &Path) -> impl FnOnce(std::io::Error) -> SandboxError + '_ {
 }
 
 /// Creates `dir` (mode 0700) with `files` in it, all owned by `owner` when given.
+/// A data task's read-only input files (issue 13), validated: relative, beneath the work dir, and
+/// beside the program's `files` and the `outputs/` dir, never over or under them.
+pub(crate) fn inputs<'a>(
+    data_files: &'a std::collections::BTreeMap<String, std::sync::Arc<[u8]>>,
+    files: &[(PathBuf, &[u8])],
+) -> Result<Vec<(PathBuf, &'a [u8])>, SandboxError> {
+    let mut read_only = Vec::with_capacity(data_files.len());
+    for (name, data) in data_files {
+        let p = validate_rel(name)?;
+        if files
+            .iter()
+            .any(|(f, _)| f.starts_with(&p) || p.starts_with(f))
+            || p.starts_with("outputs")
+        {
+            return Err(SandboxError::InvalidPath(format!(
+                "{name} (an input file clashes with a program file or outputs/)"
+            )));
+        }
+        read_only.push((p, &data[..]));
+    }
+    Ok(read_only)
+}
+
 pub(crate) fn create(
     dir: &Path,
     files: &[(PathBuf, &[u8])],

@@ -103,26 +103,23 @@ pub(crate) async fn start(
         .map(|(spec, tools)| report::Channel::pair(Some(spec), tools.cloned()))
         .transpose()
         .map_err(SandboxError::setup("report channel"))?;
-    // JSON has no u64::MAX: "unlimited" is Python's RLIM_INFINITY (-1).
-    let rlimits: Vec<(u32, i64, i64)> = prepare::rlimits(limits, false)
-        .into_iter()
-        .map(|(r, soft, hard)| {
-            let v = |x: u64| i64::try_from(x).unwrap_or(-1);
-            (r, v(soft), v(hard))
-        })
-        .collect();
+    let dir = workdir
+        .to_str()
+        .ok_or_else(|| SandboxError::InvalidPath(workdir.display().to_string()))?;
+    let setup = RunSetup {
+        ids,
+        rlimits: prepare::rlimits(limits, false),
+        report: channel.is_some(),
+        dir,
+    };
+    // What the child's Python reads once it is sandboxed (the rest is `setup`'s).
     let request = serde_json::json!({
-        "op": "run",
-        "id": id,
-        "dir": workdir.to_str().ok_or_else(|| SandboxError::InvalidPath(workdir.display().to_string()))?,
-        "uid": ids.map(|(u, _)| u),
-        "gid": ids.map(|(_, g)| g),
-        "rlimits": rlimits,
+        "dir": dir,
         // Data tasks (issue 13): `sys.argv[1:]`.
         "argv": layout.args,
         "python_path": layout.python_path.as_ref().map(|p| p.display().to_string()),
-        "report": channel.is_some(),
     });
+    let body = setup.encode(request.to_string().as_bytes())?;
     let mut fds = vec![
         in_r.as_raw_fd(),
         out_w.as_raw_fd(),
@@ -139,7 +136,7 @@ pub(crate) async fn start(
     if let Some(r) = &ruleset {
         fds.push(r.as_raw_fd());
     }
-    let rx = server.fork(id, &request, &fds)?;
+    let rx = server.fork(id, &body, &fds)?;
     let mut run = WarmRun {
         id,
         server,
@@ -185,4 +182,42 @@ async fn read_to_end(fd: OwnedFd) -> Vec<u8> {
         let _ = rx.read_to_end(&mut buf).await;
     }
     buf
+}
+
+/// A run's setup as `fork_loop.c` reads it (`struct run_setup`, then the work dir's bytes, then
+/// JSON for the child's Python): the native child sets itself up from these fields alone.
+struct RunSetup<'a> {
+    ids: Option<(u32, u32)>,
+    rlimits: Vec<(libc::__rlimit_resource_t, u64, u64)>,
+    report: bool,
+    dir: &'a str,
+}
+
+impl RunSetup<'_> {
+    /// `MAX_RLIMITS` of fork_loop.c.
+    const MAX_RLIMITS: usize = 16;
+
+    fn encode(&self, json: &[u8]) -> Result<Vec<u8>, SandboxError> {
+        if self.rlimits.len() > Self::MAX_RLIMITS || self.dir.is_empty() || self.dir.len() >= 4096 {
+            return Err(SandboxError::InvalidPath(self.dir.to_owned()));
+        }
+        let mut out = Vec::with_capacity(424 + self.dir.len() + json.len());
+        let (uid, gid) = self
+            .ids
+            .map_or((-1, -1), |(u, g)| (i64::from(u), i64::from(g)));
+        out.extend_from_slice(&uid.to_ne_bytes());
+        out.extend_from_slice(&gid.to_ne_bytes());
+        out.extend_from_slice(&u64::from(self.report).to_ne_bytes());
+        out.extend_from_slice(&(self.rlimits.len() as u64).to_ne_bytes());
+        for i in 0..Self::MAX_RLIMITS {
+            let (resource, soft, hard) = self.rlimits.get(i).copied().unwrap_or_default();
+            for v in [u64::from(resource), soft, hard] {
+                out.extend_from_slice(&v.to_ne_bytes());
+            }
+        }
+        out.extend_from_slice(&(self.dir.len() as u64).to_ne_bytes());
+        out.extend_from_slice(self.dir.as_bytes());
+        out.extend_from_slice(json);
+        Ok(out)
+    }
 }

@@ -36,6 +36,9 @@ use crate::sandbox::supervise::Exit;
 
 /// The server, after the run reporter it calls for runs with a report channel (issue 12).
 const SERVER: &str = concat!(include_str!("../report.py"), include_str!("server.py"));
+/// The server's request loop (`fork_loop.c`, built by `build.rs`; issue 17), handed to each
+/// server as a sealed memfd on fd 4 that it loads with `ctypes`.
+const FORK_LOOP: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fork_loop.so"));
 
 /// Namespaces each run's main process unshares (those the machine offers), besides the PID
 /// namespace it is forked into. The network namespace is added only where Landlock cannot scope
@@ -136,7 +139,7 @@ impl ForkServer {
             stdin: null()?,
             stdout: null()?,
             stderr: err_w,
-            extra_fds: vec![(theirs, 3)],
+            extra_fds: vec![(theirs, 3), (fork_loop()?, 4)],
             cgroup_procs: guard
                 .cgroup
                 .as_ref()
@@ -184,7 +187,7 @@ impl ForkServer {
     pub fn fork(
         &self,
         id: u64,
-        request: &serde_json::Value,
+        body: &[u8],
         fds: &[RawFd],
     ) -> Result<oneshot::Receiver<Result<Exit, String>>, SandboxError> {
         let (tx, rx) = oneshot::channel();
@@ -192,7 +195,10 @@ impl ForkServer {
             .lock()
             .map_err(|_| SandboxError::Closed)?
             .insert(id, tx);
-        if let Err(e) = self.send(request.to_string().as_bytes(), fds) {
+        // The header line is what the server's native loop reads; the body is the child's.
+        let mut msg = format!("run {id}\n").into_bytes();
+        msg.extend_from_slice(body);
+        if let Err(e) = self.send(&msg, fds) {
             if let Ok(mut p) = self.pending.lock() {
                 p.remove(&id);
             }
@@ -208,8 +214,7 @@ impl ForkServer {
 
     /// Kills run `id`'s whole tree (its reply follows as usual). Unknown ids are ignored.
     pub fn kill(&self, id: u64) {
-        let msg = serde_json::json!({"op": "kill", "id": id}).to_string();
-        if let Err(e) = self.send(msg.as_bytes(), &[]) {
+        if let Err(e) = self.send(format!("kill {id}").as_bytes(), &[]) {
             tracing::warn!(error = %e, id, "cannot ask the fork server to kill a run");
         }
     }
@@ -287,6 +292,28 @@ fn dispatch(pending: &Pending, msg: &[u8]) {
     if let Some(tx) = tx {
         let _ = tx.send(result);
     }
+}
+
+/// [`FORK_LOOP`] in a sealed memfd: the server maps it from there, and nothing can change it.
+fn fork_loop() -> Result<OwnedFd, SandboxError> {
+    use nix::fcntl::{FcntlArg, SealFlag, fcntl};
+    use nix::sys::memfd::{MFdFlags, memfd_create};
+    let fd = memfd_create(
+        c"codegym-fork-loop",
+        MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING,
+    )
+    .map_err(|e| SandboxError::setup("fork loop memfd")(e.into()))?;
+    let mut file = std::fs::File::from(fd);
+    std::io::Write::write_all(&mut file, FORK_LOOP)
+        .map_err(SandboxError::setup("fork loop memfd"))?;
+    let fd = OwnedFd::from(file);
+    let seals = SealFlag::F_SEAL_SEAL
+        | SealFlag::F_SEAL_SHRINK
+        | SealFlag::F_SEAL_GROW
+        | SealFlag::F_SEAL_WRITE;
+    fcntl(&fd, FcntlArg::F_ADD_SEALS(seals))
+        .map_err(|e| SandboxError::setup("fork loop memfd")(e.into()))?;
+    Ok(fd)
 }
 
 /// The compiled filter in the kernel's `sock_filter` layout, hex-encoded.

@@ -267,6 +267,29 @@ async fn injected_vars_are_globals() {
     }
 }
 
+/// The warm backend sends a small spec inside the run's request and a large one (vars of up to
+/// 1 MiB) on the report channel (issue 17): both arrive whole, on both backends.
+#[tokio::test]
+async fn injected_vars_of_any_allowed_size_arrive_whole() {
+    for backend in BACKENDS {
+        for size in [10, 15_000, 17_000, 300_000, 1_000_000] {
+            let big = "x".repeat(size);
+            let r = script(
+                backend,
+                "(len(big), big[:3], tail)",
+                spec(json!({"big": big, "tail": "end"}), false),
+            )
+            .await;
+            assert_eq!(
+                json_value(&r),
+                Some(&json!([size, "xxx", "end"])),
+                "{backend:?} {size}: {}",
+                r.stderr
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn session_cells_report_and_keep_variables() {
     let rs = cells(&[

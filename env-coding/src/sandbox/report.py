@@ -22,6 +22,8 @@ class _codegym_report:
 
     @classmethod
     def frame(cls, obj):
+        if not obj:  # the common report (no value, no error): no JSON encoder touched per run
+            return b"\x02\x00\x00\x00{}"
         data = __import__("json").dumps(obj).encode()
         return len(data).to_bytes(4, "little") + data
 
@@ -156,7 +158,7 @@ class _codegym_report:
         ast = __import__("ast")
         g.update(spec.get("vars") or {})
         try:
-            tree = ast.parse(source, filename)
+            tree = compile(source, filename, "exec", ast.PyCF_ONLY_AST)  # `ast.parse`, minus a frame
             last = None
             if tree.body and isinstance(tree.body[-1], ast.Expr):
                 last = ast.Expression(tree.body.pop().value)

@@ -155,6 +155,15 @@ pub(crate) fn last_report(mut bytes: &[u8]) -> Option<Report> {
     last
 }
 
+/// The spec as the runner reads it: [`ReportSpec`]'s fields and the names of the run's host tools.
+pub(crate) fn spec_json(spec: &ReportSpec, tools: Option<&ToolHost>) -> serde_json::Value {
+    let mut json = spec.to_json_value();
+    if let Some(t) = tools {
+        json["tools"] = serde_json::json!(t.names);
+    }
+    json
+}
+
 /// The host's end of a script run's report socket, with the spec still to send and the run's
 /// host tools (issue 12).
 pub(crate) struct Channel {
@@ -177,13 +186,7 @@ impl Channel {
     ) -> std::io::Result<(Channel, std::os::fd::OwnedFd)> {
         let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
         let mut spec = match spec {
-            Some(spec) => {
-                let mut json = spec.to_json_value();
-                if let Some(t) = &tools {
-                    json["tools"] = serde_json::json!(t.names);
-                }
-                frame(json.to_string().as_bytes())
-            }
+            Some(spec) => frame(spec_json(spec, tools.as_ref()).to_string().as_bytes()),
             None => Vec::new(),
         };
         // Issue 17: the spec goes into the socket's buffer now, before the run starts, so that

@@ -290,6 +290,28 @@ async fn injected_vars_of_any_allowed_size_arrive_whole() {
     }
 }
 
+/// The report channel is the runner's alone: close-on-exec, so a program's subprocesses do not
+/// inherit it (on the warm backend it arrives that way, issue 17, rather than being set so).
+#[tokio::test]
+async fn the_report_channel_is_not_inherited_by_subprocesses() {
+    let probe = "import os\nfds = [int(f) for f in os.listdir('/proc/self/fd') if int(f) > 2]\n[(f, int(open(f'/proc/self/fdinfo/{f}').read().split('flags:')[1].split()[0], 8) & 0o2000000 != 0) for f in fds if os.path.exists(f'/proc/self/fdinfo/{f}')]";
+    for backend in BACKENDS {
+        let r = script(backend, probe, spec(json!({}), false)).await;
+        let Some(serde_json::Value::Array(fds)) = json_value(&r) else {
+            panic!("{backend:?}: {r:?}");
+        };
+        // The channel itself, at least (the listing's own descriptor is gone by then).
+        assert!(!fds.is_empty(), "{backend:?}: {r:?}");
+        for fd in fds {
+            assert_eq!(
+                fd[1],
+                json!(true),
+                "{backend:?}: descriptor {fd} inheritable"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn session_cells_report_and_keep_variables() {
     let rs = cells(&[

@@ -116,7 +116,7 @@ def _run_main(workdir, argv, python_path, report_fd, spec=None):
         try:
             if spec is None:  # too large for the request: the first frame on the channel
                 spec = _codegym_report.read_frame(report_fd)
-            os.set_inheritable(report_fd, False)
+            # (Already close-on-exec: fork_loop.c receives descriptors with MSG_CMSG_CLOEXEC.)
             _codegym_report.install_tools(report_fd, main.__dict__, spec)
         except BaseException:
             spec = None  # the host gave up on the run already

@@ -310,3 +310,23 @@ async fn runs_survive_the_death_of_children_forked_ahead() {
         "the server itself was not replaced"
     );
 }
+
+/// A run whose request exceeds what the fork server reads (64 KiB: here a data task's 90 KB input
+/// argument) fails at once with the reason, and the server goes on serving (issue 17: its loop is
+/// native now; a truncated request must neither hang the run nor take the server down).
+#[tokio::test]
+async fn an_oversized_request_fails_with_why_and_the_server_goes_on() {
+    let warm = Fixture::new(Backend::WarmFork, 6);
+    let mut req = ExecRequest::new("import sys\nprint(len(sys.argv))");
+    req.data
+        .inputs
+        .insert("text".into(), serde_json::json!("x".repeat(90_000)));
+    let outcome = tokio::time::timeout(Duration::from_secs(30), warm.sandbox.run(req))
+        .await
+        .expect("an oversized request must not hang its run");
+    let err = outcome.expect_err("a 90 KB argument cannot reach the fork server");
+    assert!(err.to_string().contains("Message too long"), "{err}");
+    let after = warm.run(ExecRequest::new("print('still serving')")).await;
+    assert_eq!(after.stdout, "still serving\n", "{after:?}");
+    assert_eq!(warm.fork_servers().len(), 1, "the same server serves on");
+}

@@ -383,8 +383,13 @@ int codegym_fork_loop(const struct fork_config *cfg, char *buf, int bufsize, int
             if (n == 0) return 0;
             if (n < 0) {
                 if (errno == EINTR || errno == EAGAIN) goto reap;
-                if (errno == EMSGSIZE) {
-                    dprintf(2, "oversized request from the host ignored\n");
+                if (errno == EMSGSIZE) { /* over `bufsize` or MAX_FDS: the run fails, saying why */
+                    unsigned long long id = 0;
+                    size_t rest = 0;
+                    if (header(buf, (size_t)bufsize, &id, &rest) == 'r')
+                        reply_error(cfg->ctl, id, "request", EMSGSIZE);
+                    else
+                        dprintf(2, "oversized request from the host ignored\n");
                     goto reap;
                 }
                 return -1;

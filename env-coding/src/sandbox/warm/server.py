@@ -22,7 +22,8 @@
 # Issue 12: with a report channel the program runs through `_codegym_report` (report.py, prepended
 # to this file by server.rs), which reads the spec (injected vars) on it and answers with the
 # return value, error and variables.
-import builtins, ctypes, json, os, signal, socket, sys, types
+import builtins, ctypes, json, os, signal, sys, types
+os.environ.pop("LD_BIND_NOW", None)  # for the loader only (server.rs): no program sees it
 
 # Children forked ahead, each waiting in its own namespaces for a run (see fork_loop.c): a run then
 # skips the fork and the namespace setup (~1 ms) on its critical path. Only while the server is
@@ -60,16 +61,19 @@ def _exit_code(e):
     return 1
 
 
-def _finalize(status):
+def _finalize(status, dry=False):
     # What Py_FinalizeEx does that a program can observe: wait for threads, atexit, flush.
+    # (`dry`: the server's rehearsal, see `_rehearse`; it must not stop its threading or atexit.)
     try:
         threading = sys.modules.get("threading")
-        if threading is not None:
+        if threading is not None and not dry:
             threading._shutdown()
     except BaseException:
         pass
     try:
-        __import__("atexit")._run_exitfuncs()
+        run_exitfuncs = __import__("atexit")._run_exitfuncs
+        if not dry:
+            run_exitfuncs()
     except BaseException:
         pass
     for f in (sys.stdout, sys.stderr):
@@ -79,6 +83,8 @@ def _finalize(status):
         except BaseException:
             if status == 0:
                 status = 120
+    if dry:
+        return
     os._exit(status)
 
 
@@ -92,8 +98,8 @@ def _new_main():
     return main
 
 
-def _run_main(workdir, argv, python_path, report_fd, spec=None):
-    main = _MAIN if _MAIN is not None else _new_main()
+def _run_main(workdir, argv, python_path, report_fd, spec=None, source_path="main.py", dry=False):
+    main = _MAIN if _MAIN is not None and not dry else _new_main()
     sys.modules["__main__"] = main
     sys.argv[:] = ["main.py", *argv]  # argv: a data task's `--name value` inputs (issue 13)
     # `os.environ` and the C environment, without `_Environ.__setitem__`'s Python-level
@@ -121,7 +127,7 @@ def _run_main(workdir, argv, python_path, report_fd, spec=None):
         except BaseException:
             spec = None  # the host gave up on the run already
     try:
-        with open("main.py", "rb") as f:
+        with open(source_path, "rb") as f:
             source = f.read()
         if spec is None:
             code = _PRECOMPILED.get(source)  # the unit-test harness: compiled by the server
@@ -146,12 +152,38 @@ def _run_main(workdir, argv, python_path, report_fd, spec=None):
             _codegym_report.send(report_fd, _codegym_report.finish(main.__dict__, spec, report))
         except OSError:
             pass
-    _finalize(status)
+    _finalize(status, dry)
+
+
+def _rehearse():
+    """The run's own path (`_request`, `_run_main`, `_finalize`) on an empty program, without its
+    exit and with nothing changed: HOME is the server's, stdout and stderr stay empty. Issue 17:
+    each attribute lookup a child makes first fills a slot of the interpreter's type cache, and
+    each function it runs first is specialised in place: both are page writes, so copy-on-write
+    faults in every child unless the server did them first (16 times: past 3.11's warm-up)."""
+    saved_main, saved_argv = sys.modules.get("__main__"), sys.argv[:]
+    home = os.environ["HOME"]
+    request = json.dumps({"dir": home, "argv": [], "python_path": None}).encode()
+    buf, fd = ctypes.create_string_buffer(request), ctypes.c_int(-1)
+    try:
+        for _ in range(16):
+            req, report_fd = _request(buf, len(request), fd)
+            _run_main(req["dir"], req.get("argv", ()), req.get("python_path"), report_fd,
+                      req.get("spec"), source_path=os.devnull, dry=True)
+    finally:
+        sys.modules["__main__"] = saved_main
+        sys.argv[:] = saved_argv
+
+
+def _request(buf, n, fd):
+    """A run's request (JSON after the native header) and its report channel, if any."""
+    return json.loads(ctypes.string_at(buf, n)), (fd.value if fd.value >= 0 else None)
 
 
 def _serve():
-    ctl = socket.socket(fileno=3)
-    init = json.loads(ctl.recv(1 << 20))
+    # A plain read of the SOCK_SEQPACKET message: `socket` (its enums alone ~370 KB) is not imported,
+    # so no fork copies it and no exit tears it down (~27 us of CPU per MB of the server's memory).
+    init = json.loads(os.read(3, 1 << 20))
     filters = [bytes.fromhex(hexed) for hexed in init["seccomp"]]
     buffers = [ctypes.create_string_buffer(raw, len(raw)) for raw in filters]
     programs = (_FProg * max(len(filters), 1))(
@@ -198,9 +230,8 @@ def _serve():
         wait_run.argtypes = [ctypes.POINTER(_ForkConfig), ctypes.c_int, ctypes.c_char_p, ctypes.c_int,
                              ctypes.POINTER(ctypes.c_int)]
         n = wait_run(ctypes.byref(config), fd.value, buf, len(buf), ctypes.byref(fd))
-    req = json.loads(ctypes.string_at(buf, n))
-    _run_main(req["dir"], req.get("argv", ()), req.get("python_path"), fd.value if fd.value >= 0 else None,
-              req.get("spec"))
+    req, report_fd = _request(buf, n, fd)
+    _run_main(req["dir"], req.get("argv", ()), req.get("python_path"), report_fd, req.get("spec"))
 
 
 def _exercise():
@@ -229,6 +260,7 @@ def _prewarm():
     # library only; the server never imports anything of a task's.
     import bisect, copy, heapq, itertools, math, string, typing  # noqa: F401
     _exercise()
+    _rehearse()
     # Runs keep the finders cached so far (see `_run_main`): only valid for absolute entries.
     for entry in list(sys.path_importer_cache):
         if not os.path.isabs(entry):

@@ -180,6 +180,12 @@ async fn warm_forks_behave_like_fresh_interpreters() {
             None,
         ),
         ("import os\nos._exit(7)", None),
+        // The server is started with LD_BIND_NOW (fewer copy-on-write faults per run); no program
+        // sees it, in `os.environ` or in the C environment.
+        (
+            "import ctypes, os\nprint('LD_BIND_NOW' in os.environ, ctypes.CDLL(None).getenv(b'LD_BIND_NOW'))",
+            None,
+        ),
     ];
     for (src, stdin) in programs {
         let req = || {
@@ -193,6 +199,9 @@ async fn warm_forks_behave_like_fresh_interpreters() {
         let same = (&w.exit_code, &w.signal, &w.stdout, &w.stderr)
             == (&f.exit_code, &f.signal, &f.stdout, &f.stderr);
         assert!(same, "{src}\nwarm:  {w:?}\nfresh: {f:?}");
+        if src.contains("LD_BIND_NOW") {
+            assert_eq!(w.stdout, "False 0\n", "{w:?}");
+        }
         if src.contains("NoNewPrivs") {
             // The comparison above is only worth something if the probe itself ran.
             let out = &w.stdout;

@@ -162,7 +162,9 @@ def _rehearse():
     each function it runs first is specialised in place: both are page writes, so copy-on-write
     faults in every child unless the server did them first (16 times: past 3.11's warm-up)."""
     saved_main, saved_argv = sys.modules.get("__main__"), sys.argv[:]
-    home = os.environ["HOME"]
+    # The server's own HOME (prepare.rs): putting it, TMPDIR and CODEGYM_OUTPUTS back changes nothing
+    # here, and every child sets all three for itself.
+    home = os.environ.get("HOME", "/")
     request = json.dumps({"dir": home, "argv": [], "python_path": None}).encode()
     buf, fd = ctypes.create_string_buffer(request), ctypes.c_int(-1)
     try:

@@ -165,14 +165,23 @@ def _rehearse():
     # The server's own HOME (prepare.rs): putting it, TMPDIR and CODEGYM_OUTPUTS back changes nothing
     # here, and every child sets all three for itself.
     home = os.environ.get("HOME", "/")
-    request = json.dumps({"dir": home, "argv": [], "python_path": None}).encode()
-    buf, fd = ctypes.create_string_buffer(request), ctypes.c_int(-1)
+    # Both kinds of run: with a report (any Python program; the report goes into a pipe here) and
+    # without (the test harnesses).
+    spec = {"vars": {}, "variables": False, "max_variables": 4, "max_variables_bytes": 256,
+            "max_return_bytes": 64, "max_repr": 64}
+    report_r, report_w = os.pipe()
     try:
-        for _ in range(16):
-            req, report_fd = _request(buf, len(request), fd)
-            _run_main(req["dir"], req.get("argv", ()), req.get("python_path"), report_fd,
-                      req.get("spec"), source_path=os.devnull, dry=True)
+        for request, channel in (({"dir": home, "argv": [], "python_path": None, "spec": spec}, report_w),
+                                 ({"dir": home, "argv": [], "python_path": None}, -1)):
+            request = json.dumps(request).encode()
+            buf, fd = ctypes.create_string_buffer(request), ctypes.c_int(channel)
+            for _ in range(16):
+                req, report_fd = _request(buf, len(request), fd)
+                _run_main(req["dir"], req.get("argv", ()), req.get("python_path"), report_fd,
+                          req.get("spec"), source_path=os.devnull, dry=True)
     finally:
+        os.close(report_r)
+        os.close(report_w)
         sys.modules["__main__"] = saved_main
         sys.argv[:] = saved_argv
 

@@ -58,6 +58,8 @@ struct fork_config {
     const struct sock_fprog *seccomp;
     int nseccomp;
     py_hook before_fork, after_fork_parent, after_fork_child;
+    const struct sock_fprog *server_seccomp; /* the filter's part the server installs on itself */
+    int nserver_seccomp;
 };
 
 /* A run's setup, as warm/run.rs writes it (native endianness, no padding). */
@@ -330,6 +332,10 @@ static int header(const char *buf, size_t n, unsigned long long *id, size_t *res
 
 int codegym_fork_loop(const struct fork_config *cfg, char *buf, int bufsize, int *report_fd) {
     int prefork = cfg->pool;
+    /* Once, on the server itself (seccomp.rs: `build_for_fork_server`): every child inherits it
+     * and adds the rest of the filter in `sandbox`, so no child attaches the whole program. */
+    for (int i = 0; i < cfg->nserver_seccomp; i++)
+        if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &cfg->server_seccomp[i], 0, 0) < 0) return -1;
     for (;;) {
         /* Fork ahead only while at most one run is in flight and no request waits: a request
          * never waits for it, and under load (where forking ahead saves no CPU) runs fork on

@@ -45,7 +45,10 @@ class _ForkConfig(ctypes.Structure):
         ("sys_landlock_restrict_self", ctypes.c_long),
         ("seccomp", ctypes.POINTER(_FProg)),
         ("nseccomp", ctypes.c_int),
-    ] + [(name, ctypes.c_void_p) for name in ("before_fork", "after_fork_parent", "after_fork_child")]
+    ] + [(name, ctypes.c_void_p) for name in ("before_fork", "after_fork_parent", "after_fork_child")] + [
+        ("server_seccomp", ctypes.POINTER(_FProg)),
+        ("nserver_seccomp", ctypes.c_int),
+    ]
 
 
 def _exit_code(e):
@@ -205,14 +208,22 @@ def _request(buf, n, fd):
     return json.loads(ctypes.string_at(buf, n)), (fd.value if fd.value >= 0 else None)
 
 
+def _filters(hexed):
+    """Seccomp programs (hex from the host) as a `struct sock_fprog` array, its length, and the
+    buffers it points into (to keep alive)."""
+    raws = [bytes.fromhex(h) for h in hexed]
+    buffers = [ctypes.create_string_buffer(raw, len(raw)) for raw in raws]
+    array = (_FProg * max(len(raws), 1))(
+        *(_FProg(len(raw) // 8, ctypes.cast(b, ctypes.c_void_p)) for raw, b in zip(raws, buffers)))
+    return array, len(raws), buffers
+
+
 def _serve():
     # A plain read of the SOCK_SEQPACKET message: `socket` (its enums alone ~370 KB) is not imported,
     # so no fork copies it and no exit tears it down (~27 us of CPU per MB of the server's memory).
     init = json.loads(os.read(3, 1 << 20))
-    filters = [bytes.fromhex(hexed) for hexed in init["seccomp"]]
-    buffers = [ctypes.create_string_buffer(raw, len(raw)) for raw in filters]
-    programs = (_FProg * max(len(filters), 1))(
-        *(_FProg(len(raw) // 8, ctypes.cast(b, ctypes.c_void_p)) for raw, b in zip(filters, buffers)))
+    programs, n_programs, keep = _filters(init["seccomp"])  # each child's (see fork_loop.c)
+    server_programs, n_server_programs, server_keep = _filters(init["server_seccomp"])  # the server's
     global _PRECOMPILED
     # Trusted `main.py` sources the host runs often (the unit-test harness, ~1.4 ms to compile),
     # compiled once here, exactly as a child would; a child whose `main.py` is byte-identical uses
@@ -234,7 +245,7 @@ def _serve():
         3, wake_r, os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC), _POOL,
         init["unshare"], 1 if init["mount_proc"] else 0, init["proc_access"],
         init["sys_landlock_add_rule"], init["sys_landlock_restrict_self"],
-        programs, len(filters), *hooks)
+        programs, n_programs, *hooks, server_programs, n_server_programs)
     buf = ctypes.create_string_buffer(1 << 16)
     fd = ctypes.c_int(-1)
     _rehearse(wake_w)

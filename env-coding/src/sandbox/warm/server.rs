@@ -31,6 +31,7 @@ use crate::sandbox::isolation;
 use crate::sandbox::prepare::{self, Inner, RunGuard};
 use crate::sandbox::probe::Layers;
 use crate::sandbox::request::SandboxError;
+use crate::sandbox::seccomp;
 use crate::sandbox::spawn;
 use crate::sandbox::supervise::Exit;
 
@@ -156,8 +157,19 @@ impl ForkServer {
         guard.child = Some(spawn::spawn_blocking(child_plan)?);
         log_stderr(err_r);
 
+        // Issue 17: the filter in two stacked parts (`seccomp::build_for_fork_server`): the server
+        // installs its part once, on itself, and each child adds the rest; together they are the
+        // whole filter, as on the fresh backend.
+        let (server_seccomp, seccomp) = match layers.seccomp.is_empty() {
+            true => (Vec::new(), Vec::new()),
+            false => match seccomp::build_for_fork_server() {
+                Ok((server, child)) => (vec![hex(&server)], vec![hex(&child)]),
+                Err(_) => (Vec::new(), layers.seccomp.iter().map(|p| hex(p)).collect()),
+            },
+        };
         let init = serde_json::json!({
-            "seccomp": layers.seccomp.iter().map(|p| hex(p)).collect::<Vec<_>>(),
+            "seccomp": seccomp,
+            "server_seccomp": server_seccomp,
             "unshare": layers.clone_flags & run_namespaces(layers),
             "mount_proc": true,
             "proc_access": isolation::proc_access(),

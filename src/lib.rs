@@ -20,13 +20,7 @@ pub fn registry(coding: env_coding::CodingConfig) -> Result<env_core::Registry, 
 /// runs programs in the same sandbox (one per server: same limits, same concurrency bound).
 pub fn registry_and_sandbox(
     coding: env_coding::CodingConfig,
-) -> Result<
-    (
-        env_core::Registry,
-        std::sync::Arc<env_coding::sandbox::Sandbox>,
-    ),
-    RegistryError,
-> {
+) -> Result<(env_core::Registry, std::sync::Arc<codegym_sandbox::Sandbox>), RegistryError> {
     let mut registry = empty_registry();
     env_core::envs::register_classic(&mut registry)?;
     let sandbox = env_coding::register(&mut registry, coding)?;

@@ -4,7 +4,7 @@
 //! recorder is installed (tests, embedding) each call is a no-op. The binary installs the Prometheus
 //! exporter for `codegym serve --metrics-addr` (`src/cli/metrics.rs`). The sandbox's own metrics
 //! (executions, run latency, queue depth, fork-server restarts) are named in
-//! `env_coding::sandbox::metrics`; the rollout engine's in `rollout::metrics`.
+//! `codegym_sandbox::metrics`; the rollout engine's in `rollout::metrics`.
 
 use env_core::Step;
 use metrics::{counter, describe_counter, describe_gauge, gauge};
@@ -26,7 +26,7 @@ pub fn describe() {
     );
     describe_counter!(STEPS, "Env steps answered, by outcome");
     describe_counter!(GRPC_ERRORS, "Failed requests, by gRPC status code");
-    env_coding::sandbox::metrics::describe();
+    codegym_sandbox::metrics::describe();
 }
 
 /// One answered step.

@@ -50,7 +50,7 @@ pub enum Command {
         python: Option<PathBuf>,
         /// How scripts start: auto, warm_fork or fresh (the sandbox's `backend` setting).
         #[arg(long, default_value = "auto", value_parser = parse_backend)]
-        backend: env_coding::sandbox::Backend,
+        backend: codegym_sandbox::Backend,
         /// Comma-separated workloads: `print`, `humaneval`.
         #[arg(long, value_delimiter = ',', default_value = "print,humaneval")]
         workloads: Vec<String>,
@@ -102,7 +102,7 @@ pub enum Command {
         calls: u32,
         /// How scripts start: auto, warm_fork or fresh.
         #[arg(long, default_value = "auto", value_parser = parse_backend)]
-        backend: env_coding::sandbox::Backend,
+        backend: codegym_sandbox::Backend,
     },
     /// Rollout engine overhead against the ideal schedule, with the fake LLM server.
     Rollout {
@@ -230,11 +230,11 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         } => {
             let duration = seconds(s)?;
             let languages = if languages.is_empty() {
-                env_coding::lang::Language::ALL.to_vec()
+                codegym_sandbox::lang::Language::ALL.to_vec()
             } else {
                 languages
                     .iter()
-                    .map(|l| env_coding::lang::Language::parse(l))
+                    .map(|l| codegym_sandbox::lang::Language::parse(l))
                     .collect::<Result<Vec<_>, _>>()?
             };
             crate::lang::run(crate::lang::LangBenchArgs {
@@ -328,7 +328,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
 }
 
 /// The sandbox's own (serde) names, so the flag and the config file agree.
-fn parse_backend(s: &str) -> Result<env_coding::sandbox::Backend, String> {
+fn parse_backend(s: &str) -> Result<codegym_sandbox::Backend, String> {
     serde_json::from_value(serde_json::Value::String(s.to_owned()))
         .map_err(|_| format!("unknown backend `{s}` (expected auto, warm_fork or fresh)"))
 }

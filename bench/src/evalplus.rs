@@ -7,8 +7,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use codegym_sandbox::{Sandbox, SandboxConfig};
 use env_coding::reward::run::{EvalOptions, Program, score_program};
-use env_coding::sandbox::{Sandbox, SandboxConfig};
 use env_coding::tasks::TaskSet;
 
 /// What to measure.

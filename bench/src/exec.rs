@@ -28,7 +28,7 @@ pub struct ExecBenchArgs {
     /// Python interpreter (default: the real binary behind `python3`).
     pub python: Option<PathBuf>,
     /// How scripts start (warm fork or a fresh interpreter).
-    pub backend: env_coding::sandbox::Backend,
+    pub backend: codegym_sandbox::Backend,
     /// Which workloads (`print`, `humaneval`) and paths (`step`, `batch`, `naive`) to measure: a
     /// profile of one row is only readable without the others.
     pub workloads: Vec<String>,
@@ -41,7 +41,7 @@ impl Default for ExecBenchArgs {
             callers: vec![1, 8, 64],
             duration: Duration::from_secs(5),
             python: None,
-            backend: env_coding::sandbox::Backend::Auto,
+            backend: codegym_sandbox::Backend::Auto,
             workloads: vec!["print".into(), "humaneval".into()],
             paths: vec!["step".into(), "batch".into(), "naive".into()],
         }

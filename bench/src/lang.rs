@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use codegym_sandbox::lang::Language;
+use codegym_sandbox::{ExecRequest, Sandbox, SandboxConfig};
 use env_coding::judge::{Checker, JudgeSpec, TestCase, judge};
-use env_coding::lang::Language;
-use env_coding::sandbox::{ExecRequest, Sandbox, SandboxConfig};
 
 use crate::exec::closed_loop;
 

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use env_coding::sandbox::{
+use codegym_sandbox::{
     Backend, ExecRequest, Sandbox, SandboxConfig, ToolCall, ToolHandler, ToolHost, ToolLimits,
 };
 use env_core::{ReturnValue, Value};

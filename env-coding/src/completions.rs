@@ -14,8 +14,8 @@ use futures::StreamExt;
 use serde::Serialize;
 
 use crate::reward::run::{EvalOptions, Program, score_program};
-use crate::sandbox::{Sandbox, SandboxError};
 use crate::tasks::TaskSet;
+use codegym_sandbox::{Sandbox, SandboxError};
 
 /// Executions kept in flight by the drivers here; the sandbox's own permits bound the real
 /// concurrency, this only bounds memory on huge sample files.

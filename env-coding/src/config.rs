@@ -3,7 +3,7 @@
 use code_extract::ExtractMode;
 use serde::{Deserialize, Serialize};
 
-use crate::sandbox::{Limits, SandboxConfig};
+use codegym_sandbox::{Limits, SandboxConfig};
 
 /// How steps execute (the `mode` kwarg).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,7 +38,7 @@ pub struct CodingConfig {
     /// Identical (task, program, limits) items are scored once; see `verdicts.rs`.
     pub verdict_cache_mib: u64,
     /// Data tasks (issue 13): whether and which task requirements are installed, and the cache.
-    pub packages: crate::packages::PackagesConfig,
+    pub packages: codegym_sandbox::packages::PackagesConfig,
 }
 
 impl Default for CodingConfig {
@@ -52,7 +52,7 @@ impl Default for CodingConfig {
             max_episode_steps: 4,
             per_test_timeout_ms: 3_000,
             verdict_cache_mib: 64,
-            packages: crate::packages::PackagesConfig::default(),
+            packages: codegym_sandbox::packages::PackagesConfig::default(),
         }
     }
 }

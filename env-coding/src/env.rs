@@ -18,14 +18,15 @@ use env_core::{
 use serde_json::json;
 
 use crate::config::Mode;
-use crate::lang::Language;
 use crate::reward::RewardOutcome;
 use crate::reward::run::{self, Program};
-use crate::sandbox::{PySession, ReportSpec};
 use crate::shared::{Settings, Shared};
 use crate::tasks::Task;
-use crate::tools::{self, MAX_READ_BYTES, ToolCall};
+use crate::tools::ToolCall;
 use code_extract::{ExtractMode, extract_tagged};
+use codegym_sandbox::lang::Language;
+use codegym_sandbox::{MAX_READ_BYTES, read_beneath, write_beneath};
+use codegym_sandbox::{PySession, ReportSpec};
 
 /// Largest text of the observation and action spaces.
 pub const MAX_TEXT_LEN: usize = 1 << 20;
@@ -224,7 +225,7 @@ impl CodingEnv {
                 .sandbox
                 .open_session_with(
                     self.settings.limits,
-                    &ep.task.data,
+                    &ep.task.data.run_data(),
                     self.settings.tools.clone(),
                 )
                 .await
@@ -281,7 +282,7 @@ impl CodingEnv {
             }
             Action::NoCode => Value::Execution(no_code_result(Language::Python)),
             Action::WriteFile { path, content } => {
-                match tools::write_file(session.work_dir(), &path, content.as_bytes(), max_file) {
+                match write_beneath(session.work_dir(), &path, content.as_bytes(), max_file) {
                     Ok(()) => {
                         ep.program.files.retain(|(p, _)| p != &path);
                         ep.program.files.push((path.clone(), content.into_bytes()));
@@ -291,7 +292,7 @@ impl CodingEnv {
                 }
             }
             Action::ReadFile { path } => {
-                match tools::read_file(session.work_dir(), &path, MAX_READ_BYTES) {
+                match read_beneath(session.work_dir(), &path, MAX_READ_BYTES) {
                     Ok((bytes, cut)) => {
                         let mut text = String::from_utf8_lossy(&bytes).into_owned();
                         if cut {
@@ -471,10 +472,12 @@ impl CodingEnv {
 /// A machinery failure of the sandbox: retryable, never a reward. Issue 14: a language this
 /// machine lacks is a precondition of the deployment instead (not retryable here), and so is a
 /// task whose reference solution fails (no expected outputs).
-pub(crate) fn infra(e: crate::sandbox::SandboxError) -> EnvError {
+pub(crate) fn infra(e: codegym_sandbox::SandboxError) -> EnvError {
     match e {
-        crate::sandbox::SandboxError::LanguageUnavailable { .. }
-        | crate::sandbox::SandboxError::Reference(_) => EnvError::FailedPrecondition(e.to_string()),
+        codegym_sandbox::SandboxError::LanguageUnavailable { .. }
+        | codegym_sandbox::SandboxError::Reference(_) => {
+            EnvError::FailedPrecondition(e.to_string())
+        }
         e => EnvError::Infrastructure(e.to_string()),
     }
 }

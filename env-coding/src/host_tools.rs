@@ -10,7 +10,7 @@
 
 use serde::Deserialize;
 
-use crate::sandbox::{ReportSpec, ToolHost, ToolLimits};
+use codegym_sandbox::{ReportSpec, ToolHost, ToolLimits};
 
 /// Most tools one env may declare.
 pub const MAX_TOOLS: usize = 64;

@@ -1,14 +1,15 @@
 //! Coding environments (`codegym/Python-v0`): every step runs LLM-written Python in a real sandbox and
 //! computes an honest reward from the exit code and the output.
 //!
-//! - [`register`] creates one shared [`sandbox::Sandbox`] and registers the env and its batch
-//!   evaluator in an `env_core::Registry`.
+//! - [`register`] creates one shared `codegym_sandbox::Sandbox` and registers the env and its
+//!   batch evaluator in an `env_core::Registry`; [`new_sandbox`] is how everything else makes one
+//!   (it hands the sandbox the trusted programs the rewards run).
 //! - [`tasks`] loads task sets (native JSONL, HumanEval, MBPP); [`reward`] scores programs;
 //!   [`completions`] scores completion files with pass@k and checks reference solutions. Finding
 //!   the code in model text is the `code-extract` crate's (shared with the rollout engine).
-//! - [`lang`] is the table of the other languages (toolchains from Debian packages, compile and run
-//!   commands, the compiled-artifact cache); [`judge`] judges programs in any of them on
-//!   stdin/stdout tests (issue 14).
+//! - [`judge`] judges programs in any language the sandbox runs on stdin/stdout tests.
+//!
+//! Running programs is the `codegym-sandbox` crate's: this crate never starts a process.
 
 mod batch;
 pub mod completions;
@@ -18,11 +19,8 @@ pub mod differential;
 mod env;
 pub mod host_tools;
 pub mod judge;
-pub mod lang;
-pub mod packages;
 mod register;
 pub mod reward;
-pub mod sandbox;
 mod shared;
 pub mod tasks;
 pub mod tools;
@@ -31,4 +29,4 @@ mod verdicts;
 pub use code_extract::ExtractMode;
 pub use config::{CodingConfig, Mode};
 pub use env::{CodingEnv, MAX_TEXT_LEN};
-pub use register::{CodingError, PYTHON_ENV_ID, register};
+pub use register::{CodingError, PYTHON_ENV_ID, new_sandbox, register};

@@ -7,10 +7,10 @@ use env_core::{AsyncEnv, AsyncEnvCreator, CallCost, EnvError, EnvSpec, Kwargs, R
 use crate::batch::{CodingEvaluator, CodingTaskLister};
 use crate::config::CodingConfig;
 use crate::env::{CodingEnv, text_space};
-use crate::packages::{PackageCache, PackageError};
-use crate::sandbox::{Sandbox, SandboxError};
 use crate::shared::{Settings, Shared};
 use crate::tasks::{TaskError, TaskSet};
+use codegym_sandbox::packages::{PackageCache, PackageError};
+use codegym_sandbox::{Sandbox, SandboxConfig, SandboxError};
 
 /// The id of the Python coding environment.
 pub const PYTHON_ENV_ID: &str = "codegym/Python-v0";
@@ -28,6 +28,21 @@ pub enum CodingError {
     Packages(#[from] PackageError),
 }
 
+/// A sandbox for scoring: `config` plus the trusted programs the rewards run as `main.py` (the
+/// unit-test harness, the differential runner), which the warm backend compiles once. Every
+/// caller that scores programs makes its sandbox here. Blocking (tens of ms): call at start-up.
+pub fn new_sandbox(mut config: SandboxConfig) -> Result<Sandbox, codegym_sandbox::SandboxError> {
+    for source in [
+        crate::reward::harness::HARNESS_SOURCE,
+        crate::differential::RUNNER_SOURCE,
+    ] {
+        if !config.precompiled.iter().any(|s| s == source) {
+            config.precompiled.push(source.to_string());
+        }
+    }
+    Sandbox::new(config)
+}
+
 /// Creates one shared [`Sandbox`] and registers `codegym/Python-v0` (an asynchronous env: make it
 /// with `Registry::make_async`) with its `BatchEvaluator`.
 ///
@@ -40,12 +55,12 @@ pub fn register(
     // Data tasks (issue 13): the package cache exists before the sandbox probes its mount plan.
     let mut sandbox_config = config.sandbox.clone();
     if config.packages.enabled {
-        crate::packages::create_cache_dir(&config.packages)?;
+        codegym_sandbox::packages::create_cache_dir(&config.packages)?;
         sandbox_config
             .read_only_dirs
             .push(config.packages.cache_dir.clone());
     }
-    let sandbox = Arc::new(Sandbox::new(sandbox_config)?);
+    let sandbox = Arc::new(new_sandbox(sandbox_config)?);
     let packages = config
         .packages
         .enabled

@@ -8,14 +8,14 @@ use env_core::{ChaCha8Rng, EnvError, Kwargs, Options};
 use rand::Rng;
 
 use crate::config::{CodingConfig, EnvKwargs, Mode};
-use crate::lang::Language;
-use crate::packages::PackageCache;
 use crate::reward::run::{EvalOptions, Program};
 use crate::reward::{REWARD_SPEC_VERSION, RewardSpec};
-use crate::sandbox::{Limits, ReportSpec, Sandbox};
 use crate::tasks::{Task, TaskSet};
 use crate::verdicts::VerdictCache;
 use code_extract::ExtractMode;
+use codegym_sandbox::lang::Language;
+use codegym_sandbox::packages::PackageCache;
+use codegym_sandbox::{Limits, ReportSpec, Sandbox};
 
 pub(crate) struct Shared {
     pub sandbox: Arc<Sandbox>,
@@ -56,14 +56,16 @@ impl Shared {
             return Err(EnvError::FailedPrecondition(format!(
                 "task {:?}: {}",
                 task.id,
-                crate::packages::PackageError::Disabled
+                codegym_sandbox::packages::PackageError::Disabled
             )));
         };
         let site = cache
             .ensure(&task.data.requirements)
             .await
             .map_err(|e| match e {
-                crate::packages::PackageError::Io(_) => EnvError::Infrastructure(e.to_string()),
+                codegym_sandbox::packages::PackageError::Io(_) => {
+                    EnvError::Infrastructure(e.to_string())
+                }
                 e => EnvError::FailedPrecondition(format!("task {:?}: {e}", task.id)),
             })?;
         let mut task = Task::clone(&task);
@@ -137,7 +139,7 @@ pub(crate) struct Settings {
     /// Issue 12: score steps (`false`: ungraded episodes, see the `grade` kwarg).
     pub grade: bool,
     /// Issue 12: the host tools of the env's runs.
-    pub tools: Option<crate::sandbox::ToolHost>,
+    pub tools: Option<codegym_sandbox::ToolHost>,
 }
 
 impl Settings {

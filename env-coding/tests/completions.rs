@@ -4,12 +4,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use codegym_sandbox::{Limits, Sandbox, SandboxConfig};
 use env_coding::completions::{
     EvalError, check_tasks, default_results_path, evaluate_samples, pass_at_ks, read_samples,
     write_results,
 };
 use env_coding::reward::run::EvalOptions;
-use env_coding::sandbox::{Limits, Sandbox, SandboxConfig};
 use env_coding::tasks::TaskSet;
 
 fn sandbox() -> &'static Sandbox {

@@ -8,7 +8,7 @@ mod support;
 use std::io::Write;
 
 use base64::Engine;
-use env_coding::lang::Language;
+use codegym_sandbox::lang::Language;
 use env_coding::reward::run::Program;
 use env_coding::tasks::{Task, TaskFormat, TaskSet};
 use serde_json::json;

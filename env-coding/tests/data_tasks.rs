@@ -7,9 +7,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use codegym_sandbox::{Backend, Limits, Sandbox, SandboxConfig};
 use env_coding::reward::RewardOutcome;
 use env_coding::reward::run::{EvalOptions, Program, run_and_score};
-use env_coding::sandbox::{Backend, Limits, Sandbox, SandboxConfig};
 use env_coding::tasks::{Task, TaskSet};
 use env_core::{ExecutionResult, OutputValue};
 use serde_json::json;

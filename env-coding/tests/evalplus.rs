@@ -5,10 +5,10 @@
 
 mod support;
 
+use codegym_sandbox::SandboxError;
 use env_coding::differential::{DiffSpec, TestSet, reference_runs};
 use env_coding::reward::Component;
 use env_coding::reward::run::Program;
-use env_coding::sandbox::SandboxError;
 use env_coding::tasks::{Task, TaskFormat, TaskSet};
 use serde_json::{Value, json};
 

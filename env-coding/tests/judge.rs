@@ -4,11 +4,11 @@
 
 use std::sync::OnceLock;
 
+use codegym_sandbox::lang::Language;
+use codegym_sandbox::{Limits, Sandbox, SandboxConfig};
 use env_coding::judge::{Checker, JudgeError, JudgeReport, JudgeSpec, TestCase, Verdict, judge};
-use env_coding::lang::Language;
 use env_coding::reward::RewardSpec;
 use env_coding::reward::run::{EvalOptions, Program, score_program};
-use env_coding::sandbox::{Limits, Sandbox, SandboxConfig};
 use serde_json::json;
 
 fn sandbox() -> &'static Sandbox {

@@ -5,7 +5,7 @@
 
 mod support;
 
-use env_coding::lang::Language;
+use codegym_sandbox::lang::Language;
 use env_coding::reward::run::{EvalOptions, Program, score_program};
 use env_coding::tasks::{Task, TaskFormat, TaskSet};
 use serde_json::{Value, json};
@@ -141,7 +141,7 @@ async fn a_completion_that_loops_is_a_timeout() {
     let program = Program::new(task.program_from_completion("  while (true) {}\n}\n"))
         .in_language(task.language);
     let opts = EvalOptions {
-        limits: Some(env_coding::sandbox::Limits {
+        limits: Some(codegym_sandbox::Limits {
             cpu_ms: 1_000,
             wall_ms: 3_000,
             ..*support::sandbox().limits()

@@ -7,9 +7,9 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use env_coding::packages::{PackageCache, PackageError, PackagesConfig};
-use env_coding::sandbox::host_tool::run_host_tool;
-use env_coding::sandbox::{Backend, SandboxConfig};
+use codegym_sandbox::host_tool::run_host_tool;
+use codegym_sandbox::packages::{PackageCache, PackageError, PackagesConfig};
+use codegym_sandbox::{Backend, SandboxConfig};
 use env_coding::{CodingConfig, PYTHON_ENV_ID, register};
 use env_core::{EnvError, Registry, Value};
 use serde_json::json;
@@ -18,7 +18,7 @@ const PACKAGE: &str = "tabulate==0.9.0";
 
 fn python() -> PathBuf {
     // The interpreter the sandbox resolves by default.
-    env_coding::sandbox::Sandbox::new(SandboxConfig {
+    codegym_sandbox::Sandbox::new(SandboxConfig {
         backend: Backend::Fresh,
         ..SandboxConfig::default()
     })
@@ -186,7 +186,7 @@ async fn wheelhouse_offline_shared_by_concurrent_builders() {
         cache_dir: cache.path().to_path_buf(),
         ..PackagesConfig::default()
     };
-    env_coding::packages::create_cache_dir(&config).expect("cache dir");
+    codegym_sandbox::packages::create_cache_dir(&config).expect("cache dir");
     // Two caches on one dir: like two servers sharing it (the lock is a file lock, not a mutex).
     let a = PackageCache::new(config.clone(), py.clone());
     let b = PackageCache::new(config.clone(), py.clone());

@@ -2,9 +2,9 @@
 
 use std::sync::OnceLock;
 
+use codegym_sandbox::{Limits, Sandbox, SandboxConfig};
 use env_coding::reward::run::{EvalOptions, Program, score_program};
 use env_coding::reward::{RewardOutcome, RewardSpec};
-use env_coding::sandbox::{Limits, Sandbox, SandboxConfig};
 use serde_json::json;
 
 fn sandbox() -> &'static Sandbox {

@@ -9,8 +9,8 @@
 
 use std::sync::Arc;
 
-use env_coding::packages::PackagesConfig;
-use env_coding::sandbox::{Backend, SandboxConfig};
+use codegym_sandbox::packages::PackagesConfig;
+use codegym_sandbox::{Backend, SandboxConfig};
 use env_coding::{CodingConfig, register};
 use fake_llm::{FakeLlm, FakeScript, Reply, Rule};
 use rollout::dataset::read_latest;

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use env_coding::sandbox::{IsolationLevel, Sandbox, SandboxConfig};
+use codegym_sandbox::{IsolationLevel, Sandbox, SandboxConfig};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -30,13 +30,14 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     println!("python: {}", sandbox.python().display());
     print!("{}", sandbox.isolation());
     // Data tasks (issue 13): what the task package cache holds.
-    let packages = env_coding::packages::PackagesConfig {
+    let packages = codegym_sandbox::packages::PackagesConfig {
         cache_dir: args
             .package_cache
-            .unwrap_or_else(|| env_coding::packages::PackagesConfig::default().cache_dir),
+            .unwrap_or_else(|| codegym_sandbox::packages::PackagesConfig::default().cache_dir),
         ..Default::default()
     };
-    let cache = env_coding::packages::PackageCache::new(packages, sandbox.python().to_path_buf());
+    let cache =
+        codegym_sandbox::packages::PackageCache::new(packages, sandbox.python().to_path_buf());
     let report = tokio::task::spawn_blocking(move || cache.report()).await?;
     print!("{report}");
     // Issue 14: languages.
@@ -51,7 +52,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// One line per language: its toolchain, or why it is missing.
 fn languages_report(sandbox: &Sandbox) -> String {
-    use env_coding::lang::{Language, toolchain};
+    use codegym_sandbox::lang::{Language, toolchain};
     let mut out = String::from("languages:\n");
     for l in Language::ALL {
         let line = match (l, toolchain::get(l)) {

@@ -5,11 +5,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use codegym_sandbox::SandboxConfig;
 use env_coding::completions::{
     default_results_path, evaluate_samples, pass_at_ks, read_samples, write_results,
 };
 use env_coding::reward::run::EvalOptions;
-use env_coding::sandbox::{Sandbox, SandboxConfig};
 use env_coding::tasks::TaskSet;
 
 #[derive(Debug, clap::Args)]
@@ -44,7 +44,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         python: args.python,
         ..SandboxConfig::default()
     };
-    let sandbox = tokio::task::spawn_blocking(move || Sandbox::new(config))
+    let sandbox = tokio::task::spawn_blocking(move || env_coding::new_sandbox(config))
         .await?
         .context("cannot start the sandbox")?;
     let n = samples.len();

@@ -179,7 +179,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(addr) = args.metrics_addr {
         let local = super::metrics::install(addr, || {
             rollout::metrics::describe();
-            env_coding::sandbox::metrics::describe();
+            codegym_sandbox::metrics::describe();
         })
         .await?;
         eprintln!("metrics listening on {local}");

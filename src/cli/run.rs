@@ -10,9 +10,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
+use codegym_sandbox::packages::{PackageCache, PackagesConfig};
+use codegym_sandbox::{ExecRequest, SandboxConfig};
 use env_coding::data::RawData;
-use env_coding::packages::{PackageCache, PackagesConfig};
-use env_coding::sandbox::{ExecRequest, Sandbox, SandboxConfig};
 use env_coding::tasks::{Task, TaskSet};
 use env_core::OutputValue;
 
@@ -87,10 +87,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         ..SandboxConfig::default()
     };
     if packages.enabled {
-        env_coding::packages::create_cache_dir(&packages)?;
+        codegym_sandbox::packages::create_cache_dir(&packages)?;
         config.read_only_dirs.push(packages.cache_dir.clone());
     }
-    let sandbox = tokio::task::spawn_blocking(move || Sandbox::new(config))
+    let sandbox = tokio::task::spawn_blocking(move || env_coding::new_sandbox(config))
         .await?
         .context("cannot start the sandbox")?;
     if packages.enabled {
@@ -99,7 +99,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let request = ExecRequest {
         source,
-        data: task.data.clone(),
+        data: task.data.run_data(),
         ..ExecRequest::default()
     };
     let result = sandbox.run(request).await?;

@@ -73,7 +73,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     apply_flags(&args, &mut config.server);
     if args.require_isolation {
-        config.coding.sandbox.min_isolation = env_coding::sandbox::IsolationLevel::Strict;
+        config.coding.sandbox.min_isolation = codegym_sandbox::IsolationLevel::Strict;
     }
     if args.packages || args.wheelhouse.is_some() {
         config.coding.packages.enabled = true;

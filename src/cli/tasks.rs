@@ -4,9 +4,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use codegym_sandbox::SandboxConfig;
 use env_coding::completions::check_tasks;
 use env_coding::reward::run::EvalOptions;
-use env_coding::sandbox::{Sandbox, SandboxConfig};
 use env_coding::tasks::TaskSet;
 use rollout::dataset::record::EpisodeMode;
 
@@ -82,7 +82,7 @@ async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         python: args.python,
         ..SandboxConfig::default()
     };
-    let sandbox = tokio::task::spawn_blocking(move || Sandbox::new(config))
+    let sandbox = tokio::task::spawn_blocking(move || env_coding::new_sandbox(config))
         .await?
         .context("cannot start the sandbox")?;
     let opts = EvalOptions {

@@ -33,7 +33,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
-use env_coding::sandbox::Sandbox;
+use codegym_sandbox::Sandbox;
 use env_core::Kwargs;
 use serde::Deserialize;
 use serde_json::json;

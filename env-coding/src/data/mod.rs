@@ -59,7 +59,7 @@ pub struct TaskData {
     pub inputs: BTreeMap<String, serde_json::Value>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub outputs: BTreeMap<String, OutputType>,
-    /// pip requirement strings (see [`crate::packages`]): resolved once into a read-only site dir.
+    /// pip requirement strings (see [`codegym_sandbox::packages`]): resolved once into a read-only site dir.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub requirements: Vec<String>,
     /// The prompt-ready summary of the CSV/JSON files, computed once when the files are set.
@@ -168,6 +168,20 @@ impl TaskData {
     }
 
     /// The program's arguments after `main.py`: `--name value` per input, in name order.
+    /// What the sandbox needs of this data for one run.
+    pub fn run_data(&self) -> codegym_sandbox::RunData {
+        let outputs = (!self.outputs.is_empty()).then(|| {
+            Arc::new(outputs::Declared(self.outputs.clone()))
+                as Arc<dyn codegym_sandbox::CollectOutputs>
+        });
+        codegym_sandbox::RunData {
+            inputs: self.files.clone(),
+            argv: self.argv(),
+            site_dir: self.site_dir.clone(),
+            outputs,
+        }
+    }
+
     pub fn argv(&self) -> Vec<String> {
         self.inputs
             .iter()
@@ -197,7 +211,7 @@ fn object(
 
 /// A plain relative path that the run does not reserve for itself.
 fn check_file_name(name: &str) -> Result<(), String> {
-    let p = crate::tools::validate_rel(name).map_err(|e| format!("files: {e}"))?;
+    let p = codegym_sandbox::validate_rel_path(name).map_err(|e| format!("files: {e}"))?;
     let first = p
         .components()
         .find(|c| matches!(c, std::path::Component::Normal(_)))
@@ -247,7 +261,7 @@ fn load_file(name: &str, spec: FileSpec, base: Option<&Path>) -> Result<Vec<u8>,
                 ));
             };
             // Beneath the task file's directory, no symlinks anywhere on the way.
-            let (bytes, cut) = crate::tools::read_file(base, &p, MAX_FILE_BYTES)
+            let (bytes, cut) = codegym_sandbox::read_beneath(base, &p, MAX_FILE_BYTES)
                 .map_err(|e| format!("files.{name}: {e}"))?;
             if cut {
                 return Err(format!("files.{name}: {p} exceeds {MAX_FILE_BYTES} bytes"));

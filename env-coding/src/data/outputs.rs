@@ -60,6 +60,15 @@ pub(crate) fn check_name(name: &str) -> Result<(), String> {
     }
 }
 
+/// The declared outputs, as the reader the sandbox calls after a run.
+pub(crate) struct Declared(pub BTreeMap<String, OutputType>);
+
+impl codegym_sandbox::CollectOutputs for Declared {
+    fn collect(&self, workdir: &Path) -> BTreeMap<String, OutputValue> {
+        collect(workdir, &self.0)
+    }
+}
+
 /// Reads and parses every declared output of a finished run from `workdir/outputs/`.
 pub fn collect(
     workdir: &Path,
@@ -69,7 +78,7 @@ pub fn collect(
         .iter()
         .map(|(name, kind)| {
             let rel = format!("{OUTPUTS_DIR}/{name}");
-            let value = match crate::tools::read_file(workdir, &rel, MAX_OUTPUT_BYTES) {
+            let value = match codegym_sandbox::read_beneath(workdir, &rel, MAX_OUTPUT_BYTES) {
                 Ok((_, true)) => {
                     OutputValue::Error(format!("{rel}: larger than {MAX_OUTPUT_BYTES} bytes"))
                 }

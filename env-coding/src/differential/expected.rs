@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 
 use super::value::PyVal;
 use super::{DiffSpec, run_runner};
-use crate::sandbox::{Limits, Sandbox, SandboxError};
+use codegym_sandbox::{Limits, Sandbox, SandboxError};
 
 /// One input set's expected outputs.
 #[derive(Debug)]

@@ -31,7 +31,7 @@ pub use compare::Oracle;
 pub use expected::{Expected, reference_runs};
 
 use crate::reward::harness::CANDIDATE_FILE;
-use crate::sandbox::{ExecRequest, Limits, Sandbox, SandboxError};
+use codegym_sandbox::{ExecRequest, Limits, Sandbox, SandboxError};
 use value::PyVal;
 
 /// The runner's source (`main.py` of every differential run).

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::lang::Language;
+use codegym_sandbox::lang::Language;
 
 fn default_abs() -> f64 {
     1e-6

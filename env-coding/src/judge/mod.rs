@@ -20,8 +20,8 @@ use serde_json::json;
 
 pub use checker::Checker;
 
-use crate::lang::Language;
-use crate::sandbox::{ExecRequest, Limits, Sandbox, SandboxError};
+use codegym_sandbox::lang::Language;
+use codegym_sandbox::{ExecRequest, Limits, Sandbox, SandboxError};
 
 /// One test case.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -12,8 +12,9 @@ use futures::future::join_all;
 use super::harness::{self, CANDIDATE_FILE, TestReport, TestSuite};
 use super::{Component, ComponentScore, RewardOutcome, RewardSpec, score};
 use crate::data::TaskData;
-use crate::lang::Language;
-use crate::sandbox::{ExecRequest, Limits, ReportSpec, Sandbox, SandboxError, ToolHost};
+use codegym_sandbox::RunData;
+use codegym_sandbox::lang::Language;
+use codegym_sandbox::{ExecRequest, Limits, ReportSpec, Sandbox, SandboxError, ToolHost};
 
 /// A program to score: `main.py` plus files (session mode accumulates both).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -257,7 +258,7 @@ fn plan(
             files: extra,
             stdin,
             limits: opts.limits,
-            data: program.data.clone(),
+            data: program.data.run_data(),
             language: program.language,
             report: None,
             tools: None,
@@ -322,9 +323,9 @@ fn plan(
             extra,
         );
         // Tests read the input files, but take no arguments and write no outputs.
-        req.data = TaskData {
-            files: program.data.files.clone(),
-            ..TaskData::default()
+        req.data = RunData {
+            inputs: program.data.files.clone(),
+            ..RunData::default()
         };
         // The record lists every test with its error: make room for it whatever the caller's cap.
         let mut limits = opts.limits.unwrap_or(*sandbox.limits());

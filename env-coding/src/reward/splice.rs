@@ -10,7 +10,7 @@
 //! taken out so that the tests close them. A completion in MultiPL-E's own convention leaves
 //! exactly `T` open and is spliced unchanged. Languages without braces are appended as they are.
 
-use crate::lang::Language;
+use codegym_sandbox::lang::Language;
 
 /// `program`, then `tests`, with the program's surplus closing braces removed (see the module).
 pub fn append_tests(program: &str, tests: &str, language: Language) -> String {

@@ -22,8 +22,8 @@ use serde_json::Value;
 
 use super::Task;
 use crate::judge::{Checker, JudgeSpec, TestCase};
-use crate::lang::Language;
 use crate::reward::{Component, Penalties, REWARD_SPEC_VERSION, RewardSpec};
+use codegym_sandbox::lang::Language;
 
 fn judge_task(
     id: String,

@@ -16,8 +16,8 @@ use serde_json::value::RawValue;
 
 use super::Task;
 use crate::differential::{DiffSpec, Oracle, TestSet};
-use crate::lang::Language;
 use crate::reward::{Component, Penalties, REWARD_SPEC_VERSION, RewardSpec};
+use codegym_sandbox::lang::Language;
 
 #[derive(Deserialize)]
 struct Record<'a> {

@@ -62,7 +62,7 @@ pub(super) fn humaneval(value: serde_json::Value) -> Result<Task, String> {
         reward,
         metadata,
         deterministic: true,
-        language: crate::lang::Language::Python,
+        language: codegym_sandbox::lang::Language::Python,
     })
 }
 
@@ -116,6 +116,6 @@ pub(super) fn mbpp(value: serde_json::Value) -> Result<Task, String> {
         completion_prefix: None,
         metadata,
         deterministic: true,
-        language: crate::lang::Language::Python,
+        language: codegym_sandbox::lang::Language::Python,
     })
 }

@@ -74,7 +74,7 @@ pub struct Task {
     pub data: TaskData,
     /// Issue 14: the language solutions are written in (native field `language`, default
     /// `python`; a reset option `language` overrides it for an episode).
-    pub language: crate::lang::Language,
+    pub language: codegym_sandbox::lang::Language,
 }
 
 impl Task {

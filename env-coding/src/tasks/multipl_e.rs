@@ -14,8 +14,8 @@
 use serde::Deserialize;
 
 use super::Task;
-use crate::lang::Language;
 use crate::reward::{Component, Penalties, REWARD_SPEC_VERSION, RewardSpec};
+use codegym_sandbox::lang::Language;
 
 #[derive(Deserialize)]
 struct Record {

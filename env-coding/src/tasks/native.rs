@@ -39,7 +39,7 @@ struct Line {
     metadata: serde_json::Map<String, serde_json::Value>,
     /// Issue 14: the solution language (SandboxFusion's names; default python).
     #[serde(default)]
-    language: crate::lang::Language,
+    language: codegym_sandbox::lang::Language,
     // Data tasks (issue 13): input files, CLI inputs, typed outputs (see `crate::data`).
     #[serde(default)]
     files: Option<serde_json::Value>,

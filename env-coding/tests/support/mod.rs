@@ -6,9 +6,9 @@
 
 use std::sync::OnceLock;
 
+use codegym_sandbox::{Sandbox, SandboxConfig, SandboxError};
 use env_coding::reward::RewardOutcome;
 use env_coding::reward::run::{EvalOptions, Program, score_program};
-use env_coding::sandbox::{Sandbox, SandboxConfig, SandboxError};
 use env_coding::tasks::{Task, TaskSet};
 
 /// The binary's sandbox, started on first use.

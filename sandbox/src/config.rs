@@ -1,0 +1,180 @@
+//! Serde-able configuration of the sandbox: per-execution [`Limits`], the [`SandboxConfig`] and the
+//! [`IsolationLevel`] a deployment may require.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Resource limits of one execution (or of one `exec` of a session).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// CPU time (user + system) per process (`RLIMIT_CPU`: SIGXCPU, then SIGKILL 1 s later); the
+    /// main limit. A tree spreading work over many processes is bounded by `wall_ms`.
+    pub cpu_ms: u64,
+    /// Wall-clock backstop: machines are shared and noisy, so keep it generous.
+    pub wall_ms: u64,
+    /// Memory of the whole tree (cgroup) or of each process (`RLIMIT_AS` fallback).
+    pub memory_bytes: u64,
+    /// Processes + threads of the execution.
+    pub max_processes: u32,
+    /// Largest file the program may write.
+    pub max_file_bytes: u64,
+    pub max_open_files: u32,
+    /// Bytes of stdout kept; the rest is drained and dropped (`stdout_truncated`).
+    pub stdout_cap: usize,
+    pub stderr_cap: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            cpu_ms: 5_000,
+            wall_ms: 15_000,
+            memory_bytes: 1 << 30,
+            max_processes: 64,
+            max_file_bytes: 16 << 20,
+            max_open_files: 256,
+            stdout_cap: 64 << 10,
+            stderr_cap: 64 << 10,
+        }
+    }
+}
+
+/// How much isolation a sandbox provides (ordered: `None < Basic < Strict`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum IsolationLevel {
+    /// A plain child process.
+    #[default]
+    None,
+    /// Separate process, rlimits, cleared environment, wall-clock kill of the whole tree.
+    Basic,
+    /// Basic + network namespace, seccomp, Landlock or a mount namespace, PID namespace or cgroup.
+    Strict,
+}
+
+impl std::fmt::Display for IsolationLevel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            IsolationLevel::None => "none",
+            IsolationLevel::Basic => "basic",
+            IsolationLevel::Strict => "strict",
+        })
+    }
+}
+
+/// Configuration of a [`super::Sandbox`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SandboxConfig {
+    /// The Python interpreter. `None`: resolve the real binary behind `python3` once (pyenv shims
+    /// cost ~100 ms per start). `CODEGYM_PYTHON` overrides the lookup.
+    pub python: Option<PathBuf>,
+    /// Default limits of every execution.
+    pub limits: Limits,
+    /// Where per-execution work dirs are created. `None`: `/dev/shm` (tmpfs) when usable, else the
+    /// system temp dir.
+    pub work_root: Option<PathBuf>,
+    /// Executions in flight; `0` = 4 x cores (a run spends part of its life waiting on pipes and
+    /// its reply: with 2 x cores, 2 cores were not kept busy; issue 17 measured +7-10% at 4 x). Excess
+    /// calls wait.
+    pub max_concurrent: usize,
+    /// `Sandbox::new` fails when the machine cannot provide at least this level.
+    pub min_isolation: IsolationLevel,
+    /// How executions find third-party packages (numpy...). The default keeps them importable
+    /// without paying for `site` at every start.
+    pub site_packages: SitePackages,
+    /// First uid/gid of the range executions run as when the supervisor is root; every execution
+    /// gets its own uid so that per-uid limits and file permissions separate concurrent episodes.
+    pub uid_base: u32,
+    /// Number of uids in the range.
+    pub uid_count: u32,
+    /// How one-shot scripts start (sessions always get a fresh interpreter).
+    pub backend: Backend,
+    /// Data tasks (issue 13): host dirs runs may read but never write (the package cache), visible
+    /// even under hidden dirs (bound back read-only) and readable under Landlock.
+    pub read_only_dirs: Vec<PathBuf>,
+    // Issue 14 (languages): the compile step of compiled languages.
+    /// Default limits of a compile (`wall_ms` is SandboxFusion's `compile_timeout`; `stderr_cap`
+    /// caps the compiler's message kept in the result).
+    pub compile_limits: Limits,
+    /// Bytes of compiled artifacts kept in memory for reuse (least recently used evicted).
+    pub compile_cache_bytes: u64,
+    /// Trusted, constant Python programs that many runs use as their `main.py` (a test harness
+    /// that reads its tests from stdin): the warm backend compiles each once, in its server, and
+    /// a run whose source is byte-identical uses that code. Never anything that holds tests or
+    /// expected outputs (children can reach the server's objects through `gc`). Set by the
+    /// caller's code, not by configuration files.
+    #[serde(skip)]
+    pub precompiled: Vec<String>,
+}
+
+/// The default limits of a compile: compilers need more memory, processes (gcc's driver, `cc1plus`,
+/// `as`, `ld`; Go's and the JVM's threads) and time than a judged run.
+pub fn default_compile_limits() -> Limits {
+    Limits {
+        cpu_ms: 30_000,
+        wall_ms: 60_000,
+        memory_bytes: 2 << 30,
+        max_processes: 512,
+        max_file_bytes: 256 << 20,
+        max_open_files: 1024,
+        stdout_cap: 16 << 10,
+        stderr_cap: 16 << 10,
+    }
+}
+
+/// How a script's interpreter is started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    /// `warm_fork` where the machine allows it (root, PID and mount namespaces), else `fresh`.
+    #[default]
+    Auto,
+    /// Fork each run from a pre-started interpreter (several times cheaper than a fresh start);
+    /// `Sandbox::new` fails where that is impossible.
+    WarmFork,
+    /// A fresh interpreter per run.
+    Fresh,
+}
+
+/// Whether and how the interpreter's site-packages are importable.
+///
+/// Running `site` at start-up executes every `.pth` file of the install; on pyenv machines one of them
+/// imports certifi, which makes each execution ~4x slower (measured in BENCHMARKS.md). `Paths` skips
+/// `site` (`-S`) and puts the site-packages directories on `PYTHONPATH` instead: packages import the
+/// same, `.pth` hooks do not run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SitePackages {
+    /// `-S` + site-packages on `PYTHONPATH` (fast; packages importable; `.pth` files ignored).
+    #[default]
+    Paths,
+    /// Run `site` as usual, `.pth` files included (slow on some installs).
+    Full,
+    /// `-S` and nothing else: the standard library only (fastest).
+    None,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        SandboxConfig {
+            python: None,
+            limits: Limits::default(),
+            work_root: None,
+            max_concurrent: 0,
+            min_isolation: IsolationLevel::None,
+            site_packages: SitePackages::Paths,
+            uid_base: 1_500_000,
+            uid_count: 65_536,
+            backend: Backend::Auto,
+            read_only_dirs: Vec::new(),
+            compile_limits: default_compile_limits(),
+            compile_cache_bytes: 512 << 20,
+            precompiled: Vec::new(),
+        }
+    }
+}

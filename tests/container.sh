@@ -64,9 +64,22 @@ run() { # run CONFIG [podman options...] -- ARGS...
 
 for config in podman-default docker-default restricted documented-caps; do
   echo "=== $config: ${opts[$config]:-(no options)}"
-  run "$config" --network none -- "$image" doctor | tee "$out/doctor-$config.txt"
-  check grep -q "isolation level: ${want_level[$config]}" "$out/doctor-$config.txt"
-  run "$config" --network none -- "$image" tasks check builtin:examples >"$out/tasks-$config.txt" 2>&1 || true
+  level=${want_level[$config]}
+  # Below strict, every command refuses unless it is asked for less (`--isolation basic`).
+  if [ "$level" != strict ]; then
+    if run "$config" --network none -- "$image" doctor >"$out/doctor-refused-$config.txt" 2>&1; then
+      echo "FAILED: doctor exits 0 at $level without --isolation $level"; fail=1
+    fi
+    # (`timeout`: a server that wrongly started must not hang the suite.)
+    if run "$config" --network none --entrypoint timeout -- "$image" 60 /usr/local/bin/codegym \
+        serve --addr 127.0.0.1:0 >"$out/serve-refused-$config.txt" 2>&1; then
+      echo "FAILED: serve started at $level without --isolation $level"; fail=1
+    fi
+    check grep -q "below the required strict" "$out/serve-refused-$config.txt"
+  fi
+  run "$config" --network none -- "$image" doctor --isolation "$level" | tee "$out/doctor-$config.txt"
+  check grep -q "isolation level: $level" "$out/doctor-$config.txt"
+  run "$config" --network none -- "$image" tasks check builtin:examples --isolation "$level" >"$out/tasks-$config.txt" 2>&1 || true
   tail -1 "$out/tasks-$config.txt"
   check grep -q "16 of 16 reference solutions pass" "$out/tasks-$config.txt"
 done
@@ -84,7 +97,7 @@ port=18731
 for config in docker-default documented-caps; do
   name="codegym-http-$config"
   run "$config" --network host --name "$name" -d -- "$image" \
-    serve --addr 127.0.0.1:0 --http "127.0.0.1:$port" >/dev/null
+    serve --addr 127.0.0.1:0 --http "127.0.0.1:$port" --isolation "${want_level[$config]}" >/dev/null
   for _ in $(seq 100); do curl -sS -o /dev/null "http://127.0.0.1:$port/run_code" -d '{}' 2>/dev/null && break; sleep 0.1; done
   post() { curl -sS -H 'content-type: application/json' "http://127.0.0.1:$port/run_code" -d "$1"; }
   hostile=$(python3 - "$port" <<'PY'

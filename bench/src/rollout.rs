@@ -153,6 +153,7 @@ fn registry(call_cost: CallCost) -> Result<Arc<Registry>, EnvError> {
         action_space: text_space(),
         default_kwargs: serde_json::Map::new(),
         call_cost,
+        metadata: Default::default(),
     };
     registry.register(
         spec,

@@ -43,6 +43,17 @@ pub fn new_sandbox(mut config: SandboxConfig) -> Result<Sandbox, codegym_sandbox
     Sandbox::new(config)
 }
 
+/// The env's metadata: what its sandbox offers (isolation level and layers, backend, languages),
+/// so that a client sees what it trains on.
+fn sandbox_metadata(sandbox: &Sandbox) -> Kwargs {
+    let mut metadata = Kwargs::new();
+    metadata.insert(
+        "sandbox".into(),
+        serde_json::to_value(sandbox.info()).unwrap_or_default(),
+    );
+    metadata
+}
+
 /// Creates one shared [`Sandbox`] and registers `codegym/Python-v0` (an asynchronous env: make it
 /// with `Registry::make_async`) with its `BatchEvaluator`.
 ///
@@ -80,6 +91,7 @@ pub fn register(
         default_kwargs: Kwargs::new(),
         // Not consulted: the env is asynchronous (this is the safe default for readers of the spec).
         call_cost: CallCost::Blocking,
+        metadata: sandbox_metadata(&sandbox),
     };
     let shared = Arc::new(Shared::new(
         sandbox.clone(),

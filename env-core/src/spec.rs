@@ -88,6 +88,10 @@ pub struct EnvSpec {
     /// place or hand them to a thread that may block (an extension of Gymnasium's spec).
     #[serde(default)]
     pub call_cost: CallCost,
+    /// What the env tells clients about itself beyond its spaces (the coding env: its sandbox's
+    /// isolation level and layers, and the languages it runs). `ListEnvs` and `Make` carry it.
+    #[serde(default)]
+    pub metadata: serde_json::Map<String, serde_json::Value>,
 }
 
 /// How long an environment's calls may take, for callers on an async runtime. Handing a call to a

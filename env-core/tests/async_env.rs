@@ -25,6 +25,7 @@ fn spec(id: &str, call_cost: CallCost, max_episode_steps: Option<u32>) -> EnvSpe
         action_space: text(),
         default_kwargs: Kwargs::new(),
         call_cost,
+        metadata: Default::default(),
     }
 }
 

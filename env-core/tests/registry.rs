@@ -22,6 +22,7 @@ fn spec(id: &str, max_episode_steps: Option<u32>) -> EnvSpec {
         action_space: Space::text(0, 8),
         default_kwargs: Kwargs::new(),
         call_cost: CallCost::Blocking,
+        metadata: Default::default(),
     }
 }
 

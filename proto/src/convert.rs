@@ -443,6 +443,7 @@ pub fn spec_to_proto(spec: &EnvSpec, supports_evaluate: bool) -> v1::EnvSpec {
         default_kwargs_json: json_text(&spec.default_kwargs),
         supports_evaluate,
         nondeterministic: spec.nondeterministic,
+        metadata_json: json_text(&spec.metadata),
     }
 }
 

@@ -41,19 +41,42 @@ impl Default for Limits {
     }
 }
 
-/// How much isolation a sandbox provides (ordered: `None < Basic < Strict`).
+/// How much isolation a sandbox provides (ordered: `None < Basic < Strict`). What each level
+/// requires is [`IsolationLevel::REQUIRES`]'s.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
 )]
 #[serde(rename_all = "snake_case")]
 pub enum IsolationLevel {
     /// A plain child process.
-    #[default]
     None,
     /// Separate process, rlimits, cleared environment, wall-clock kill of the whole tree.
     Basic,
     /// Basic + network namespace, seccomp, Landlock or a mount namespace, PID namespace or cgroup.
+    /// The default requirement of every sandbox.
+    #[default]
     Strict,
+}
+
+impl IsolationLevel {
+    /// What reaching each level takes, in the words of `--help` and `codegym doctor`.
+    pub const REQUIRES: &str = "basic = a process per run, rlimits, a cleared environment and a \
+        wall-clock kill of the whole tree; strict = basic + a network namespace, seccomp, Landlock \
+        or a mount namespace, and a PID namespace or a cgroup";
+}
+
+impl std::str::FromStr for IsolationLevel {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "none" => Ok(IsolationLevel::None),
+            "basic" => Ok(IsolationLevel::Basic),
+            "strict" => Ok(IsolationLevel::Strict),
+            _ => Err(format!(
+                "unknown isolation level {s:?} (expected strict, basic or none)"
+            )),
+        }
+    }
 }
 
 impl std::fmt::Display for IsolationLevel {
@@ -82,7 +105,8 @@ pub struct SandboxConfig {
     /// its reply: with 2 x cores, 2 cores were not kept busy; issue 17 measured +7-10% at 4 x). Excess
     /// calls wait.
     pub max_concurrent: usize,
-    /// `Sandbox::new` fails when the machine cannot provide at least this level.
+    /// `Sandbox::new` fails when the machine cannot provide at least this level (default
+    /// `strict`): a deployment that accepts less says so.
     pub min_isolation: IsolationLevel,
     /// How executions find third-party packages (numpy...). The default keeps them importable
     /// without paying for `site` at every start.
@@ -166,7 +190,7 @@ impl Default for SandboxConfig {
             limits: Limits::default(),
             work_root: None,
             max_concurrent: 0,
-            min_isolation: IsolationLevel::None,
+            min_isolation: IsolationLevel::Strict,
             site_packages: SitePackages::Paths,
             uid_base: 1_500_000,
             uid_count: 65_536,

@@ -15,7 +15,7 @@ use super::config::IsolationLevel;
 const LANDLOCK_ABI: ABI = ABI::V6;
 
 /// One isolation layer and whether it is active.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Layer {
     pub name: &'static str,
     pub active: bool,
@@ -24,7 +24,7 @@ pub struct Layer {
 }
 
 /// Which isolation layers a sandbox applies, and the resulting level.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct IsolationReport {
     pub level: IsolationLevel,
     pub layers: Vec<Layer>,
@@ -58,6 +58,20 @@ impl IsolationReport {
     pub fn missing(&self) -> impl Iterator<Item = &Layer> {
         self.layers.iter().filter(|l| !l.active)
     }
+}
+
+/// What a sandbox offers, as clients and operators see it (`ListEnvs` metadata, the HTTP
+/// facade's `/v1/sandbox`, `codegym doctor --json`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SandboxInfo {
+    pub isolation_level: IsolationLevel,
+    /// The level below which the sandbox refused to start.
+    pub required_level: IsolationLevel,
+    /// `warm fork` or `fresh`: how Python scripts start.
+    pub backend: &'static str,
+    pub layers: Vec<Layer>,
+    /// The languages whose toolchains this machine has.
+    pub languages: Vec<&'static str>,
 }
 
 impl std::fmt::Display for IsolationReport {

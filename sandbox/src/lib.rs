@@ -54,7 +54,7 @@ pub use beneath::{MAX_READ_BYTES, read_beneath, validate_rel_path, write_beneath
 pub use config::{
     Backend, IsolationLevel, Limits, SandboxConfig, SitePackages, default_compile_limits,
 };
-pub use isolation::{IsolationReport, Layer};
+pub use isolation::{IsolationReport, Layer, SandboxInfo};
 pub use report::{
     MAX_REPR_CHARS, MAX_RETURN_BYTES, MAX_VARIABLES, MAX_VARIABLES_BYTES, MAX_VARS, MAX_VARS_BYTES,
 };
@@ -156,6 +156,21 @@ impl Sandbox {
     /// Which layers are active.
     pub fn isolation(&self) -> &IsolationReport {
         &self.inner.report
+    }
+
+    /// What this sandbox offers, for clients and operators.
+    pub fn info(&self) -> SandboxInfo {
+        SandboxInfo {
+            isolation_level: self.inner.report.level,
+            required_level: self.inner.config.min_isolation,
+            backend: self.backend(),
+            layers: self.inner.report.layers.clone(),
+            languages: Language::ALL
+                .iter()
+                .filter(|l| self.supports(**l).is_ok())
+                .map(|l| l.name())
+                .collect(),
+        }
     }
 
     /// The resolved interpreter.

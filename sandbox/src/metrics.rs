@@ -19,6 +19,11 @@ pub const IN_FLIGHT: &str = "codegym_sandbox_runs_in_flight";
 /// Fork servers replaced because the previous one had died (warm backend).
 pub const FORK_SERVER_RESTARTS: &str = "codegym_sandbox_fork_server_restarts_total";
 
+/// Each isolation layer of the sandbox, by `layer`: 1 active, 0 missing.
+pub const ISOLATION_LAYER: &str = "codegym_sandbox_isolation_layer";
+/// The sandbox's isolation level: 0 none, 1 basic, 2 strict.
+pub const ISOLATION_LEVEL: &str = "codegym_sandbox_isolation_level";
+
 /// Registers the help texts.
 pub fn describe() {
     describe_counter!(EXECUTIONS, "Sandbox script runs finished, by outcome");
@@ -33,6 +38,22 @@ pub fn describe() {
         FORK_SERVER_RESTARTS,
         "Fork servers restarted after the previous one died"
     );
+    describe_gauge!(
+        ISOLATION_LAYER,
+        "Sandbox isolation layers, by layer: 1 active, 0 missing"
+    );
+    describe_gauge!(
+        ISOLATION_LEVEL,
+        "Sandbox isolation level: 0 none, 1 basic, 2 strict"
+    );
+}
+
+/// Publishes the sandbox's isolation (call once the process's recorder is installed).
+pub fn isolation(report: &crate::IsolationReport) {
+    for layer in &report.layers {
+        gauge!(ISOLATION_LAYER, "layer" => layer.name).set(if layer.active { 1.0 } else { 0.0 });
+    }
+    gauge!(ISOLATION_LEVEL).set(report.level as u8 as f64);
 }
 
 /// Holds a gauge up by one for its lifetime, so a dropped future (a client deadline) cannot leave

@@ -201,7 +201,11 @@ pub enum SandboxError {
         stage: &'static str,
         source: std::io::Error,
     },
-    #[error("isolation level {actual} is below the required {required}:\n{report}")]
+    #[error(
+        "the sandbox's isolation level here is {actual}, below the required {required}; a \
+         deployment that accepts less must ask for it (`--isolation {actual}`, or the sandbox \
+         config's `min_isolation`). Layers:\n{report}"
+    )]
     InsufficientIsolation {
         required: IsolationLevel,
         actual: IsolationLevel,

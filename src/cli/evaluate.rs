@@ -35,6 +35,8 @@ pub struct Args {
     /// Wall-clock budget of each unit test, in ms.
     #[arg(long, default_value_t = 3_000)]
     per_test_timeout_ms: u64,
+    #[command(flatten)]
+    isolation: super::isolation::IsolationArg,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -42,6 +44,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let samples = read_samples(&args.samples, &tasks)?;
     let config = SandboxConfig {
         python: args.python,
+        min_isolation: args.isolation.level(SandboxConfig::default().min_isolation),
         ..SandboxConfig::default()
     };
     let sandbox = tokio::task::spawn_blocking(move || env_coding::new_sandbox(config))

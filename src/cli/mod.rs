@@ -9,6 +9,7 @@ mod doctor;
 mod envs;
 mod evaluate;
 mod export;
+mod isolation;
 mod metrics;
 mod report;
 mod rollout;

@@ -26,6 +26,9 @@ struct Flags {
     /// JSON `RolloutConfig`; flags given on the command line override its fields.
     #[arg(long)]
     config: Option<PathBuf>,
+    /// With the environment in process (no --env-server).
+    #[command(flatten)]
+    isolation: super::isolation::IsolationArg,
     /// Model name, passed through untouched (`org/model:provider`, `org/model:fastest`).
     #[arg(long)]
     model: Option<String>,
@@ -187,6 +190,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let backend = if config.env_servers.is_empty() {
         // In process the task file is the user's own: allow its directory.
         let mut coding = env_coding::CodingConfig::default();
+        coding.sandbox.min_isolation = args.isolation.level(coding.sandbox.min_isolation);
         if let Some(dir) = config
             .env_kwargs
             .get("tasks")

@@ -43,6 +43,8 @@ pub struct Args {
     /// New inputs, `--name value` pairs (after `--`), replacing the task's by name.
     #[arg(last = true, value_name = "--NAME VALUE")]
     inputs: Vec<String>,
+    #[command(flatten)]
+    isolation: super::isolation::IsolationArg,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -84,6 +86,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let mut config = SandboxConfig {
         python: args.python,
+        min_isolation: args.isolation.level(SandboxConfig::default().min_isolation),
         ..SandboxConfig::default()
     };
     if packages.enabled {

@@ -28,8 +28,10 @@ pub struct Args {
     /// seconds while open sessions go on, then stop (default 0: stop at once).
     #[arg(long)]
     drain_secs: Option<u64>,
-    /// Refuse to start unless every sandbox isolation layer is available.
-    #[arg(long)]
+    #[command(flatten)]
+    isolation: super::isolation::IsolationArg,
+    /// The same as `--isolation strict` (the default): kept for existing deployments.
+    #[arg(long, conflicts_with = "isolation")]
     require_isolation: bool,
     /// A directory whose task files clients may load with the `tasks` make kwarg (repeatable;
     /// by default only the built-in and the configured default task sets).
@@ -72,9 +74,11 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => codegym::config::Config::default(),
     };
     apply_flags(&args, &mut config.server);
-    if args.require_isolation {
-        config.coding.sandbox.min_isolation = codegym_sandbox::IsolationLevel::Strict;
-    }
+    // The config file's `coding.sandbox.min_isolation` (default strict), unless a flag says.
+    config.coding.sandbox.min_isolation = match args.require_isolation {
+        true => codegym_sandbox::IsolationLevel::Strict,
+        false => args.isolation.level(config.coding.sandbox.min_isolation),
+    };
     if args.packages || args.wheelhouse.is_some() {
         config.coding.packages.enabled = true;
     }
@@ -100,6 +104,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         tokio::task::spawn_blocking(move || codegym::registry_and_sandbox(coding))
             .await?
             .context("cannot set up the environments")?;
+    let sandbox_report = sandbox.isolation().clone();
     let http_addr = args.http.or(config.http.addr);
     let auth_var = args
         .http_auth_token_env
@@ -161,6 +166,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     if let Some(addr) = args.metrics_addr {
         let local = super::metrics::install(addr, codegym::metrics::describe).await?;
+        codegym_sandbox::metrics::isolation(&sandbox_report);
         println!("metrics listening on {local}");
     }
     std::io::stdout().flush()?;

@@ -30,6 +30,8 @@ pub struct CheckArgs {
     /// Wall-clock budget of each unit test, in ms.
     #[arg(long, default_value_t = 10_000)]
     per_test_timeout_ms: u64,
+    #[command(flatten)]
+    isolation: super::isolation::IsolationArg,
 }
 
 #[derive(Debug, clap::Args)]
@@ -80,6 +82,7 @@ async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let set = TaskSet::load(&args.file)?;
     let config = SandboxConfig {
         python: args.python,
+        min_isolation: args.isolation.level(SandboxConfig::default().min_isolation),
         ..SandboxConfig::default()
     };
     let sandbox = tokio::task::spawn_blocking(move || env_coding::new_sandbox(config))

@@ -144,6 +144,7 @@ pub(crate) fn router(state: Arc<HttpState>) -> Router {
     Router::new()
         .route("/run_code", post(sandbox_fusion::run_code))
         .route("/v1/ping", get(sandbox_fusion::ping))
+        .route("/v1/sandbox", get(sandbox_fusion::sandbox_info))
         .route("/list_datasets", get(datasets::list_datasets))
         .route("/get_prompts", post(datasets::get_prompts))
         .route("/get_prompt_by_id", post(datasets::get_prompt_by_id))

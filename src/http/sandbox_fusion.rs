@@ -151,6 +151,12 @@ pub(crate) async fn ping() -> Response {
     axum::Json("pong").into_response()
 }
 
+/// `GET /v1/sandbox`, beside the liveness probe: what the sandbox behind `/run_code` offers
+/// (isolation level and layers, the level the server requires, backend, languages).
+pub(crate) async fn sandbox_info(State(state): State<Arc<HttpState>>) -> Response {
+    axum::Json(state.sandbox.info()).into_response()
+}
+
 /// `POST /run_code`.
 pub(crate) async fn run_code(
     State(state): State<Arc<HttpState>>,

@@ -88,6 +88,7 @@ fn spec(id: &str, space: Space) -> EnvSpec {
         action_space: space,
         default_kwargs: Default::default(),
         call_cost: Default::default(),
+        metadata: Default::default(),
     }
 }
 

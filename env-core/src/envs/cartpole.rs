@@ -136,6 +136,7 @@ impl CartPole {
             action_space: Space::Discrete { n: 2, start: 0 },
             default_kwargs: Kwargs::new(),
             call_cost: CallCost::Cheap,
+            metadata: Default::default(),
         }
     }
 

@@ -232,6 +232,7 @@ mod tests {
             action_space: text(),
             default_kwargs: Kwargs::new(),
             call_cost,
+            metadata: Default::default(),
         };
         let creator = move |_: &Kwargs| {
             let env = Probe {

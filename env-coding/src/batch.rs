@@ -14,8 +14,9 @@ use env_core::{
 };
 use futures::stream::{FuturesUnordered, StreamExt};
 
+use crate::action::{Action, decode_action, no_code_result};
 use crate::config::Mode;
-use crate::env::{Action, decode_action, infra, no_code_result, step_info};
+use crate::env::{infra, step_info};
 use crate::reward::run::{self, EvalOptions, Program};
 use crate::shared::{Settings, Shared};
 use crate::tasks::Task;

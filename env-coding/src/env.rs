@@ -12,21 +12,19 @@
 use std::sync::Arc;
 
 use env_core::{
-    AsyncEnv, ChaCha8Rng, EnvError, EnvFuture, ExecutionResult, Info, Options, Result, Space, Step,
-    Value,
+    AsyncEnv, ChaCha8Rng, EnvError, EnvFuture, Info, Options, Result, Space, Step, Value,
 };
 use serde_json::json;
 
+use crate::action::{Action, Run, decode_action, no_code_result};
 use crate::config::Mode;
 use crate::reward::RewardOutcome;
 use crate::reward::run::{self, Program};
 use crate::shared::{Settings, Shared};
 use crate::tasks::Task;
-use crate::tools::ToolCall;
-use code_extract::{ExtractMode, extract_tagged};
+use codegym_sandbox::PySession;
 use codegym_sandbox::lang::Language;
 use codegym_sandbox::{MAX_READ_BYTES, read_beneath, write_beneath};
-use codegym_sandbox::{PySession, ReportSpec};
 
 /// Largest text of the observation and action spaces.
 pub const MAX_TEXT_LEN: usize = 1 << 20;
@@ -36,90 +34,6 @@ pub(crate) fn text_space() -> Space {
         min_length: 0,
         max_length: MAX_TEXT_LEN,
         charset: None,
-    }
-}
-
-/// A program an action runs, with what it injects and reports (issue 12).
-pub(crate) struct Run {
-    pub code: String,
-    /// Global names set before the code runs (checked).
-    pub vars: serde_json::Map<String, serde_json::Value>,
-    /// Report variables (`None`: the env's `variables` kwarg).
-    pub variables: Option<bool>,
-    /// Issue 14: the program's language (the episode's, or a `run_code` call's).
-    pub language: Language,
-}
-
-impl Run {
-    fn plain(code: String, language: Language) -> Run {
-        Run {
-            code,
-            vars: serde_json::Map::new(),
-            variables: None,
-            language,
-        }
-    }
-}
-
-/// What an action asks for.
-pub(crate) enum Action {
-    /// A program; issue 14: in the episode's language unless a `run_code` call names one.
-    Code(Run),
-    /// `extract: fenced` and no fenced block: nothing runs.
-    NoCode,
-    WriteFile {
-        path: String,
-        content: String,
-    },
-    ReadFile {
-        path: String,
-    },
-}
-
-/// Decodes an action; text is searched for a fenced block of `language` (the episode's).
-pub(crate) fn decode_action(
-    action: Value,
-    mode: ExtractMode,
-    language: Language,
-) -> Result<Action> {
-    match action {
-        Value::Text(t) => Ok(match extract_tagged(&t, mode, language.fence_tags()) {
-            Some(code) => Action::Code(Run::plain(code.to_string(), language)),
-            None => Action::NoCode,
-        }),
-        Value::Json(v) => match ToolCall::parse(v).map_err(EnvError::InvalidAction)? {
-            ToolCall::RunPython {
-                code,
-                vars,
-                variables,
-            } => {
-                let vars = vars.unwrap_or_default();
-                ReportSpec::check_vars(&vars).map_err(EnvError::InvalidAction)?;
-                Ok(Action::Code(Run {
-                    code,
-                    vars,
-                    variables,
-                    language: Language::Python,
-                }))
-            }
-            ToolCall::RunCode { code, language } => Ok(Action::Code(Run::plain(code, language))),
-            ToolCall::WriteFile { path, content } => Ok(Action::WriteFile { path, content }),
-            ToolCall::ReadFile { path } => Ok(Action::ReadFile { path }),
-        },
-        other => Err(EnvError::InvalidAction(format!(
-            "expected text (source or model output) or a JSON tool call, got {}",
-            other.kind()
-        ))),
-    }
-}
-
-/// The observation when `extract: fenced` finds no code block.
-pub(crate) fn no_code_result(language: Language) -> ExecutionResult {
-    ExecutionResult {
-        stderr: format!(
-            "codegym: no ```{language} code block found in the response; nothing was run\n"
-        ),
-        ..ExecutionResult::default()
     }
 }
 

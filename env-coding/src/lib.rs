@@ -11,6 +11,7 @@
 //!
 //! Running programs is the `codegym-sandbox` crate's: this crate never starts a process.
 
+mod action;
 mod batch;
 pub mod completions;
 mod config;

@@ -181,7 +181,7 @@ impl Settings {
     /// own, reported as the action or the env's `variables` kwarg asks.
     pub fn script_program(
         &self,
-        run: crate::env::Run,
+        run: crate::action::Run,
         vars: &serde_json::Map<String, serde_json::Value>,
     ) -> Program {
         let mut merged = vars.clone();

@@ -237,7 +237,7 @@ impl Channel {
         let mut calls = tokio::task::JoinSet::new();
         let mut reports = Vec::new();
         let mut buf: Vec<u8> = Vec::new();
-        let mut scratch = vec![0u8; crate::supervise::SCRATCH];
+        let mut scratch = vec![0u8; crate::prepare::SCRATCH];
         'read: loop {
             let n = match rd.read(&mut scratch).await {
                 Ok(0) | Err(_) => break,

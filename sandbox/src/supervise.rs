@@ -15,7 +15,7 @@ use env_core::{ExecutionResult, OutputValue};
 use tokio::net::unix::pipe;
 
 use super::config::Limits;
-use super::prepare::RunGuard;
+use super::prepare::{self, RunGuard};
 use super::report::{self, Report};
 use super::request::SandboxError;
 use crate::request::CollectOutputs;
@@ -96,8 +96,8 @@ pub(crate) async fn script<P: Process>(
     let reporter = run.report.take().map(|c| tokio::spawn(c.serve()));
     let mut out = Capture::new(limits.stdout_cap);
     let mut err = Capture::new(limits.stderr_cap);
-    let mut scratch = vec![0u8; SCRATCH];
-    let mut scratch2 = vec![0u8; SCRATCH];
+    let mut scratch = vec![0u8; prepare::SCRATCH];
+    let mut scratch2 = vec![0u8; prepare::SCRATCH];
     let deadline = tokio::time::sleep(Duration::from_millis(limits.wall_ms.max(1)));
     tokio::pin!(deadline);
     let (mut out_open, mut err_open) = (true, true);
@@ -414,11 +414,6 @@ impl Capture {
 }
 
 /// Reads one chunk into `cap`; returns false at EOF or on error (the pipe is done).
-/// Bytes read from a pipe at a time. Small on purpose (issue 17): a zeroed allocation of 16 KiB or
-/// more is a "large" one for jemalloc, which zeroes a recycled extent with `madvise`, a TLB
-/// shootdown across cores; three 64 KiB buffers per run cost ~5% of the host side's CPU.
-pub(crate) const SCRATCH: usize = 8 << 10;
-
 pub(crate) async fn read_some(
     rx: &mut pipe::Receiver,
     cap: &mut Capture,

@@ -1,6 +1,8 @@
 //! The warm-fork backend against the fresh one: same observable behaviour for programs, and the
 //! server's own failure modes (it dies, a run is abandoned) lose nothing and leave nothing.
 
+mod support;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -87,35 +89,9 @@ impl Fixture {
         self.server_processes().0
     }
 
-    /// The fork servers, and the children they forked ahead (issue 17), which wait for a run.
+    /// The fork servers, and the children they forked ahead, which wait for a run.
     fn server_processes(&self) -> (Vec<i32>, Vec<i32>) {
-        let mut out = Vec::new();
-        for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-                continue;
-            };
-            let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-            let cwd = std::fs::read_link(e.path().join("cwd")).unwrap_or_default();
-            if String::from_utf8_lossy(&cmdline).contains("The fork server of the warm-fork")
-                && cwd.starts_with(&self.root)
-                && cwd.parent() == Some(self.root.as_path())
-            {
-                out.push(pid);
-            }
-        }
-        // Children forked ahead by a server (waiting for a run) look the same: keep the servers.
-        let parent = |pid: i32| -> Option<i32> {
-            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix("PPid:"))
-                .and_then(|v| v.trim().parse().ok())
-        };
-        let all = out.clone();
-        let (servers, waiting) = all
-            .into_iter()
-            .partition(|&pid| parent(pid).is_none_or(|pp| !out.contains(&pp)));
-        (servers, waiting)
+        support::forkserver::server_processes(&self.root)
     }
 }
 
@@ -135,13 +111,19 @@ async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     panic!("timed out waiting for {what}");
 }
 
-/// What a program can observe about how it was started must not depend on the backend.
+/// What a program can observe about how it was started must not depend on the backend, nor, on
+/// the warm backend, on whether its child was forked ahead (an idle server's) or on demand (a
+/// busy server's, or one whose children forked ahead died).
 #[tokio::test]
 async fn warm_forks_behave_like_fresh_interpreters() {
     let warm = Fixture::new(Backend::WarmFork, 0);
     let fresh = Fixture::new(Backend::Fresh, 1);
+    let on_demand = Fixture::new(Backend::WarmFork, 7);
     assert_eq!(warm.sandbox.backend(), "warm fork");
     assert_eq!(fresh.sandbox.backend(), "fresh");
+    // Without children forked ahead, the server forks every run on demand.
+    on_demand.run(ExecRequest::new("pass")).await;
+    assert!(support::forkserver::kill_forked_ahead(&on_demand.root).await > 0);
     let programs: &[(&str, Option<&str>)] = &[
         ("print('hi')", None),
         (
@@ -173,6 +155,11 @@ async fn warm_forks_behave_like_fresh_interpreters() {
             "import os\nprint(len([p for p in os.listdir('/proc') if p.isdigit()]))",
             None,
         ),
+        // Its own IPC namespace and a /dev/shm with nothing of the host's or other runs'.
+        (
+            "import os\nprint([open('/proc/sysvipc/' + k).read().count('\\n') for k in ('shm', 'msg', 'sem')])\nprint([n for n in os.listdir('/dev/shm') if not os.getcwd().startswith('/dev/shm/' + n + '/')])",
+            None,
+        ),
         ("import sys\nsys.stdout.close()", None),
         // Issue 17: the warm backend's setup is native code now; what it leaves must not differ.
         (
@@ -196,9 +183,16 @@ async fn warm_forks_behave_like_fresh_interpreters() {
             r
         };
         let (w, f) = (warm.run(req()).await, fresh.run(req()).await);
+        let d = on_demand.run(req()).await;
         let same = (&w.exit_code, &w.signal, &w.stdout, &w.stderr)
             == (&f.exit_code, &f.signal, &f.stdout, &f.stderr);
         assert!(same, "{src}\nwarm:  {w:?}\nfresh: {f:?}");
+        let same = (&w.exit_code, &w.signal, &w.stdout, &w.stderr)
+            == (&d.exit_code, &d.signal, &d.stdout, &d.stderr);
+        assert!(same, "{src}\nforked ahead: {w:?}\non demand:    {d:?}");
+        if src.contains("sysvipc") {
+            assert_eq!(w.stdout, "[1, 1, 1]\n[]\n", "{w:?}");
+        }
         if src.contains("LD_BIND_NOW") {
             assert_eq!(w.stdout, "False 0\n", "{w:?}");
         }

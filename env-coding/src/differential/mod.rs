@@ -128,7 +128,7 @@ impl DiffSpec {
     /// What serde cannot check: the inputs are arrays of argument arrays, limits and tolerances
     /// are sane, the transform exists.
     pub fn validate(&self) -> Result<(), String> {
-        if !crate::reward::is_identifier(&self.entry_point) {
+        if !crate::reward::harness::is_identifier(&self.entry_point) {
             return Err(format!(
                 "differential: entry_point {:?} is not an identifier",
                 self.entry_point

@@ -188,6 +188,13 @@ pub fn parse(input: &HarnessInput, stdout: &str, timed_out: bool) -> TestReport 
     report
 }
 
+/// A Python identifier the harness may call (a `check_function` or differential entry point).
+pub(crate) fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_alphabetic() || c == '_')
+        && chars.all(|c| c.is_alphanumeric() || c == '_')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

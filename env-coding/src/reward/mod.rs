@@ -307,7 +307,9 @@ impl RewardSpec {
                 Component::Asserts { asserts, .. } if asserts.is_empty() => {
                     return Err("asserts component has no asserts".into());
                 }
-                Component::CheckFunction { entry_point, .. } if !is_identifier(entry_point) => {
+                Component::CheckFunction { entry_point, .. }
+                    if !harness::is_identifier(entry_point) =>
+                {
                     return Err(format!(
                         "check_function: entry_point {entry_point:?} is not an identifier"
                     ));
@@ -338,12 +340,6 @@ impl RewardSpec {
     pub fn needs_plain_run(&self) -> bool {
         self.components.iter().any(Component::uses_plain_run)
     }
-}
-
-pub(crate) fn is_identifier(s: &str) -> bool {
-    let mut chars = s.chars();
-    chars.next().is_some_and(|c| c.is_alphabetic() || c == '_')
-        && chars.all(|c| c.is_alphanumeric() || c == '_')
 }
 
 /// The score of one component, with what explains it.

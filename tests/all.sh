@@ -24,7 +24,7 @@ fi
 # Issue 13 (AutoCoder mode): the model's tests run pytest==8.3.5 from PyPI through that same package
 # cache (rollout/tests/autocoder.rs, tests/autocoder_cli.rs; cache in $TMPDIR, reused across runs):
 # nothing more to install; a cold cache fetches pytest and its 3 dependencies (~2 MB installed).
-# --- Issue 14: toolchains of every language the sandbox runs (env-coding/src/lang/). -----------
+# --- Issue 14: toolchains of every language the sandbox runs (sandbox/src/lang/). -----------
 # The language tests need them all; they come from Debian packages, installed only when missing
 # (about 40 s on a fresh Debian 12 machine with a package mirror; nothing when present).
 declare -A TOOLCHAIN_PACKAGES=(

@@ -1,26 +1,36 @@
-//! The process sandbox: the only module of the workspace that spawns processes.
+//! The process sandbox: the only crate of the workspace that starts processes. It runs untrusted
+//! programs (Python, and the languages of [`lang`]) and knows nothing of tasks or rewards: a caller
+//! passes what a run needs ([`ExecRequest`], [`RunData`], [`SandboxConfig::precompiled`]) and gets
+//! the one [`ExecutionResult`] back.
 //!
-//! Every execution runs in its own PID, mount, network, IPC and UTS namespaces, with rlimits, a
-//! cleared environment, a private work dir owned by a per-execution uid, Landlock and seccomp. The
-//! layers the kernel refuses are reported by [`IsolationReport`] (logged at [`Sandbox::new`],
-//! printed by `codegym doctor`). Every execution ends as an [`ExecutionResult`].
+//! The isolation contract: every run, on every path (warm-fork children forked ahead or on demand,
+//! fresh runs, compiled runs, session interpreters), has its own PID namespace (it is PID 1 and its
+//! `/proc` shows only its own processes), mount namespace and IPC namespace, its own network
+//! namespace (warm-fork script runs share the fork server's empty one only where Landlock scopes
+//! abstract sockets and signals), its own uid, rlimits, cleared environment, private work dir,
+//! Landlock domain and seccomp filter, and is killed with its whole tree when it ends. A run that
+//! cannot get a layer the sandbox reports active fails ([`SandboxError`]); a sandbox below
+//! [`SandboxConfig::min_isolation`] (default strict) is refused at [`Sandbox::new`]. The tests
+//! that prove each clause are listed in ARCHITECTURE.md; `tests/isolation.rs` runs 40 probes at once
+//! per path and checks what each can see of the others.
 //!
 //! The layout, by concept:
 //! - the API (here) and what callers pass: `config.rs`, `request.rs` (requests and errors);
 //! - what the machine offers, probed once: `probe.rs`, `isolation.rs` (the report, Landlock),
-//!   `seccomp.rs`, `cgroup.rs`, `python.rs` (the real interpreter);
+//!   `seccomp/`, `cgroup.rs`, `python.rs` (the real interpreter);
 //! - the execution toolbox both backends use: `prepare.rs` (shared state, work dir and cgroup
-//!   guard, uid, pipes, rlimits, argv, environment, Landlock ruleset), `workdir.rs`, and the
-//!   spawner `spawn.rs` + `child.rs` (`clone3` into namespaces, async-signal-safe child setup);
+//!   guard, uid, pipes, rlimits, argv, environment, Landlock ruleset), `workdir.rs`, `beneath.rs`
+//!   (the host's file access beneath a work dir), and the spawner `spawn.rs` + `child.rs`
+//!   (`clone3` into namespaces, async-signal-safe child setup);
 //! - two backends that start scripts: `fresh.rs` (a new interpreter per execution) and `warm/`
-//!   (forks of a pre-started interpreter: `server.rs` + `server.py`, one run in `run.rs`); neither
-//!   imports the other;
+//!   (forks of a pre-started interpreter: `server.rs` + `server.py` + the native `fork_loop.c`, one
+//!   run in `run.rs`); neither imports the other;
 //! - `session.rs` + `session_driver.py`: a persistent interpreter per episode (fresh backend);
 //! - `supervise.rs`: driving a started execution to its end, and the one function that assembles
-//!   every [`ExecutionResult`];
+//!   every [`ExecutionResult`]; `report.rs` + `report.py`: what a run reports besides its output;
+//! - `compiled.rs`: every other language: a cached, sandboxed compile step, then a fresh run (see
+//!   [`lang`] for the per-language table); [`packages`]: the task package cache;
 //! - `metrics.rs`: what the sandbox reports to the `metrics` facade.
-//! - `compiled.rs`: every other language (issue 14): a cached, sandboxed compile step, then a
-//!   fresh run (see [`crate::lang`] for the per-language table).
 
 mod beneath;
 mod cgroup;

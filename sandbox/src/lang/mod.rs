@@ -1,12 +1,14 @@
-//! Every language the sandbox runs, as data: SandboxFusion's names, the Debian packages that provide
-//! a toolchain, how a submission is compiled (if at all) and run, and the per-language limit
-//! overrides some runtimes need (the JVM's address space, thread-hungry runtimes).
+//! Every language the sandbox runs, as data (`table.rs`, one row per language): SandboxFusion's
+//! names, the Debian packages that provide a toolchain, how a submission is compiled (if at all)
+//! and run, and the per-language limit overrides some runtimes need (the JVM's address space,
+//! thread-hungry runtimes).
 //!
 //! Nothing here starts a process: the sandbox (`sandbox::compiled`) executes these commands under
 //! every isolation layer. Toolchains are resolved once per process from absolute paths of the
 //! distribution's packages ([`toolchain`]); compiled artifacts are shared through [`cache`].
 
 pub mod cache;
+mod table;
 pub mod toolchain;
 
 use serde::{Deserialize, Serialize};
@@ -60,23 +62,16 @@ impl Language {
         Language::Perl,
     ];
 
+    /// This language's row of the table.
+    pub(crate) fn row(self) -> &'static table::Row {
+        let row = &table::ROWS[self as usize];
+        debug_assert_eq!(row.language, self, "the table is in the enum's order");
+        row
+    }
+
     /// SandboxFusion's name (`cpp`, `nodejs`, ...).
     pub fn name(self) -> &'static str {
-        match self {
-            Language::Python => "python",
-            Language::Cpp => "cpp",
-            Language::C => "c",
-            Language::Rust => "rust",
-            Language::Go => "go",
-            Language::Java => "java",
-            Language::NodeJs => "nodejs",
-            Language::TypeScript => "typescript",
-            Language::Bash => "bash",
-            Language::Ruby => "ruby",
-            Language::Php => "php",
-            Language::Lua => "lua",
-            Language::Perl => "perl",
-        }
+        self.row().name
     }
 
     /// A language from its name or a common alias (`c++`, `js`, `javascript`, `ts`, `python3`,
@@ -104,41 +99,13 @@ impl Language {
     /// The Debian packages that provide this language's toolchain (what the README tells users to
     /// install and what CI installs).
     pub fn packages(self) -> &'static [&'static str] {
-        match self {
-            Language::Python => &["python3"],
-            Language::Cpp => &["g++"],
-            Language::C => &["gcc"],
-            Language::Rust => &["rustc"],
-            Language::Go => &["golang-go"],
-            Language::Java => &["default-jdk-headless"],
-            Language::NodeJs => &["nodejs"],
-            Language::TypeScript => &["nodejs", "node-typescript"],
-            Language::Bash => &["bash"],
-            Language::Ruby => &["ruby"],
-            Language::Php => &["php-cli"],
-            Language::Lua => &["lua5.4"],
-            Language::Perl => &["perl"],
-        }
+        self.row().packages
     }
 
     /// The file the submission is written to (Java: named after its public class, see
     /// [`source_file`]).
     fn default_source_file(self) -> &'static str {
-        match self {
-            Language::Python => "main.py",
-            Language::Cpp => "main.cpp",
-            Language::C => "main.c",
-            Language::Rust => "main.rs",
-            Language::Go => "main.go",
-            Language::Java => "Main.java",
-            Language::NodeJs => "main.js",
-            Language::TypeScript => "main.ts",
-            Language::Bash => "main.sh",
-            Language::Ruby => "main.rb",
-            Language::Php => "main.php",
-            Language::Lua => "main.lua",
-            Language::Perl => "main.pl",
-        }
+        self.row().source_file
     }
 
     /// The tags of a fenced block in this language (`""`: an untagged block), from `code-extract`'s
@@ -149,44 +116,25 @@ impl Language {
 
     /// Whether a compile step precedes the run (and its artifacts are cached).
     pub fn is_compiled(self) -> bool {
-        matches!(
-            self,
-            Language::Cpp
-                | Language::C
-                | Language::Rust
-                | Language::Go
-                | Language::Java
-                | Language::TypeScript
-        )
+        self.row().compile.is_some()
     }
 
     /// The run's limits after this language's overrides. Runtimes that start threads of their own
     /// (the JVM's GC and JIT threads, Go's scheduler threads) need more than the Python default
     /// of `max_processes`; this only raises the floor, the caller's larger values stay.
     pub fn run_limits(self, base: Limits) -> Limits {
-        let floor = match self {
-            Language::Java => 256,
-            Language::Go | Language::NodeJs | Language::TypeScript => 128,
-            _ => 0,
-        };
         Limits {
-            max_processes: base.max_processes.max(floor),
+            max_processes: base.max_processes.max(self.row().min_processes),
             ..base
         }
     }
 
     /// The address space a run may reserve when there is no memory cgroup and `RLIMIT_AS` is the
-    /// memory limit. The JVM and V8 reserve far more virtual memory than they use (the JVM's
-    /// compressed class space and code cache, V8's pointer cage), so a plain `RLIMIT_AS` at the
-    /// memory limit would stop them from starting; their heaps are bounded by flags instead
-    /// (`-Xmx`, `--max-old-space-size`). `None`: the memory limit itself.
+    /// memory limit (see [`table::Row::extra_address_space`]). `None`: the memory limit itself.
     pub fn address_space(self, memory_bytes: u64) -> Option<u64> {
-        match self {
-            Language::Java => Some(memory_bytes.saturating_add(2 << 30)),
-            Language::NodeJs | Language::TypeScript => Some(memory_bytes.saturating_add(8 << 30)),
-            Language::Go => Some(memory_bytes.saturating_add(1 << 30)),
-            _ => None,
-        }
+        self.row()
+            .extra_address_space
+            .map(|extra| memory_bytes.saturating_add(extra))
     }
 }
 

@@ -10,14 +10,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use super::{ARTIFACT_DIR, Language};
+use super::{ARTIFACT_DIR, Language, table};
 
 /// The trees the sandbox lets every run read and execute (Landlock's system rule, and the mount
 /// namespace leaves them visible). A toolchain must live there.
 const SYSTEM_TREES: &[&str] = &["/usr", "/bin", "/lib", "/lib64", "/etc"];
-
-/// Node's TypeScript compiler library (Debian's `node-typescript`).
-const TYPESCRIPT_LIB: &str = "/usr/share/nodejs/typescript/lib/typescript.js";
 
 /// The resolved toolchain of one language.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,28 +67,9 @@ fn unreachable_python() -> Result<&'static Toolchain, &'static Missing> {
     }))
 }
 
-/// (compiler candidates, runtime candidates) by absolute path; the first that exists wins.
-fn candidates(language: Language) -> (&'static [&'static str], &'static [&'static str]) {
-    match language {
-        Language::Python => (&[], &[]),
-        Language::Cpp => (&["/usr/bin/g++"], &[]),
-        Language::C => (&["/usr/bin/gcc"], &[]),
-        Language::Rust => (&["/usr/bin/rustc"], &[]),
-        Language::Go => (&["/usr/bin/go"], &[]),
-        Language::Java => (&["/usr/bin/javac"], &["/usr/bin/java"]),
-        Language::NodeJs => (&[], &["/usr/bin/node", "/usr/bin/nodejs"]),
-        Language::TypeScript => (&[TYPESCRIPT_LIB], &["/usr/bin/node", "/usr/bin/nodejs"]),
-        Language::Bash => (&[], &["/usr/bin/bash", "/bin/bash"]),
-        Language::Ruby => (&[], &["/usr/bin/ruby"]),
-        Language::Php => (&[], &["/usr/bin/php"]),
-        Language::Lua => (&[], &["/usr/bin/lua5.4", "/usr/bin/lua5.3", "/usr/bin/lua"]),
-        Language::Perl => (&[], &["/usr/bin/perl"]),
-    }
-}
-
 fn resolve(language: Language) -> Result<Toolchain, Missing> {
     let missing = |reason: String| Missing { language, reason };
-    let (compilers, runtimes) = candidates(language);
+    let (compilers, runtimes) = (language.row().compiler, language.row().runtime);
     let pick = |list: &[&str]| -> Result<Option<PathBuf>, String> {
         if list.is_empty() {
             return Ok(None);
@@ -141,161 +119,56 @@ fn resolve(language: Language) -> Result<Toolchain, Missing> {
     })
 }
 
-/// The transpile-only TypeScript compile (what `tsx` and `ts-node --transpile-only` do, as
-/// SandboxFusion's runner does): type errors do not fail a submission, syntax errors do.
-/// `process.argv[1..]` (after `node -e SCRIPT --`): the library, the source, the output.
-const TS_TRANSPILE: &str = "\
-const [lib, src, out] = process.argv.slice(1);
-const ts = require(lib); const fs = require('fs');
-const r = ts.transpileModule(fs.readFileSync(src, 'utf8'), {reportDiagnostics: true, fileName: src,
-  compilerOptions: {module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2020}});
-const errs = (r.diagnostics || []).filter(d => d.category === ts.DiagnosticCategory.Error);
-for (const d of errs) {
-  const pos = d.file && d.start !== undefined ? d.file.getLineAndCharacterOfPosition(d.start) : null;
-  process.stderr.write(src + (pos ? `(${pos.line + 1},${pos.character + 1})` : '') + ': error TS' + d.code + ': ' + ts.flattenDiagnosticMessageText(d.messageText, '\\n') + '\\n');
-}
-if (errs.length) process.exit(1);
-fs.mkdirSync(require('path').dirname(out), {recursive: true}); fs.writeFileSync(out, r.outputText);
-";
-
 impl Toolchain {
-    fn compiler_str(&self) -> String {
-        self.compiler
-            .as_deref()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default()
-    }
-
-    fn runtime_str(&self) -> String {
-        self.runtime
-            .as_deref()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default()
+    /// `template` with this toolchain's paths and the run's values.
+    fn fill(&self, template: &[&str], values: &[(&str, &str)]) -> Vec<String> {
+        let compiler = path_str(&self.compiler);
+        let runtime = path_str(&self.runtime);
+        let mut all = vec![
+            ("compiler", compiler.as_str()),
+            ("runtime", runtime.as_str()),
+            ("artifacts", ARTIFACT_DIR),
+        ];
+        all.extend_from_slice(values);
+        template.iter().map(|t| table::fill(t, &all)).collect()
     }
 
     /// The compile step's argv (run in the work dir, artifacts into [`ARTIFACT_DIR`]), `None` for
     /// interpreted languages. Its text is part of the compile cache key (flags included).
     pub fn compile_argv(&self, source_file: &str) -> Option<Vec<String>> {
-        let out = format!("{ARTIFACT_DIR}/main");
-        let cc = self.compiler_str();
-        let v = |args: &[&str]| Some(args.iter().map(|s| s.to_string()).collect());
-        match self.language {
-            // SandboxFusion's flags (`-std=c++17`) plus the judges' usual -O2.
-            Language::Cpp => v(&[&cc, "-std=c++17", "-O2", "-pipe", "-o", &out, source_file]),
-            Language::C => v(&[
-                &cc,
-                "-std=gnu11",
-                "-O2",
-                "-pipe",
-                "-o",
-                &out,
-                source_file,
-                "-lm",
-            ]),
-            Language::Rust => v(&[
-                &cc,
-                "--edition",
-                "2021",
-                "-O",
-                "-C",
-                "strip=symbols",
-                "-o",
-                &out,
-                source_file,
-            ]),
-            Language::Go => v(&[&cc, "build", "-o", &out, source_file]),
-            // One JVM for javac with a bounded heap and few threads.
-            Language::Java => v(&[
-                &cc,
-                "-J-Xmx512m",
-                "-J-XX:+UseSerialGC",
-                "-J-XX:TieredStopAtLevel=1",
-                "-J-XX:ActiveProcessorCount=1",
-                "-encoding",
-                "UTF-8",
-                "-d",
-                ARTIFACT_DIR,
-                source_file,
-            ]),
-            Language::TypeScript => v(&[
-                &self.runtime_str(),
-                "-e",
-                TS_TRANSPILE,
-                "--",
-                &cc,
-                source_file,
-                &format!("{ARTIFACT_DIR}/main.js"),
-            ]),
-            _ => None,
-        }
+        let template = self.language.row().compile?;
+        Some(self.fill(template, &[("source", source_file)]))
     }
 
     /// Extra environment of the compile step (on top of the sandbox's cleared one).
     pub fn compile_env(&self, workdir: &Path) -> Vec<String> {
-        match self.language {
-            // Go's build cache and GOPATH inside the private work dir; no cgo (no C toolchain
-            // needed, a static binary); no module lookup (nothing is downloaded). No `-trimpath`:
-            // it invalidates the package's precompiled standard library (0.3 s -> 20 s per build).
-            Language::Go => vec![
-                format!("GOCACHE={}/.gocache", workdir.display()),
-                "GOPATH=/nonexistent".into(),
-                "GO111MODULE=off".into(),
-                "CGO_ENABLED=0".into(),
-                "GOTOOLCHAIN=local".into(),
-                "GOPROXY=off".into(),
-            ],
-            _ => Vec::new(),
-        }
+        let workdir = workdir.display().to_string();
+        self.fill(self.language.row().compile_env, &[("workdir", &workdir)])
     }
 
     /// The run's argv. `memory_bytes` bounds the heaps of runtimes that need a flag for it.
     pub fn run_argv(&self, source_file: &str, main_class: &str, memory_bytes: u64) -> Vec<String> {
-        let rt = self.runtime_str();
-        let bin = format!("./{ARTIFACT_DIR}/main");
         let mb = (memory_bytes >> 20).max(16);
-        let v = |args: &[&str]| args.iter().map(|s| s.to_string()).collect();
-        match self.language {
-            Language::Cpp | Language::C | Language::Rust | Language::Go => v(&[&bin]),
-            // `-ea`: assertions on, as they are in Python and in C/C++ (no `NDEBUG`); MultiPL-E's
-            // Java tests are `assert`s (its evaluator runs `java -ea`).
-            Language::Java => v(&[
-                &rt,
-                "-ea",
-                &format!("-Xmx{}m", mb * 3 / 4),
-                "-Xss64m",
-                "-XX:+UseSerialGC",
-                "-XX:TieredStopAtLevel=1",
-                "-XX:ReservedCodeCacheSize=64m",
-                "-XX:CompressedClassSpaceSize=64m",
-                "-XX:ActiveProcessorCount=1",
-                "-cp",
-                ARTIFACT_DIR,
-                main_class,
-            ]),
-            Language::NodeJs => v(&[&rt, &format!("--max-old-space-size={mb}"), source_file]),
-            Language::TypeScript => v(&[
-                &rt,
-                &format!("--max-old-space-size={mb}"),
-                &format!("{ARTIFACT_DIR}/main.js"),
-            ]),
-            // RubyGems' start-up costs ~90 ms of every run (28 vs 116 ms measured); the standard
-            // library (json, set, ...) still loads without it, and no gems can be installed anyway.
-            Language::Ruby => v(&[&rt, "--disable-gems", source_file]),
-            Language::Bash | Language::Php | Language::Lua | Language::Perl => {
-                v(&[&rt, source_file])
-            }
-            Language::Python => Vec::new(),
-        }
+        let (heap, heap_3_4) = (mb.to_string(), (mb * 3 / 4).to_string());
+        let values = [
+            ("source", source_file),
+            ("main_class", main_class),
+            ("heap_mb", heap.as_str()),
+            ("heap_mb_3_4", heap_3_4.as_str()),
+        ];
+        self.fill(self.language.row().run, &values)
     }
 
     /// Extra environment of a run.
     pub fn run_env(&self) -> Vec<String> {
-        match self.language {
-            // Go's scheduler starts a thread per core; two are plenty for a judged program.
-            Language::Go => vec!["GOMAXPROCS=2".into()],
-            _ => Vec::new(),
-        }
+        self.fill(self.language.row().run_env, &[])
     }
+}
+
+fn path_str(p: &Option<PathBuf>) -> String {
+    p.as_deref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -316,5 +189,28 @@ mod tests {
             }
         }
         assert!(get(Language::Python).is_err());
+    }
+
+    #[test]
+    fn commands_are_filled_from_the_table() {
+        let tc = Toolchain {
+            language: Language::Java,
+            compiler: Some(PathBuf::from("/usr/bin/javac")),
+            runtime: Some(PathBuf::from("/usr/bin/java")),
+            id: String::new(),
+        };
+        let run = tc.run_argv("Main.java", "Problem", 1 << 30);
+        assert_eq!(run[0], "/usr/bin/java");
+        assert!(run.contains(&"-Xmx768m".to_string()), "{run:?}");
+        assert_eq!(run.last().map(String::as_str), Some("Problem"));
+        let compile = tc.compile_argv("Main.java").expect("java compiles");
+        assert_eq!(compile.last().map(String::as_str), Some("Main.java"));
+        assert!(compile.iter().all(|a| !a.contains('{')), "{compile:?}");
+        let go = Toolchain {
+            language: Language::Go,
+            ..tc
+        };
+        assert_eq!(go.compile_env(Path::new("/w"))[0], "GOCACHE=/w/.gocache");
+        assert_eq!(go.run_env(), ["GOMAXPROCS=2"]);
     }
 }

@@ -24,6 +24,7 @@ import json, sys
 n, work = int(sys.argv[1]), sys.argv[2]
 with open(f"{work}/tasks.jsonl", "w") as t, open(f"{work}/samples.jsonl", "w") as s, \
         open(f"{work}/programs.txt", "w") as p:
+    t.write(json.dumps({"schema_version": 1, "name": "trivial", "description": "print(i)"}) + "\n")
     for i in range(n):
         t.write(json.dumps({"id": f"t{i}", "prompt": f"Print {i}.",
                             "reward": {"version": 1, "components": [{"type": "stdout", "expected": f"{i}\n"}]}}) + "\n")

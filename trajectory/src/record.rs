@@ -21,9 +21,9 @@ pub use env_core::{ExecutionResult, ReturnValue};
 /// - 2, also (issue 12, program-of-thought mode): a turn's optional `sub_calls`
 ///   ([`SubCallRecord`]) and `mode: "program_of_thought"`.
 /// - 2, also (issue 24, token ids from every server family): [`TokenData`]'s optional
-///   `completion_token_bytes`, and the `token_ids_source` value `llamacpp_logprobs` (ids read from
-///   llama.cpp's `logprobs.content[].id`). Older readers never saw that value; files they wrote
-///   stay readable.
+///   `completion_token_bytes`, and the `token_ids_source` values `llamacpp_tokens` and
+///   `llamacpp_logprobs` (ids read from llama.cpp's `__verbose.tokens` or
+///   `logprobs.content[].id`). Files written before stay readable.
 pub const SCHEMA_VERSION: u32 = 2;
 
 /// The oldest `schema_version` this build still reads.

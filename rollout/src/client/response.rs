@@ -27,6 +27,15 @@ struct RawCompletion {
     /// vLLM with `return_token_ids`.
     #[serde(default)]
     prompt_token_ids: Option<Vec<u32>>,
+    /// llama.cpp with `"verbose": true`; its `tokens` with `"return_tokens": true`.
+    #[serde(default, rename = "__verbose")]
+    llamacpp_verbose: Option<RawLlamaVerbose>,
+}
+
+#[derive(Deserialize)]
+struct RawLlamaVerbose {
+    #[serde(default)]
+    tokens: Option<Vec<u32>>,
 }
 
 #[derive(Deserialize)]
@@ -96,6 +105,7 @@ pub fn parse_completion(body: &str) -> Result<Completion, (ErrorKind, String)> {
     })?;
     let served_model = raw.model;
     let usage = raw.usage.as_ref().map(parse_usage);
+    let usage_ref = usage.as_ref();
     let Some(choice) = raw.choices.into_iter().next() else {
         return Err((
             ErrorKind::EmptyChoice,
@@ -137,8 +147,12 @@ pub fn parse_completion(body: &str) -> Result<Completion, (ErrorKind, String)> {
     }
     let tokens = token_data(
         choice.logprobs.and_then(|l| l.content),
-        choice.token_ids,
-        raw.prompt_token_ids,
+        Ids {
+            vllm: choice.token_ids,
+            vllm_prompt: raw.prompt_token_ids,
+            llamacpp: raw.llamacpp_verbose.and_then(|v| v.tokens),
+            completion_tokens: usage_ref.map(|u| u.completion_tokens),
+        },
     );
     Ok(Completion {
         message: ChatMessage {
@@ -155,14 +169,25 @@ pub fn parse_completion(body: &str) -> Result<Completion, (ErrorKind, String)> {
     })
 }
 
+/// Token ids a response may carry besides its logprob entries.
+struct Ids {
+    /// vLLM's and SGLang's `choices[0].token_ids`.
+    vllm: Option<Vec<u32>>,
+    /// vLLM's and SGLang's `prompt_token_ids`.
+    vllm_prompt: Option<Vec<u32>>,
+    /// llama.cpp's `__verbose.tokens`.
+    llamacpp: Option<Vec<u32>>,
+    /// `usage.completion_tokens`, when reported.
+    completion_tokens: Option<u64>,
+}
+
 /// Token data from wherever this server family puts it: ids from vLLM's and SGLang's
-/// `token_ids`/`prompt_token_ids` when sent, else from llama.cpp's per-token `id`; raw bytes for
-/// the tokens whose string is not exactly their bytes. `None` when the server sent none.
-fn token_data(
-    content: Option<Vec<RawTokenLogprob>>,
-    token_ids: Option<Vec<u32>>,
-    prompt_token_ids: Option<Vec<u32>>,
-) -> Option<TokenData> {
+/// `token_ids`/`prompt_token_ids`, else llama.cpp's `__verbose.tokens`, else llama.cpp's per-entry
+/// `id` when there is one entry per completion token (llama.cpp merges the tokens of a character
+/// split over several into one entry, carrying the last one's id: then those ids are not the
+/// completion's and are not recorded); raw bytes for the entries whose string is not exactly
+/// their bytes. `None` when the server sent none.
+fn token_data(content: Option<Vec<RawTokenLogprob>>, ids: Ids) -> Option<TokenData> {
     let mut tokens = TokenData::default();
     if let Some(content) = content {
         tokens.logprobs_source = Some(TokenSource::OpenaiLogprobs);
@@ -178,17 +203,24 @@ fn token_data(
         if bytes.iter().any(Option::is_some) {
             tokens.completion_token_bytes = Some(bytes);
         }
-        let ids: Option<Vec<u32>> = content.iter().map(|t| t.id).collect();
-        if let Some(ids) = ids.filter(|ids| !ids.is_empty()) {
+        let entry_ids: Option<Vec<u32>> = content.iter().map(|t| t.id).collect();
+        let one_per_token = |v: &Vec<u32>| {
+            !v.is_empty() && ids.completion_tokens.is_none_or(|n| n == v.len() as u64)
+        };
+        if let Some(entry_ids) = entry_ids.filter(one_per_token) {
             tokens.token_ids_source = Some(TokenSource::LlamacppLogprobs);
-            tokens.completion_token_ids = Some(ids);
+            tokens.completion_token_ids = Some(entry_ids);
         }
         tokens.completion_tokens = Some(content.into_iter().map(|t| t.token).collect());
     }
-    if token_ids.is_some() || prompt_token_ids.is_some() {
+    if let Some(all) = ids.llamacpp {
+        tokens.token_ids_source = Some(TokenSource::LlamacppTokens);
+        tokens.completion_token_ids = Some(all);
+    }
+    if ids.vllm.is_some() || ids.vllm_prompt.is_some() {
         tokens.token_ids_source = Some(TokenSource::VllmTokenIds);
-        tokens.completion_token_ids = token_ids;
-        tokens.prompt_token_ids = prompt_token_ids;
+        tokens.completion_token_ids = ids.vllm;
+        tokens.prompt_token_ids = ids.vllm_prompt;
     }
     let has_tokens = tokens.logprobs_source.is_some() || tokens.token_ids_source.is_some();
     has_tokens.then_some(tokens)
@@ -265,6 +297,33 @@ mod tests {
         let t = parse_completion(both).unwrap().tokens.unwrap();
         assert_eq!(t.token_ids_source, Some(TokenSource::VllmTokenIds));
         assert_eq!(t.completion_token_ids, Some(vec![9]));
+    }
+
+    #[test]
+    fn merged_entries_give_no_ids_and_llama_cpp_verbose_tokens_give_them_all() {
+        // llama.cpp: " 😊" is two tokens (40303, 228) but one logprob entry, with the last id.
+        let merged = r#"{"choices":[{"message":{"content":"! 😊"},"finish_reason":"stop",
+            "logprobs":{"content":[{"id":17,"token":"!","bytes":[33],"logprob":-0.1},
+              {"id":228,"token":" 😊","bytes":[32,240,159,152,138],"logprob":-0.2},
+              {"id":2,"token":"","bytes":[],"logprob":-0.3}]}}],
+            "usage":{"prompt_tokens":5,"completion_tokens":4,"total_tokens":9}}"#;
+        let t = parse_completion(merged).unwrap().tokens.unwrap();
+        assert_eq!(
+            t.token_ids_source, None,
+            "3 entries for 4 tokens: no ids from them"
+        );
+        assert_eq!(t.completion_token_ids, None);
+        assert_eq!(t.logprobs.as_ref().unwrap().len(), 3);
+        assert_eq!(t.completion_bytes().unwrap(), "! 😊".as_bytes());
+        // The same with `return_tokens` and `verbose`: every id, from `__verbose.tokens`.
+        let verbose = merged.replacen(
+            r#""usage""#,
+            r#""__verbose":{"tokens":[17,40303,228,2],"prompt":"..."},"usage""#,
+            1,
+        );
+        let t = parse_completion(&verbose).unwrap().tokens.unwrap();
+        assert_eq!(t.token_ids_source, Some(TokenSource::LlamacppTokens));
+        assert_eq!(t.completion_token_ids, Some(vec![17, 40303, 228, 2]));
     }
 
     #[test]

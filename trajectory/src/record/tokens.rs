@@ -5,8 +5,11 @@ use serde::{Deserialize, Serialize};
 /// Token-level data returned by the server. Never computed locally: ids and logprobs here come from
 /// the server that sampled the tokens, so they are consistent with each other.
 ///
-/// When present, `completion_token_ids`, `completion_tokens`, `completion_token_bytes` and
-/// `logprobs` all have one entry per sampled completion token, in order.
+/// `completion_token_ids` has one id per sampled completion token (as counted in `usage`), in
+/// order. `completion_tokens`, `completion_token_bytes` and `logprobs` have one entry per entry of
+/// the server's `logprobs.content[]`: one per token too with OpenAI and vLLM, but llama.cpp sends a
+/// single entry (with the logprob of the last token) for the tokens that together make one UTF-8
+/// character, so there it can have fewer entries than ids.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TokenData {
     /// Where `prompt_token_ids` / `completion_token_ids` came from, when present.
@@ -62,9 +65,12 @@ pub enum TokenSource {
     OpenaiLogprobs,
     /// vLLM's (and SGLang's) `return_token_ids`: `prompt_token_ids` and `choices[0].token_ids`.
     VllmTokenIds,
-    /// llama.cpp's `choices[0].logprobs.content[].id` (completion ids only: llama.cpp does not
-    /// return the prompt's).
+    /// llama.cpp's `choices[0].logprobs.content[].id`, recorded only when there is one entry
+    /// per completion token (completion ids only: llama.cpp does not return the prompt's).
     LlamacppLogprobs,
+    /// llama.cpp's `__verbose.tokens` (requests with `"return_tokens": true, "verbose": true`):
+    /// every completion token's id, the final end-of-generation token included.
+    LlamacppTokens,
 }
 
 #[cfg(test)]

@@ -25,7 +25,8 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use trajectory::record::{Role, StopReason, TokenSource, TrajectoryRecord};
 
 /// What `--local-model` adds to every request: llama.cpp then returns every token id.
-const LLAMA_IDS: &str = r#"{"return_tokens": true, "verbose": true}"#;
+const LLAMA_IDS: &str =
+    r#"{"return_tokens": true, "verbose": true, "response_fields": ["tokens"]}"#;
 
 fn required(var: &str) -> PathBuf {
     let v = std::env::var_os(var).unwrap_or_else(|| {

@@ -281,11 +281,15 @@ async fn start_local_model(
         config.concurrency
     );
     config.model.base_urls = vec![local.base_url.clone()];
-    // Every completion token's id (llama.cpp's `__verbose.tokens`): its logprob entries merge
-    // the tokens of a character split over several.
+    // Every completion token's id (llama.cpp's `__verbose.tokens`, and only that of its debug
+    // fields): its logprob entries merge the tokens of a character split over several.
     let extra = &mut config.model.sampling.extra_body;
-    for key in ["return_tokens", "verbose"] {
-        extra.entry(key).or_insert(serde_json::Value::Bool(true));
+    for (key, value) in [
+        ("return_tokens", serde_json::json!(true)),
+        ("verbose", serde_json::json!(true)),
+        ("response_fields", serde_json::json!(["tokens"])),
+    ] {
+        extra.entry(key).or_insert(value);
     }
     Ok(local)
 }

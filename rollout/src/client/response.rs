@@ -46,9 +46,12 @@ struct RawChoice {
     finish_reason: Option<String>,
     #[serde(default)]
     logprobs: Option<RawLogprobs>,
-    /// vLLM with `return_token_ids`.
+    /// vLLM and SGLang with `return_token_ids`.
     #[serde(default)]
     token_ids: Option<Vec<u32>>,
+    /// SGLang with `return_token_ids` (per choice; vLLM's is top-level).
+    #[serde(default)]
+    prompt_token_ids: Option<Vec<u32>>,
 }
 
 #[derive(Deserialize)]
@@ -149,7 +152,7 @@ pub fn parse_completion(body: &str) -> Result<Completion, (ErrorKind, String)> {
         choice.logprobs.and_then(|l| l.content),
         Ids {
             vllm: choice.token_ids,
-            vllm_prompt: raw.prompt_token_ids,
+            vllm_prompt: raw.prompt_token_ids.or(choice.prompt_token_ids),
             llamacpp: raw.llamacpp_verbose.and_then(|v| v.tokens),
             completion_tokens: usage_ref.map(|u| u.completion_tokens),
         },
@@ -173,7 +176,7 @@ pub fn parse_completion(body: &str) -> Result<Completion, (ErrorKind, String)> {
 struct Ids {
     /// vLLM's and SGLang's `choices[0].token_ids`.
     vllm: Option<Vec<u32>>,
-    /// vLLM's and SGLang's `prompt_token_ids`.
+    /// vLLM's top-level or SGLang's per-choice `prompt_token_ids`.
     vllm_prompt: Option<Vec<u32>>,
     /// llama.cpp's `__verbose.tokens`.
     llamacpp: Option<Vec<u32>>,
@@ -324,6 +327,16 @@ mod tests {
         let t = parse_completion(&verbose).unwrap().tokens.unwrap();
         assert_eq!(t.token_ids_source, Some(TokenSource::LlamacppTokens));
         assert_eq!(t.completion_token_ids, Some(vec![17, 40303, 228, 2]));
+    }
+
+    #[test]
+    fn sglang_sends_the_prompt_ids_in_the_choice() {
+        let body = r#"{"choices":[{"message":{"content":"hi"},"token_ids":[7,2],
+            "prompt_token_ids":[1,2,3]}]}"#;
+        let t = parse_completion(body).unwrap().tokens.unwrap();
+        assert_eq!(t.token_ids_source, Some(TokenSource::VllmTokenIds));
+        assert_eq!(t.prompt_token_ids, Some(vec![1, 2, 3]));
+        assert_eq!(t.completion_token_ids, Some(vec![7, 2]));
     }
 
     #[test]

@@ -12,6 +12,10 @@ PYTHON=$(python3 -c 'import sys; print(sys.executable)')
 if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
+# Issue 24: the Python package is built with maturin and carries the `codegym` binary. CI installs it
+# with the debug binary, which the Rust steps below build anyway (same target dir); a user's
+# `pip install` builds the release one.
+export MATURIN_PEP517_ARGS="--profile dev"
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet "./trainer-bridge/python[test]"
 
@@ -65,6 +69,12 @@ fi
 .venv-verifiers/bin/python -m pip install --quiet "./trainer-bridge/python[verifiers]" "pytest>=8,<9"
 CODEGYM_FAIL_ON_SKIP=all CODEGYM_BIN="$PWD/target/debug/codegym" .venv-verifiers/bin/python -m pytest \
     trainer-bridge/python/tests/test_verifiers.py trainer-bridge/python/tests/test_trl_env.py -q -rs
+
+# ---- the wheel: one platform wheel with the Python package and the binary, alone in a fresh venv --
+# Issue 24. Builds trainer-bridge/python (maturin + the generated gRPC stubs), installs only that
+# wheel into a new venv and, on a PATH without cargo, runs `codegym --version`, a CartPole episode
+# and a coding Evaluate through codegym.LocalServer (tests/wheel/smoke.py).
+tests/wheel/check.sh "$PYTHON" target/wheel-check
 
 # ---- Kubernetes manifests: strict validation against the API schemas of a pinned version -------
 # Issue 24. kubernetes-validate from PyPI; also checks the kustomization lists every manifest and

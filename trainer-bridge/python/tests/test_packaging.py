@@ -62,7 +62,9 @@ def test_the_sdist_carries_the_proto_files_and_the_workspace(tmp_path):
     with tarfile.open(sdist) as tar:
         names = tar.getnames()
     assert any(n.endswith("proto/codegym/v1/env.proto") for n in names), names
-    assert any(n.endswith("build_backend/codegym_build.py") for n in names)
+    # maturin's sdist is the workspace with pyproject.toml at its root: the backend must be there.
+    root = names[0].split("/")[0]
+    assert f"{root}/pyproject.toml" in names and f"{root}/build_backend/codegym_build.py" in names
     assert any(n.endswith("src/main.rs") for n in names), "the binary's sources"
     assert any(n.endswith("src/codegym/local.py") for n in names)
 

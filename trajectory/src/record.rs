@@ -20,6 +20,10 @@ pub use env_core::{ExecutionResult, ReturnValue};
 ///   record without them: readers accept every version from [`OLDEST_READABLE_VERSION`] up to this.
 /// - 2, also (issue 12, program-of-thought mode): a turn's optional `sub_calls`
 ///   ([`SubCallRecord`]) and `mode: "program_of_thought"`.
+/// - 2, also (issue 24, token ids from every server family): [`TokenData`]'s optional
+///   `completion_token_bytes`, and the `token_ids_source` values `llamacpp_tokens` and
+///   `llamacpp_logprobs` (ids read from llama.cpp's `__verbose.tokens` or
+///   `logprobs.content[].id`). Files written before stay readable.
 pub const SCHEMA_VERSION: u32 = 2;
 
 /// The oldest `schema_version` this build still reads.
@@ -397,38 +401,6 @@ pub struct AttemptError {
     pub server_delay: bool,
 }
 
-/// Token-level data returned by the server. Never computed locally: ids and logprobs here come from
-/// the server that sampled the tokens, so they are consistent with each other.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct TokenData {
-    /// Where `prompt_token_ids` / `completion_token_ids` came from, when present.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token_ids_source: Option<TokenSource>,
-    /// Where `logprobs` came from, when present.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub logprobs_source: Option<TokenSource>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prompt_token_ids: Option<Vec<u32>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub completion_token_ids: Option<Vec<u32>>,
-    /// Token strings of the completion, as listed in `logprobs.content[].token`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub completion_tokens: Option<Vec<String>>,
-    /// Logprob of each sampled completion token.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub logprobs: Option<Vec<f64>>,
-}
-
-/// Which response field token data was read from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TokenSource {
-    /// OpenAI's `choices[0].logprobs.content[]`.
-    OpenaiLogprobs,
-    /// vLLM's `return_token_ids`: `prompt_token_ids` and `choices[0].token_ids`.
-    VllmTokenIds,
-}
-
 /// Token counts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
@@ -615,7 +587,9 @@ impl Default for EngineInfo {
 }
 
 mod stage;
+mod tokens;
 pub use stage::{AutoCoderSummary, Diagnosis, ModelTestRun, Stage, StageRecord};
+pub use tokens::{TokenData, TokenSource};
 
 #[cfg(test)]
 mod tests;

@@ -1,9 +1,11 @@
-"""Packaging: the sdist builds a wheel outside the checkout (stubs from its own proto copy), and the
-wheel carries the stubs and `py.typed`."""
+"""Packaging: the PEP 517 backend (maturin + the generated gRPC stubs) builds one platform wheel with
+the Python package, its stubs, `py.typed` and the `codegym` binary; the sdist carries the proto files
+and the Rust workspace the binary is built from. (tests/wheel/check.sh installs such a wheel alone
+into a fresh venv and runs the quick start from it.)"""
 
 from __future__ import annotations
 
-import shutil
+import os
 import subprocess
 import sys
 import tarfile
@@ -13,58 +15,63 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1]
 
 
-def test_sdist_builds_a_typed_wheel_outside_the_checkout(tmp_path):
-    # A copy of the package alone: no ../../proto beside it.
-    src = tmp_path / "src-copy"
-    shutil.copytree(PACKAGE, src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "v1", "proto"))
-    proto = PACKAGE.parents[1] / "proto"
-    env_dist = tmp_path / "dist"
-    build = [sys.executable, "-m", "build", "--outdir", str(env_dist)]
+def _build(kind: str, out: Path) -> Path:
+    # The debug binary (the one the tests run) unless the caller asked for another profile.
+    env = {**os.environ, "MATURIN_PEP517_ARGS": os.environ.get("MATURIN_PEP517_ARGS", "--profile dev")}
+    env.pop("CODEGYM_PROTO_DIR", None)
     done = subprocess.run(
-        [*build, "--sdist", str(src)],
+        [sys.executable, "-m", "build", f"--{kind}", "--outdir", str(out), str(PACKAGE)],
         capture_output=True,
         text=True,
         check=False,
-        env={**_env(), "CODEGYM_PROTO_DIR": str(proto)},
+        env=env,
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    (sdist,) = env_dist.glob("codegym-*.tar.gz")
-    with tarfile.open(sdist) as tar:
-        names = tar.getnames()
-    assert any(n.endswith("proto/codegym/v1/env.proto") for n in names), names
-    # The sdist, unpacked far from the repository, builds a wheel with no proto hint at all.
-    unpacked = tmp_path / "elsewhere"
-    with tarfile.open(sdist) as tar:
-        tar.extractall(unpacked, filter="data")
-    (root,) = unpacked.iterdir()
-    done = subprocess.run([*build, "--wheel", str(root)], capture_output=True, text=True, check=False, env=_env())
-    assert done.returncode == 0, done.stderr[-3000:]
-    (wheel,) = env_dist.glob("codegym-*.whl")
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    (built,) = out.glob("codegym-*.whl" if kind == "wheel" else "codegym-*.tar.gz")
+    return built
+
+
+def test_the_wheel_holds_the_package_its_stubs_and_the_binary(tmp_path):
+    wheel = _build("wheel", tmp_path)
+    assert "-py3-none-" in wheel.name, "one wheel per platform, for every Python 3"
     with zipfile.ZipFile(wheel) as z:
         files = set(z.namelist())
         metadata = z.read(next(n for n in files if n.endswith("METADATA"))).decode()
-    assert "codegym_taskset/__init__.py" in files
+        record = z.read(next(n for n in files if n.endswith("RECORD"))).decode()
+        binary = z.getinfo("codegym-0.1.0.data/scripts/codegym")
     assert {
         "codegym/py.typed",
+        "codegym/local.py",
+        "codegym/v1/__init__.py",
         "codegym/v1/env_pb2.py",
         "codegym/v1/env_pb2_grpc.py",
         "codegym/v1/env_pb2.pyi",
+        "codegym_taskset/__init__.py",
     } <= files
+    assert binary.external_attr >> 16 & 0o111, "the binary is executable"
+    # Every file is in RECORD once, with its hash.
+    listed = [line.split(",")[0] for line in record.splitlines() if line]
+    assert sorted(listed) == sorted(files) and len(listed) == len(set(listed))
+    assert "codegym/v1/env_pb2.py,sha256=" in record
     assert "Provides-Extra: trl" in metadata and "Provides-Extra: verifiers" in metadata
-    assert "Requires-Dist: gymnasium" in metadata
+    assert "Requires-Dist: gymnasium" in metadata and "Requires-Dist: protobuf" in metadata
 
 
-def test_editable_install_imports_generated_stubs():
+def test_the_sdist_carries_the_proto_files_and_the_workspace(tmp_path):
+    sdist = _build("sdist", tmp_path)
+    with tarfile.open(sdist) as tar:
+        names = tar.getnames()
+    assert any(n.endswith("proto/codegym/v1/env.proto") for n in names), names
+    # maturin's sdist is the workspace with pyproject.toml at its root: the backend must be there.
+    root = names[0].split("/")[0]
+    assert f"{root}/pyproject.toml" in names and f"{root}/build_backend/codegym_build.py" in names
+    assert any(n.endswith("src/main.rs") for n in names), "the binary's sources"
+    assert any(n.endswith("src/codegym/local.py") for n in names)
+
+
+def test_installed_package_imports_generated_stubs():
     import codegym
     from codegym.v1 import env_pb2
 
     assert hasattr(env_pb2, "ListTasksRequest")
     assert (Path(codegym.__file__).parent / "py.typed").exists()
-
-
-def _env() -> dict[str, str]:
-    import os
-
-    env = dict(os.environ)
-    env.pop("CODEGYM_PROTO_DIR", None)
-    return env

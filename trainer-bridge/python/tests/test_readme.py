@@ -29,7 +29,7 @@ def test_readme_snippets_run(server_address, tmp_path, monkeypatch):
         done = subprocess.run([str(codegym_bin()), *argv[1:]], check=False, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
     snippets = blocks("python")
-    assert len(snippets) == 9
+    assert len(snippets) == 10
     scopes = []
     for code in snippets:
         scope: dict = {}
@@ -45,3 +45,4 @@ def test_readme_snippets_run(server_address, tmp_path, monkeypatch):
     assert len(scopes[6]["ds"]) > 0
     assert scopes[7]["env"].get_reward() == 1.0
     assert scopes[8]["played"].result > 0 and scopes[8]["played"].restarts == []
+    assert scopes[9]["reward"] == 1.0 and scopes[9]["rewards"] == [1.0]

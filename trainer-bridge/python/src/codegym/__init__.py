@@ -5,8 +5,8 @@
 """
 
 from codegym._errors import CodegymError
-from codegym.code_env import CodeEnvironment, ExecutionResult
 from codegym.client import AsyncClient, AsyncSession, Client, EvalItem, Session, StepResult, TaskEntry
+from codegym.code_env import CodeEnvironment, ExecutionResult
 from codegym.env import (
     CodingEnv,
     RemoteEnv,
@@ -16,6 +16,7 @@ from codegym.env import (
     make_vec,
     register_gymnasium_envs,
 )
+from codegym.local import LocalServer, find_codegym_bin
 from codegym.options import ClientOptions
 from codegym.pool import PooledSession, ServerLost, ServerPool
 from codegym.reward import (
@@ -39,15 +40,16 @@ __all__ = [
     "AsyncSession",
     "Client",
     "ClientOptions",
+    "CodeEnvironment",
     "CodegymEnv",
     "CodegymError",
     "CodegymSessionEnv",
-    "CodeEnvironment",
     "CodingEnv",
     "EvalItem",
     "ExecutionResult",
-    "RemoteEnv",
+    "LocalServer",
     "PooledSession",
+    "RemoteEnv",
     "RemoteVectorEnv",
     "RewardFunction",
     "ScoredSample",
@@ -62,6 +64,7 @@ __all__ = [
     "environment_factory",
     "environment_reward",
     "extract_program",
+    "find_codegym_bin",
     "load_tasks",
     "make",
     "make_vec",

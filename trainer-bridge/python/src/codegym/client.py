@@ -20,6 +20,7 @@ import grpc
 
 from codegym._errors import CodegymError, from_in_band, from_rpc_error
 from codegym._values import decode_value, encode_value, parse_json_object
+from codegym.local import LocalServer, resolve_address
 from codegym.options import ClientOptions
 from codegym.v1 import env_pb2 as pb
 from codegym.v1 import env_pb2_grpc as pb_grpc
@@ -154,12 +155,13 @@ class Client:
 
     def __init__(
         self,
-        address: str,
+        address: str | LocalServer,
         *,
         timeout: float | None = None,
         evaluate_timeout: float | None = None,
         options: ClientOptions | None = None,
     ) -> None:
+        address = resolve_address(address)
         self.address = address
         self.options = _resolve_options(options, timeout, evaluate_timeout)
         self.timeout = self.options.timeout
@@ -360,12 +362,13 @@ class AsyncClient:
 
     def __init__(
         self,
-        address: str,
+        address: str | LocalServer,
         *,
         timeout: float | None = None,
         evaluate_timeout: float | None = None,
         options: ClientOptions | None = None,
     ) -> None:
+        address = resolve_address(address)
         self.address = address
         self.options = _resolve_options(options, timeout, evaluate_timeout)
         self.timeout = self.options.timeout

@@ -19,6 +19,7 @@ from gymnasium.envs.registration import EnvSpec
 from codegym.v1 import env_pb2 as pb
 from codegym._values import AnyText, to_gym_space
 from codegym.client import Client, StepResult
+from codegym.local import LocalServer, resolve_address
 from codegym.options import ClientOptions
 
 __all__ = [
@@ -37,7 +38,9 @@ log = logging.getLogger(__name__)
 _MAX_TEXT = 1 << 20
 
 
-def _client_for(address: str, client: Client | ClientOptions | None, timeout: float | None) -> tuple[Client, bool]:
+def _client_for(
+    address: str | LocalServer, client: Client | ClientOptions | None, timeout: float | None
+) -> tuple[Client, bool]:
     """The client to use and whether the env owns (and so closes) it."""
     if isinstance(client, Client):
         return client, False
@@ -65,7 +68,7 @@ class RemoteEnv(gym.Env):
     def __init__(
         self,
         env_id: str,
-        address: str = "127.0.0.1:50051",
+        address: str | LocalServer = "127.0.0.1:50051",
         *,
         client: Client | ClientOptions | None = None,
         timeout: float | None = None,
@@ -73,6 +76,7 @@ class RemoteEnv(gym.Env):
         **kwargs: Any,
     ) -> None:
         self._closed = True
+        address = resolve_address(address)
         self._client, self._owns_client = _client_for(address, client, timeout)
         self._session = self._client.session()
         self.env_kwargs: dict[str, Any] = {**dict(env_kwargs or {}), **kwargs}
@@ -224,7 +228,9 @@ class CodingEnv(RemoteEnv):
     the server's: `mode` (`script` / `session`), `tasks`, `extract`, `limits`, `max_episode_steps`.
     """
 
-    def __init__(self, env_id: str = "codegym/Python-v0", address: str = "127.0.0.1:50051", **kwargs: Any) -> None:
+    def __init__(
+        self, env_id: str = "codegym/Python-v0", address: str | LocalServer = "127.0.0.1:50051", **kwargs: Any
+    ) -> None:
         super().__init__(env_id, address, **kwargs)
         self.observation_space = coding_observation_space()
         self.action_space = AnyText(min_length=0, max_length=_MAX_TEXT)
@@ -293,7 +299,7 @@ def _is_coding(env_id: str) -> bool:
 
 def make(
     env_id: str,
-    address: str = "127.0.0.1:50051",
+    address: str | LocalServer = "127.0.0.1:50051",
     *,
     client: Client | ClientOptions | None = None,
     env_kwargs: Mapping[str, Any] | None = None,
@@ -331,7 +337,7 @@ class RemoteVectorEnv(gym.vector.SyncVectorEnv):
 def make_vec(
     env_id: str,
     num_envs: int,
-    address: str = "127.0.0.1:50051",
+    address: str | LocalServer = "127.0.0.1:50051",
     *,
     client: Client | ClientOptions | None = None,
     env_kwargs: Mapping[str, Any] | None = None,
@@ -346,7 +352,7 @@ def make_vec(
     return RemoteVectorEnv(fns)
 
 
-def _gym_entry_point(env_id: str, address: str = "127.0.0.1:50051", **kwargs: Any) -> RemoteEnv:
+def _gym_entry_point(env_id: str, address: str | LocalServer = "127.0.0.1:50051", **kwargs: Any) -> RemoteEnv:
     """Entry point of the ids `import codegym` registers with Gymnasium."""
     return make(env_id, address, **kwargs)
 

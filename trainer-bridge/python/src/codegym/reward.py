@@ -34,6 +34,7 @@ import grpc
 
 from codegym._errors import CodegymError
 from codegym.client import AsyncClient, Client, EvalItem, StepResult
+from codegym.local import LocalServer, resolve_address
 from codegym.options import ClientOptions
 from codegym.v1 import env_pb2 as pb
 
@@ -127,7 +128,7 @@ class _Base:
 
     def __init__(
         self,
-        address: str,
+        address: str | LocalServer,
         env_id: str = "codegym/Python-v0",
         *,
         task_column: str = "task_id",
@@ -146,7 +147,7 @@ class _Base:
             raise ValueError(f"on_error must be 'raise' or 'none', got {on_error!r}")
         if extract not in ("code_block", "raw", "auto"):
             raise ValueError(f"unknown extract mode {extract!r} (code_block, raw or auto)")
-        self.address = address
+        self.address = resolve_address(address)
         self.env_id = env_id
         self.task_column = task_column
         self.inline_task_column = inline_task_column
@@ -266,7 +267,7 @@ class RewardFunction(_Base):
     """`reward(prompts, completions, **columns) -> list[float | None]` for TRL's trainers.
 
     Args:
-        address: `host:port` of `codegym serve`.
+        address: `host:port` of `codegym serve`, or a running `LocalServer`.
         env_id: The coding env scoring the completions.
         task_column: Dataset column of task ids (TRL passes every column as a keyword argument).
         inline_task_column: Dataset column of inline tasks (a task dict or its JSON text).
@@ -284,7 +285,7 @@ class RewardFunction(_Base):
     After each call, `last` holds a `ScoredSample` per completion (program, reward breakdown, info).
     """
 
-    def __init__(self, address: str, env_id: str = "codegym/Python-v0", **options: Any) -> None:
+    def __init__(self, address: str | LocalServer, env_id: str = "codegym/Python-v0", **options: Any) -> None:
         super().__init__(address, env_id, **options)
         self._client = Client(address, options=self.options)
 
@@ -322,7 +323,7 @@ class AsyncRewardFunction(_Base):
     the loop of the first call.
     """
 
-    def __init__(self, address: str, env_id: str = "codegym/Python-v0", **options: Any) -> None:
+    def __init__(self, address: str | LocalServer, env_id: str = "codegym/Python-v0", **options: Any) -> None:
         super().__init__(address, env_id, **options)
         self._client: AsyncClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -363,11 +364,13 @@ class AsyncRewardFunction(_Base):
             self._client = None
 
 
-def reward_fn(address: str, env_id: str = "codegym/Python-v0", **options: Any) -> RewardFunction:
+def reward_fn(address: str | LocalServer, env_id: str = "codegym/Python-v0", **options: Any) -> RewardFunction:
     """A TRL reward function backed by a codegym server (see `RewardFunction` for the options)."""
     return RewardFunction(address, env_id, **options)
 
 
-def async_reward_fn(address: str, env_id: str = "codegym/Python-v0", **options: Any) -> AsyncRewardFunction:
+def async_reward_fn(
+    address: str | LocalServer, env_id: str = "codegym/Python-v0", **options: Any
+) -> AsyncRewardFunction:
     """An asyncio TRL reward function backed by a codegym server (see `RewardFunction`)."""
     return AsyncRewardFunction(address, env_id, **options)

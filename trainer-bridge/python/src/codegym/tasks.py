@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codegym.client import Client, TaskEntry
+from codegym.local import LocalServer, find_codegym_bin
 from codegym.options import ClientOptions
 
 if TYPE_CHECKING:
@@ -40,13 +40,7 @@ def task_rows(tasks: list[TaskEntry]) -> list[dict[str, Any]]:
 
 
 def _codegym_binary() -> str:
-    explicit = os.environ.get("CODEGYM_BIN")
-    if explicit:
-        return explicit
-    found = shutil.which("codegym")
-    if found is None:
-        raise FileNotFoundError("the codegym binary is needed to read a task file: put it on PATH or set CODEGYM_BIN")
-    return found
+    return find_codegym_bin()
 
 
 def _tasks_from_file(path: str | os.PathLike[str]) -> list[TaskEntry]:
@@ -78,7 +72,7 @@ def _tasks_from_file(path: str | os.PathLike[str]) -> list[TaskEntry]:
 
 
 def load_tasks(
-    address: str | None = None,
+    address: str | LocalServer | None = None,
     env_id: str = "codegym/Python-v0",
     *,
     path: str | os.PathLike[str] | None = None,
@@ -89,7 +83,7 @@ def load_tasks(
     """A task set as a `datasets.Dataset` for `GRPOTrainer(train_dataset=...)`.
 
     Args:
-        address: `host:port` of `codegym serve`: the tasks of `env_id` made with `env_kwargs`
+        address: `host:port` of `codegym serve` (or a `LocalServer`): the tasks of `env_id` made with `env_kwargs`
             and `kwargs` (e.g. `tasks="builtin:examples"`).
         env_id: The env whose task set is listed.
         path: A local task file instead of a server (read by the `codegym` binary: `CODEGYM_BIN`

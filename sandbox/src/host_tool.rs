@@ -1,5 +1,6 @@
-//! Host tool processes (issue 13): trusted programs the server itself runs *outside* any sandbox,
-//! today only `python -m pip` building the per-task package cache (`crate::packages`).
+//! Host tool processes: trusted programs the server itself runs *outside* any sandbox: `python -m
+//! pip` building the per-task package cache (`crate::packages`, [`run_host_tool`]), and a model
+//! server the user asked for (`rollout --local-model`, [`start_host_service`]).
 //!
 //! Never for untrusted code: the child runs as the server, with the server's file system and
 //! network. What keeps it honest is what it is asked to do (pip with `--only-binary=:all:`, so no
@@ -10,7 +11,7 @@
 use std::ffi::OsString;
 use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// What a host tool did.
@@ -97,4 +98,43 @@ pub fn run_host_tool(
         stdout: out.join().unwrap_or_default(),
         stderr: err.join().unwrap_or_default(),
     })
+}
+
+/// Variables a host service keeps from the caller's environment; nothing else (no API key or
+/// token reaches it).
+const SERVICE_ENV: &[&str] = &["PATH", "HOME", "LANG", "TMPDIR"];
+
+/// Starts `program args` as a long-lived trusted host service (a model server the user asked for),
+/// with stdin closed, stdout and stderr appended to `log`, and only [`SERVICE_ENV`] of the
+/// caller's environment. The kernel kills it when the thread that started it exits
+/// (`PR_SET_PDEATHSIG`): start it from a thread that lives as long as the service should (a
+/// runtime's main thread); the caller kills and reaps it otherwise.
+#[allow(clippy::disallowed_methods)] // the sandbox crate is where processes start (see above)
+pub fn start_host_service(program: &Path, args: &[OsString], log: &Path) -> std::io::Result<Child> {
+    use std::os::unix::process::CommandExt;
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)?;
+    let err = out.try_clone()?;
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .env_clear()
+        .envs(
+            SERVICE_ENV
+                .iter()
+                .filter_map(|k| std::env::var_os(k).map(|v| (k, v))),
+        )
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err);
+    // SAFETY: the closure runs in the child between fork and exec and makes one
+    // async-signal-safe system call (prctl).
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                .map_err(std::io::Error::from)
+        });
+    }
+    cmd.spawn()
 }

@@ -8,7 +8,7 @@
 
 use std::io::{Read, Seek};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -128,9 +128,9 @@ fn free_port() -> anyhow::Result<u16> {
     Ok(listener.local_addr()?.port())
 }
 
-// The one place outside the sandbox where the CLI starts a process: the user asked for a model
-// server for the run (`--local-model`); it runs unsandboxed, as the user would run it by hand.
-#[allow(clippy::disallowed_methods)]
+/// llama-server for the run, unsandboxed (it is the user's own model server, as they would run it
+/// by hand), started by the sandbox crate's host-service helper: no API key of the environment
+/// reaches it, and it dies with this process.
 fn spawn(
     server: &Path,
     model: &Path,
@@ -139,34 +139,27 @@ fn spawn(
     parallel: usize,
     log: &Path,
 ) -> anyhow::Result<Child> {
-    use std::os::unix::process::CommandExt;
-    let out = std::fs::File::create(log)
-        .with_context(|| format!("cannot create the llama-server log {}", log.display()))?;
-    let err = out.try_clone()?;
-    let mut cmd = std::process::Command::new(server);
-    cmd.arg("--model")
-        .arg(model)
-        .args(["--alias", alias, "--host", "127.0.0.1", "--port"])
-        .arg(port.to_string())
-        .arg("--parallel")
-        .arg(parallel.to_string())
-        .arg("--ctx-size")
-        .arg((CONTEXT_PER_SLOT * parallel).to_string())
+    let args: Vec<std::ffi::OsString> = [
+        "--model".into(),
+        model.as_os_str().to_owned(),
+        "--alias".into(),
+        alias.into(),
+        "--host".into(),
+        "127.0.0.1".into(),
+        "--port".into(),
+        port.to_string().into(),
+        "--parallel".into(),
+        parallel.to_string().into(),
+        "--ctx-size".into(),
+        (CONTEXT_PER_SLOT * parallel).to_string().into(),
         // Chat templates with tools need llama.cpp's Jinja engine.
-        .args(["--jinja", "--no-webui"])
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err);
-    // SAFETY: the closure runs in the child between fork and exec and only makes one
-    // async-signal-safe system call (prctl). The signal fires when the thread that forked exits:
-    // this runs on the runtime's main thread, which lives as long as the process.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
-                .map_err(std::io::Error::from)
-        });
-    }
-    cmd.spawn()
+        "--jinja".into(),
+        "--no-webui".into(),
+    ]
+    .into();
+    // (Started on the runtime's main thread, which lives as long as the process: the kernel's
+    // parent-death signal is per thread.)
+    codegym_sandbox::host_tool::start_host_service(server, &args, log)
         .with_context(|| format!("cannot start {}", server.display()))
 }
 

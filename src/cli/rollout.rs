@@ -148,10 +148,10 @@ impl Args {
 enum ModeArg {
     CodeBlock,
     Tools,
-    /// Issue 12: code runs in session mode with the task's context as `context`, `llm_query`
+    /// Code runs in session mode with the task's context as `context`, `llm_query`
     /// host tools, ends on `FINAL(answer)` (in-process envs only).
     ProgramOfThought,
-    /// Plan, solution, model-written tests, diagnose-and-fix loop (issue 13).
+    /// Plan, solution, model-written tests, diagnose-and-fix loop.
     Autocoder,
 }
 

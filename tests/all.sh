@@ -117,7 +117,7 @@ CODEGYM_REPORT_KEEP_DIR="$PWD/target/report-browser" \
 # -- containers: the sandbox under podman with the default seccomp profiles, the restricted profile
 # and the documented capabilities (deploy/README.md has what each leaves).
 # The image holds every language toolchain (its base, built once with mmdebstrap from Debian's
-# packages: ~4 min on a new machine, then cached by podman under a tag naming the package list);
+# packages: ~2.5 min on a new machine, the whole suite ~3 min, then cached by podman under a tag naming the package list);
 # the suite also runs a 13-language task file and a data task with a package in the container.
 container_start=$SECONDS
 tests/container.sh target/debug/codegym target/container-test
@@ -125,7 +125,7 @@ echo "container suite took $((SECONDS - container_start)) s"
 
 # -- the Kubernetes Deployment under `podman kube play`: the pod starts with the manifest's
 # securityContext and --isolation strict, its gRPC health probes pass, a rollout against it solves
-# tasks in four languages, and `podman kube down` removes it (~10 s once the image is built).
+# tasks in four languages, it drains on SIGTERM, and `podman kube down` removes it (~15 s).
 kube_start=$SECONDS
 tests/kube_play.sh target/debug/codegym .venv/bin/python target/kube-play
 echo "kube play suite took $((SECONDS - kube_start)) s"

@@ -103,8 +103,9 @@ heavy_start=$SECONDS
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q >/dev/null
 # chromium: the report's browser test; podman + runc + mmdebstrap: the container test (runc because
-# crun refuses hybrid cgroup hosts; mmdebstrap builds the base image, no registry is reachable).
-apt-get install -y -q --no-install-recommends chromium podman runc mmdebstrap curl >/dev/null
+# crun refuses hybrid cgroup hosts; mmdebstrap builds the base image, no registry is reachable);
+# catatonit: the pause process of a pod's infra container (`podman kube play`).
+apt-get install -y -q --no-install-recommends chromium podman runc mmdebstrap catatonit curl >/dev/null
 
 # -- browser: `codegym report` in headless Chromium (playwright-core from npm, Debian's Chromium).
 rm -rf target/report-browser
@@ -115,7 +116,19 @@ CODEGYM_REPORT_KEEP_DIR="$PWD/target/report-browser" \
 
 # -- containers: the sandbox under podman with the default seccomp profiles, the restricted profile
 # and the documented capabilities (deploy/README.md has what each leaves).
+# The image holds every language toolchain (its base, built once with mmdebstrap from Debian's
+# packages: ~2.5 min on a new machine, the whole suite ~3 min, then cached by podman under a tag naming the package list);
+# the suite also runs a 13-language task file and a data task with a package in the container.
+container_start=$SECONDS
 tests/container.sh target/debug/codegym target/container-test
+echo "container suite took $((SECONDS - container_start)) s"
+
+# -- the Kubernetes Deployment under `podman kube play`: the pod starts with the manifest's
+# securityContext and --isolation strict, its gRPC health probes pass, a rollout against it solves
+# tasks in four languages, it drains on SIGTERM, and `podman kube down` removes it (~15 s).
+kube_start=$SECONDS
+tests/kube_play.sh target/debug/codegym .venv/bin/python target/kube-play
+echo "kube play suite took $((SECONDS - kube_start)) s"
 
 # -- Ray: a local multi-node Ray cluster (ray from PyPI, the package's `ray`
 # extra) with one `codegym serve` per node, a rollout over it with a server killed mid-rollout.

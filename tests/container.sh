@@ -6,6 +6,14 @@
 # API (`/run_code`): a TCP connection to the server itself, a host file, signals to PID 1, and an
 # endless loop that must be killed at its deadline.
 #
+# The image holds every language the sandbox runs: in each configuration `doctor` must tick all 13,
+# and a native task file with one stdin/stdout-judged task per language (tests/container/
+# languages.jsonl: C, C++, Rust, Go, Java, JavaScript, TypeScript, Bash, Ruby, PHP, Lua, Perl,
+# Python reference solutions) must pass `tasks check`; a wrong Go answer must fail it. A typed-output
+# data task with a task package (tests/container/data: a CSV file, a CLI input, `float`/`int`/`str`
+# outputs, `tabulate` installed from a read-only wheelhouse with no network) runs through `codegym
+# run` in the documented-capabilities and restricted configurations.
+#
 # Configurations (all with --network none except the HTTP checks, which need the host's loopback):
 #   podman-default   podman's own default seccomp profile and capabilities
 #   docker-default   Docker's / containerd's default seccomp profile (moby's default.json from
@@ -23,6 +31,7 @@ set -euo pipefail
 bin=$(realpath "$1")
 out=${2:-$(mktemp -d)}
 mkdir -p "$out"
+out=$(realpath "$out") # bind-mounted below: podman takes a relative source for a volume name
 root=$(cd "$(dirname "$0")/.." && pwd)
 image=localhost/codegym:container-test
 
@@ -38,7 +47,7 @@ fi
 # This host has hybrid cgroups (crun refuses them: runc) and a session without CAP_SYS_RESOURCE
 # (a container's rlimits may not exceed ours): both are properties of the machine, not the image.
 runtime=(--runtime runc --ulimit nofile=4096:4096 --ulimit nproc=4096:4096)
-"$root/deploy/build-base.sh"
+"$root/deploy/build-base.sh" >/dev/null
 PODMAN_BUILD_OPTS="${runtime[*]}" "$root/deploy/build-image.sh" "$bin" "$image"
 
 declare -A opts=(
@@ -79,9 +88,49 @@ for config in podman-default docker-default restricted documented-caps; do
   fi
   run "$config" --network none -- "$image" doctor --isolation "$level" | tee "$out/doctor-$config.txt"
   check grep -q "isolation level: $level" "$out/doctor-$config.txt"
+  # Every language's toolchain is in the image: 13 ticked, none missing.
+  check test "$(grep -c '^  \[x\] ' <(sed -n '/^languages:/,$p' "$out/doctor-$config.txt"))" = 13
+  check test "$(grep -c '^  \[ \] ' <(sed -n '/^languages:/,$p' "$out/doctor-$config.txt"))" = 0
   run "$config" --network none -- "$image" tasks check builtin:examples --isolation "$level" >"$out/tasks-$config.txt" 2>&1 || true
   tail -1 "$out/tasks-$config.txt"
   check grep -q "16 of 16 reference solutions pass" "$out/tasks-$config.txt"
+  # One judged task per language, each reference solution compiled (where it is) and run in the
+  # sandbox: podman's /dev/shm is noexec, so this also checks the work dirs go where programs run.
+  run "$config" --network none -v "$root/tests/container:/tests:ro" -- "$image" \
+    tasks check /tests/languages.jsonl --isolation "$level" >"$out/languages-$config.txt" 2>&1 || true
+  tail -1 "$out/languages-$config.txt"
+  check grep -q "13 of 13 reference solutions pass" "$out/languages-$config.txt"
+done
+
+# The judge really judges in there: a wrong answer fails, with its verdict.
+if run documented-caps --network none -v "$root/tests/container:/tests:ro" -- "$image" \
+    tasks check /tests/wrong.jsonl >"$out/wrong.txt" 2>&1; then
+  echo "FAILED: a wrong reference solution passed"; fail=1
+fi
+cat "$out/wrong.txt"
+check grep -q '"verdicts":\["WA"' "$out/wrong.txt"
+
+# A data task with a task package, offline: the wheel comes from a read-only wheelhouse (downloaded
+# here on the host; the container has no network), pip installs it into the package cache, the
+# program reads the task's CSV, takes its CLI input and writes typed outputs.
+wheelhouse="$out/wheelhouse"
+if ! ls "$wheelhouse"/tabulate-0.9.0-*.whl >/dev/null 2>&1; then
+  python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$wheelhouse" tabulate==0.9.0
+fi
+for config in documented-caps restricted; do
+  data_run() {
+    run "$config" --network none -v "$root/tests/container/data:/data:ro" -v "$wheelhouse:/wheelhouse:ro" -- \
+      "$image" run --task /data/tasks.jsonl --solution /data/solution.py --wheelhouse /wheelhouse \
+      --package-cache /tmp/packages --isolation "${want_level[$config]}" "$@"
+  }
+  data_run >"$out/data-$config.txt" 2>&1 || { echo "FAILED: the data task in $config"; fail=1; }
+  data_run -- --region east >"$out/data-east-$config.txt" 2>&1 || { echo "FAILED: the data task (east) in $config"; fail=1; }
+  cat "$out/data-$config.txt" "$out/data-east-$config.txt"
+  check grep -qx 'total_revenue = 48.5' "$out/data-$config.txt"
+  check grep -qx 'rows = 2' "$out/data-$config.txt"
+  check grep -qx 'table = "tabulate 0.9.0"' "$out/data-$config.txt"
+  check grep -qx 'total_revenue = 40.0' "$out/data-east-$config.txt"
+  check grep -qx 'rows = 1' "$out/data-east-$config.txt"
 done
 
 # The clone3-blocked path is really blocked under Docker's profile (and not under podman's).

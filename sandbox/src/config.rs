@@ -98,8 +98,8 @@ pub struct SandboxConfig {
     pub python: Option<PathBuf>,
     /// Default limits of every execution.
     pub limits: Limits,
-    /// Where per-execution work dirs are created. `None`: `/dev/shm` (tmpfs) when usable, else the
-    /// system temp dir.
+    /// Where per-execution work dirs are created. `None`: `/dev/shm` (tmpfs) when writable and not
+    /// mounted `noexec` (compiled programs run from the work dir), else the system temp dir.
     pub work_root: Option<PathBuf>,
     /// Executions in flight; `0` = 4 x cores (a run spends part of its life waiting on pipes and
     /// its reply: with 2 x cores, 2 cores were not kept busy; issue 17 measured +7-10% at 4 x). Excess

@@ -159,10 +159,20 @@ pub(crate) fn pick_root(configured: Option<&Path>) -> PathBuf {
     }
     let shm = Path::new("/dev/shm");
     // SAFETY: access() on a valid C string literal.
-    if shm.is_dir() && unsafe { libc::access(c"/dev/shm".as_ptr(), libc::W_OK) } == 0 {
+    if shm.is_dir()
+        && unsafe { libc::access(c"/dev/shm".as_ptr(), libc::W_OK) } == 0
+        && !mounted_noexec(shm)
+    {
         return shm.to_path_buf();
     }
     std::env::temp_dir()
+}
+
+/// Whether `dir` is on a file system mounted `noexec`, where compiled programs built in a work dir
+/// could not run: podman and Docker mount a container's `/dev/shm` so.
+fn mounted_noexec(dir: &Path) -> bool {
+    use nix::sys::statvfs::{FsFlags, statvfs};
+    statvfs(dir).is_ok_and(|s| s.flags().contains(FsFlags::ST_NOEXEC))
 }
 
 /// The pid embedded in a `codegym-...-<pid>-...` name (first all-digit segment), if any.

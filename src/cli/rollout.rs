@@ -213,7 +213,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         {
             coding.task_dirs.push(dir.to_path_buf());
         }
-        // AutoCoder mode (issue 13): the model's tests need pytest and its own requirements from
+        // AutoCoder mode: the model's tests need pytest and its own requirements from
         // the package cache; in process the machine is the user's own, as with `serve --packages`.
         if config.episode.mode == EpisodeMode::Autocoder {
             coding.packages.enabled = true;
@@ -340,7 +340,6 @@ fn apply_flags(a: &Flags, c: &mut RolloutConfig) -> anyhow::Result<()> {
         c.episode.mode = match m {
             ModeArg::CodeBlock => EpisodeMode::CodeBlock,
             ModeArg::Tools => EpisodeMode::Tools,
-            // Issue 12.
             ModeArg::ProgramOfThought => EpisodeMode::ProgramOfThought,
             ModeArg::Autocoder => EpisodeMode::Autocoder,
         };

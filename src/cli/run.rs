@@ -1,4 +1,4 @@
-//! `codegym run` (issue 13): runs a solution again, in the sandbox, on a data task's files and on new
+//! `codegym run`: runs a solution again, in the sandbox, on a data task's files and on new
 //! inputs, and prints its typed outputs (Flyte's `as_task`). The solution is a Python file or an
 //! episode of a rollout dataset (its last program).
 //!

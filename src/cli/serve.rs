@@ -53,7 +53,7 @@ pub struct Args {
     /// JSON config file: `{"server": {...}, "coding": {...}}` (see README); flags override it.
     #[arg(long)]
     config: Option<PathBuf>,
-    // Data tasks (issue 13): per-task packages.
+    // Data tasks: per-task packages.
     /// Allow task `requirements` (pip, wheels only), cached under `coding.packages.cache_dir`.
     #[arg(long)]
     packages: bool,

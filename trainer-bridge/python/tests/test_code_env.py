@@ -140,6 +140,12 @@ def test_code_environment_tools_and_register_tool(server_address):
         env.register_tool(lookup)
         r = env("[lookup('a')['key'], search('b', 1)]")
         assert r.return_value == ["a", ["b-0"]], r.stderr
+        # msgflux's signature: the name first, then the function.
+        env.register_tool("find", lookup)
+        r = env("[find('c')['key'], lookup('d')['key']]")
+        assert r.return_value == ["c", "d"], r.stderr
+        with pytest.raises(TypeError):
+            env.register_tool("nameless")
 
 
 def test_async_client_serves_async_tools(server_address):

@@ -143,10 +143,18 @@ class CodeEnvironment:
         session.make("codegym/Python-v0", **kwargs)
         self.reset()
 
-    def register_tool(self, fn: Callable[..., Any], name: str | None = None) -> None:
-        """Adds a host tool (its schema from the signature and docstring). Tools are declared when
-        the session is made, so this starts a fresh session: the namespace is reset."""
-        self._tools[name or fn.__name__] = fn
+    def register_tool(self, name: str | Callable[..., Any], func: Callable[..., Any] | None = None) -> None:
+        """Adds a host tool (its schema from the signature and docstring): msgflux's
+        `register_tool("name", func)`, or a bare `register_tool(func)` under the function's own
+        name. Tools are declared when the session is made, so this starts a fresh session: the
+        namespace is reset."""
+        if isinstance(name, str) and callable(func):
+            tool_name, tool = name, func
+        elif callable(name) and func is None:
+            tool_name, tool = name.__name__, name
+        else:
+            raise TypeError("register_tool takes (name: str, func: Callable) or (func: Callable)")
+        self._tools[tool_name] = tool
         with self._lock:
             if self._session is not None:
                 self._session.close()

@@ -76,15 +76,6 @@ pub struct RunData {
     pub outputs: Option<Arc<dyn CollectOutputs>>,
 }
 
-impl RunData {
-    pub fn is_empty(&self) -> bool {
-        self.inputs.is_empty()
-            && self.argv.is_empty()
-            && self.site_dir.is_none()
-            && self.outputs.is_none()
-    }
-}
-
 impl std::fmt::Debug for RunData {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RunData")

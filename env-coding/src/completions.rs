@@ -192,6 +192,9 @@ pub struct CheckResult {
     pub task_id: String,
     pub passed: bool,
     pub reward: f64,
+    /// The engine's breakdown ([`crate::reward::RewardOutcome::breakdown`]); null when the task
+    /// could not be scored.
+    pub reward_breakdown: serde_json::Value,
     /// Why it failed (no reference solution, failing components).
     pub error: Option<String>,
 }
@@ -229,6 +232,7 @@ pub async fn check_tasks(
                     task_id: task.id.clone(),
                     passed: false,
                     reward: 0.0,
+                    reward_breakdown: serde_json::Value::Null,
                     error: Some("no reference solution".into()),
                 });
             };
@@ -242,6 +246,7 @@ pub async fn check_tasks(
                         task_id: task.id.clone(),
                         passed: false,
                         reward: 0.0,
+                        reward_breakdown: serde_json::Value::Null,
                         error: Some(reason),
                     });
                 }
@@ -257,6 +262,7 @@ pub async fn check_tasks(
                 task_id: task.id.clone(),
                 passed: outcome.solved,
                 reward: outcome.reward,
+                reward_breakdown: outcome.breakdown(),
                 error: (!failing.is_empty()).then(|| failing.join("; ")),
             })
         })

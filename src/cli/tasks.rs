@@ -21,6 +21,10 @@ pub enum Command {
 pub struct CheckArgs {
     /// Task file (native JSONL, HumanEval .jsonl/.jsonl.gz, MBPP) or `builtin:examples`.
     file: PathBuf,
+    /// One JSON object a line (task_id, passed, reward, reward_breakdown, error) instead of
+    /// `PASS`/`FAIL` lines; the summary goes to stderr.
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     scoring: super::scoring::ScoringArgs,
 }
@@ -76,17 +80,25 @@ async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let results = check_tasks(&scorer, &set, opts).await?;
     let failed = results.iter().filter(|r| !r.passed).count();
     for r in &results {
+        if args.json {
+            println!("{}", serde_json::to_string(r)?);
+            continue;
+        }
         match (&r.error, r.passed) {
             (_, true) => println!("PASS {}", r.task_id),
             (Some(e), false) => println!("FAIL {}: {e}", r.task_id),
             (None, false) => println!("FAIL {}", r.task_id),
         }
     }
-    println!(
+    let summary = format!(
         "{} of {} reference solutions pass",
         results.len() - failed,
         results.len()
     );
+    match args.json {
+        true => eprintln!("{summary}"),
+        false => println!("{summary}"),
+    }
     Ok(if failed == 0 {
         ExitCode::SUCCESS
     } else {

@@ -298,7 +298,11 @@ async fn submit_inner(
         "test_code": null,
         "tests": tests,
         "extracted_type": extracted_type,
-        "extra": {"reward": step.reward, "task_id": task.id},
+        "extra": {
+            "reward": step.reward,
+            "task_id": task.id,
+            "reward_breakdown": step.info.get("reward_breakdown"),
+        },
     }))
     .into_response())
 }

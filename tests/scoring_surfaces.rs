@@ -361,7 +361,10 @@ async fn through_cli_evaluate(fx: &Fixture) -> Vec<Verdict> {
         .lines()
         .map(|l| {
             let v: serde_json::Value = serde_json::from_str(l).expect("result line");
-            (v["reward"].as_f64().expect("reward"), v["reward_breakdown"].clone())
+            (
+                v["reward"].as_f64().expect("reward"),
+                v["reward_breakdown"].clone(),
+            )
         })
         .collect()
 }
@@ -381,7 +384,10 @@ async fn through_tasks_check(fx: &Fixture, file: &str) -> (i32, Vec<Verdict>) {
         .lines()
         .map(|l| {
             let v: serde_json::Value = serde_json::from_str(l).expect("check line");
-            (v["reward"].as_f64().expect("reward"), v["reward_breakdown"].clone())
+            (
+                v["reward"].as_f64().expect("reward"),
+                v["reward_breakdown"].clone(),
+            )
         })
         .collect();
     assert!(stderr.contains("reference solutions pass"), "{stderr}");
@@ -405,9 +411,15 @@ async fn every_surface_gives_the_same_rewards_and_breakdowns() {
     // solves its task, every wrong one does not, and each breakdown names the task's components.
     for (i, ((task_id, _), (reward, breakdown))) in pairs().iter().zip(&steps).enumerate() {
         let right = i < n;
-        assert_eq!(*reward == 1.0, right, "{task_id} (right: {right}): {breakdown}");
+        assert_eq!(
+            *reward == 1.0,
+            right,
+            "{task_id} (right: {right}): {breakdown}"
+        );
         assert!(
-            breakdown["components"].as_array().is_some_and(|c| !c.is_empty()),
+            breakdown["components"]
+                .as_array()
+                .is_some_and(|c| !c.is_empty()),
             "{task_id}: {breakdown}"
         );
     }
@@ -455,7 +467,10 @@ async fn tasks_check_passes_a_right_typed_output_reference_and_fails_a_wrong_one
     let (code, stdout, stderr) = check("typed-right.jsonl").await;
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(stdout.contains("PASS typed-outputs"), "{stdout}");
-    assert!(stdout.contains("1 of 1 reference solutions pass"), "{stdout}");
+    assert!(
+        stdout.contains("1 of 1 reference solutions pass"),
+        "{stdout}"
+    );
 
     let (code, stdout, stderr) = check("typed-wrong.jsonl").await;
     assert_eq!(code, 1, "{stdout}{stderr}");
@@ -466,5 +481,8 @@ async fn tasks_check_passes_a_right_typed_output_reference_and_fails_a_wrong_one
         .unwrap_or_else(|| panic!("no FAIL line: {stdout}"));
     assert!(line.contains("output scored 0.000"), "{line}");
     assert!(line.contains("rows") && line.contains("revenue"), "{line}");
-    assert!(stdout.contains("0 of 1 reference solutions pass"), "{stdout}");
+    assert!(
+        stdout.contains("0 of 1 reference solutions pass"),
+        "{stdout}"
+    );
 }

@@ -16,7 +16,7 @@ use env_core::{
 };
 use serde_json::json;
 
-use crate::action::{Action, Run, decode_action, no_code_result};
+use crate::action::{Action, decode_action, no_code_result};
 use crate::config::Mode;
 use crate::reward::run::{self, Program};
 use crate::scoring::{Scored, Submission, infra};
@@ -103,20 +103,19 @@ impl CodingEnv {
         }
     }
 
-    async fn step_script(&mut self, run: Run) -> Result<Step<Value>> {
+    /// Scores `submission` for the episode's task: the one engine, with the env's options.
+    async fn score_episode(&self, submission: Submission) -> Result<Scored> {
         let Some(ep) = self.episode.as_ref() else {
             return Err(EnvError::ResetNeeded);
         };
-        let program = self.settings.script_program(run, &ep.vars);
-        let scored = self
-            .shared
-            .scorer
-            .score(
-                ep.task.clone(),
-                Submission::Run(program),
-                self.settings.eval_options(),
-            )
-            .await?;
+        let options = self.settings.eval_options();
+        let task = ep.task.clone();
+        self.shared.scorer.score(task, submission, options).await
+    }
+
+    /// A script-mode step: the submission's own run is the observation.
+    async fn step_scored(&mut self, submission: Submission) -> Result<Step<Value>> {
+        let scored = self.score_episode(submission).await?;
         let obs = Value::Execution(scored.execution.clone());
         Ok(self.finish_step(obs, scored).await)
     }
@@ -219,14 +218,7 @@ impl CodingEnv {
             }
         };
         let program = ep.program.clone();
-        let scored = shared
-            .scorer
-            .score(
-                ep.task.clone(),
-                Submission::ScoreOnly(program),
-                self.settings.eval_options(),
-            )
-            .await?;
+        let scored = self.score_episode(Submission::ScoreOnly(program)).await?;
         Ok(self.finish_step(obs, scored).await)
     }
 
@@ -336,23 +328,14 @@ impl CodingEnv {
             .map_or(Language::Python, |e| e.language);
         let action = decode_action(action, self.settings.extract, language)?;
         match (self.settings.mode, action) {
-            (Mode::Script, Action::Code(run)) => self.step_script(run).await,
-            (Mode::Script, Action::NoCode) => {
+            (Mode::Script, Action::Code(run)) => {
                 let Some(ep) = self.episode.as_ref() else {
                     return Err(EnvError::ResetNeeded);
                 };
-                let scored = self
-                    .shared
-                    .scorer
-                    .score(
-                        ep.task.clone(),
-                        Submission::NoCode(language),
-                        self.settings.eval_options(),
-                    )
-                    .await?;
-                let obs = Value::Execution(scored.execution.clone());
-                Ok(self.finish_step(obs, scored).await)
+                let program = self.settings.script_program(run, &ep.vars);
+                self.step_scored(Submission::Run(program)).await
             }
+            (Mode::Script, Action::NoCode) => self.step_scored(Submission::NoCode(language)).await,
             (Mode::Script, Action::WriteFile { .. } | Action::ReadFile { .. }) => Err(EnvError::InvalidAction(
                 "write_file and read_file need mode \"session\" (script mode keeps no files between steps)".into(),
             )),

@@ -40,6 +40,15 @@ pub enum Submission {
 }
 
 impl Submission {
+    /// Whether the program calls host tools: their answers come from the caller, outside any
+    /// cache key, so such a verdict is never shared.
+    fn calls_host_tools(&self) -> bool {
+        match self {
+            Submission::Run(p) | Submission::ScoreOnly(p) => p.tools.is_some(),
+            Submission::NoCode(_) => false,
+        }
+    }
+
     fn language(&self) -> Language {
         match self {
             Submission::Run(p) | Submission::ScoreOnly(p) => p.language,
@@ -195,7 +204,10 @@ impl Scorer {
             }
             no_code => no_code,
         };
-        let key = VerdictCache::key(&task, &submission, &options);
+        let key = match submission.calls_host_tools() {
+            true => None,
+            false => VerdictCache::key(&task, &submission, &options),
+        };
         let (verdict, cache_hit) = self
             .verdicts
             .get_or_score(key, self.run(&task, submission, options))

@@ -25,7 +25,6 @@ use sha2::{Digest, Sha256};
 
 use crate::reward::RewardOutcome;
 use crate::reward::run::EvalOptions;
-use crate::scoring::Submission;
 use crate::tasks::Task;
 
 /// A verdict's identity: SHA-256 of (task, submission, scoring options).
@@ -56,14 +55,15 @@ impl VerdictCache {
         VerdictCache { cache }
     }
 
-    /// The key of scoring `submission` for `task`, or `None` when it must not be shared (the task
-    /// opts out, or the program calls host tools).
-    pub fn key(task: &Task, submission: &Submission, options: &EvalOptions) -> Option<VerdictKey> {
-        let tools = match submission {
-            Submission::Run(p) | Submission::ScoreOnly(p) => p.tools.is_some(),
-            Submission::NoCode(_) => false,
-        };
-        if !task.deterministic || tools {
+    /// The key of scoring `submission` (its `Debug` text: kind, program, files, language, data,
+    /// reported vars) for `task`, or `None` when the task opts out of sharing. Host tools are the
+    /// scorer's to rule out (they make any submission unshareable).
+    pub fn key(
+        task: &Task,
+        submission: &impl std::fmt::Debug,
+        options: &EvalOptions,
+    ) -> Option<VerdictKey> {
+        if !task.deterministic {
             return None;
         }
         let mut h = Sha256::new();

@@ -247,3 +247,51 @@ async fn evaluate_stream_reports_whole_call_failures_as_statuses() {
     let out = c.evaluate(request("", vec![hello(HELLO)])).await.unwrap();
     assert_eq!(out.into_inner().results.len(), 1);
 }
+
+/// One engine, one verdict cache: a program an episode has just stepped is answered from the cache
+/// by `Evaluate` (and the other way round), with the same reward and breakdown.
+#[tokio::test]
+async fn episode_steps_and_evaluate_share_one_verdict_cache() {
+    let server = TestServer::start(registry(64), Default::default()).await;
+    let mut c = server.client().await;
+    let make = v1::MakeRequest {
+        env_id: "codegym/Python-v0".into(),
+        kwargs_json: String::new(),
+    };
+    let session_id = c.make(make).await.unwrap().into_inner().session_id;
+    let mut step = async |program: &str| {
+        let reset = v1::ResetRequest {
+            session_id: session_id.clone(),
+            seed: None,
+            options_json: r#"{"task_id": "hello-world"}"#.into(),
+        };
+        c.reset(reset).await.unwrap();
+        let step = v1::StepRequest {
+            session_id: session_id.clone(),
+            action: Some(value_to_proto(&Value::Text(program.into()))),
+        };
+        let step = c.step(step).await.unwrap().into_inner();
+        let info: serde_json::Value = serde_json::from_str(&step.info_json).unwrap();
+        (step.reward, info)
+    };
+    let (reward, info) = step(HELLO).await;
+    assert_eq!(
+        (reward, &info["cache_hit"]),
+        (1.0, &serde_json::json!(false))
+    );
+    let (again, again_info) = step(HELLO).await;
+    assert_eq!(again, reward);
+    assert_eq!(again_info["cache_hit"], true, "{again_info}");
+    assert_eq!(again_info["reward_breakdown"], info["reward_breakdown"]);
+
+    let mut c = server.client().await;
+    let out = c
+        .evaluate(request("", vec![hello(HELLO), hello("print('bye')")]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(verdicts(&out.results), vec![(1.0, true), (0.0, false)]);
+    let evaluated: serde_json::Value =
+        serde_json::from_str(&out.results[0].step.as_ref().unwrap().info_json).unwrap();
+    assert_eq!(evaluated["reward_breakdown"], info["reward_breakdown"]);
+}

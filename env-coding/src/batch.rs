@@ -2,7 +2,7 @@
 //! all in flight at once on the sandbox (whose own concurrency limit paces them).
 //!
 //! Each item is scored as the first step of a script-mode episode (a `session` kwarg makes no
-//! difference for a single step).
+//! difference for a single step), through the same [`crate::Scorer`] as the env's steps.
 //!
 //! Also the `TaskLister` behind `ListTasks`: the task sets that `make` would draw from, listed.
 
@@ -14,80 +14,48 @@ use env_core::{
 };
 use futures::stream::{FuturesUnordered, StreamExt};
 
-use crate::action::{Action, decode_action, no_code_result};
+use crate::action::{Action, decode_action};
 use crate::config::Mode;
-use crate::env::{infra, step_info};
-use crate::reward::run::{self, EvalOptions, Program};
+use crate::env::step_info;
+use crate::scoring::Submission;
 use crate::shared::{Settings, Shared};
-use crate::tasks::Task;
-use crate::verdicts::VerdictCache;
 
 pub(crate) struct CodingEvaluator {
     pub shared: Arc<Shared>,
 }
 
 impl CodingEvaluator {
-    /// One item: its task and program are resolved first, so that identical submissions share one
-    /// verdict (`verdicts.rs`) before anything runs.
+    /// One item: a one-step script-mode episode, scored by the env's [`crate::Scorer`] (whose
+    /// verdict cache lets identical submissions share one run).
     async fn one(&self, settings: &Settings, item: EvalItem) -> Result<Step<Value>> {
         let mut rng: ChaCha8Rng = match item.seed {
             Some(s) => env_core::seeded_rng(s),
             None => env_core::entropy_rng(),
         };
         let task = settings.choose_task(&item.options, &mut rng)?;
-        let task = self.shared.with_packages(task).await?;
+        let task = settings.graded(self.shared.scorer.prepare(task).await?);
         let language = settings.choose_language(&item.options, &task)?;
-        let code = match decode_action(item.action, settings.extract, language)? {
-            Action::Code(run) => Some(run),
-            Action::NoCode => None,
+        let submission = match decode_action(item.action, settings.extract, language)? {
+            Action::Code(run) => {
+                Submission::Run(settings.script_program(run, &serde_json::Map::new()))
+            }
+            Action::NoCode => Submission::NoCode(language),
             Action::WriteFile { .. } | Action::ReadFile { .. } => {
                 return Err(EnvError::InvalidAction(
                     "file tools are not available in Evaluate".into(),
                 ));
             }
         };
-        let has_code = code.is_some();
-        let mut program = match code {
-            Some(run) => settings.script_program(run, &serde_json::Map::new()),
-            None => Program::default().in_language(language),
-        };
-        program.data = task.data.clone();
-        let options = settings.eval_options();
-        let key = VerdictCache::key(&task, has_code.then_some(&program), &options);
-        self.shared
-            .verdicts
-            .get_or_score(key, self.score(&task, program, has_code, options))
-            .await
-    }
-
-    /// Runs and scores `program` (or scores the absence of code) for `task`.
-    async fn score(
-        &self,
-        task: &Task,
-        program: Program,
-        has_code: bool,
-        options: EvalOptions,
-    ) -> Result<Step<Value>> {
-        let sandbox = &self.shared.sandbox;
-        sandbox.supports(program.language).map_err(infra)?;
-        let (result, outcome) = match has_code {
-            true => run::run_and_score(sandbox, &task.reward, &program, options)
-                .await
-                .map_err(infra)?,
-            false => {
-                let result = no_code_result(program.language);
-                let outcome =
-                    run::score_program(sandbox, &task.reward, &program, Some(&result), options)
-                        .await
-                        .map_err(infra)?;
-                (result, outcome)
-            }
-        };
-        let info = step_info(task, &outcome, 1, Mode::Script);
+        let scored = self
+            .shared
+            .scorer
+            .score(task.clone(), submission, settings.eval_options())
+            .await?;
+        let info = step_info(&task, &scored, 1, Mode::Script);
         Ok(Step {
-            obs: Value::Execution(result),
-            reward: outcome.reward,
-            terminated: outcome.solved,
+            obs: Value::Execution(scored.execution),
+            reward: scored.outcome.reward,
+            terminated: scored.outcome.solved,
             truncated: false,
             info,
         })

@@ -1,5 +1,6 @@
 //! Scoring completion files (`codegym evaluate`) and checking reference solutions
-//! (`codegym tasks check`), as library functions the CLI wraps.
+//! (`codegym tasks check`), as library functions the CLI wraps. Both score through the one engine,
+//! [`Scorer::score`], exactly as the env's steps and `Evaluate` do.
 //!
 //! Samples follow the HumanEval convention: JSONL lines `{"task_id": ..., "completion": ...}` where the
 //! completion continues the task's prompt (a task's `completion_prefix`). pass@k is
@@ -9,13 +10,15 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use futures::StreamExt;
 use serde::Serialize;
 
-use crate::reward::run::{EvalOptions, Program, score_program};
-use crate::tasks::TaskSet;
-use codegym_sandbox::{Sandbox, SandboxError};
+use crate::reward::run::{EvalOptions, Program};
+use crate::scoring::{Scorer, Submission};
+use crate::tasks::{Task, TaskSet};
+use env_core::EnvError;
 
 /// Executions kept in flight by the drivers here; the sandbox's own permits bound the real
 /// concurrency, this only bounds memory on huge sample files.
@@ -37,8 +40,8 @@ pub enum EvalError {
     },
     #[error("{path}: no samples")]
     Empty { path: PathBuf },
-    #[error("sandbox: {0}")]
-    Sandbox(#[from] SandboxError),
+    #[error("task {task_id:?}: {error}")]
+    Score { task_id: String, error: EnvError },
 }
 
 /// One completion to score.
@@ -108,9 +111,11 @@ pub struct SampleResult {
     pub reward_breakdown: serde_json::Value,
 }
 
-/// Scores every sample, in parallel, results in input order.
+/// Scores every sample, in parallel, results in input order. A sample that cannot be scored (the
+/// machinery failed, or the deployment lacks what its task needs) fails the whole evaluation: a
+/// pass@k over the samples that happened to run would mislead.
 pub async fn evaluate_samples(
-    sandbox: &Sandbox,
+    scorer: &Scorer,
     tasks: &TaskSet,
     samples: Vec<Sample>,
     opts: EvalOptions,
@@ -124,9 +129,8 @@ pub async fn evaluate_samples(
                     message: format!("unknown task_id {:?}", s.task_id),
                 });
             };
-            let program = Program::new(task.program_from_completion(&s.completion))
-                .in_language(task.language);
-            let outcome = score_program(sandbox, &task.reward, &program, None, opts).await?;
+            let program = Program::new(task.program_from_completion(&s.completion));
+            let outcome = score(scorer, task, program, opts).await?;
             Ok(SampleResult {
                 task_id: s.task_id,
                 completion: s.completion,
@@ -188,13 +192,36 @@ pub struct CheckResult {
     pub task_id: String,
     pub passed: bool,
     pub reward: f64,
+    /// The engine's breakdown ([`crate::reward::RewardOutcome::breakdown`]); null when the task
+    /// could not be scored.
+    pub reward_breakdown: serde_json::Value,
     /// Why it failed (no reference solution, failing components).
     pub error: Option<String>,
 }
 
-/// Runs every task's reference solution through its reward spec, in parallel, in task order.
+/// Scores `program` (in the task's language) for `task`: the one engine's verdict.
+async fn score(
+    scorer: &Scorer,
+    task: &Arc<Task>,
+    program: Program,
+    opts: EvalOptions,
+) -> Result<crate::reward::RewardOutcome, EvalError> {
+    let program = program.in_language(task.language);
+    scorer
+        .score(task.clone(), Submission::Run(program), opts)
+        .await
+        .map(|scored| scored.outcome)
+        .map_err(|error| EvalError::Score {
+            task_id: task.id.clone(),
+            error,
+        })
+}
+
+/// Runs every task's reference solution through its reward spec, in parallel, in task order. A
+/// task the deployment cannot score (its language's toolchain or its packages are missing) fails
+/// with the reason; a failure of the machinery fails the whole check.
 pub async fn check_tasks(
-    sandbox: &Sandbox,
+    scorer: &Scorer,
     tasks: &TaskSet,
     opts: EvalOptions,
 ) -> Result<Vec<CheckResult>, EvalError> {
@@ -205,17 +232,26 @@ pub async fn check_tasks(
                     task_id: task.id.clone(),
                     passed: false,
                     reward: 0.0,
+                    reward_breakdown: serde_json::Value::Null,
                     error: Some("no reference solution".into()),
                 });
             };
-            let outcome = score_program(
-                sandbox,
-                &task.reward,
-                &Program::new(reference.clone()).in_language(task.language),
-                None,
-                opts,
-            )
-            .await?;
+            let outcome = match score(scorer, task, Program::new(reference.clone()), opts).await {
+                Ok(outcome) => outcome,
+                Err(EvalError::Score {
+                    error: EnvError::FailedPrecondition(reason),
+                    ..
+                }) => {
+                    return Ok(CheckResult {
+                        task_id: task.id.clone(),
+                        passed: false,
+                        reward: 0.0,
+                        reward_breakdown: serde_json::Value::Null,
+                        error: Some(reason),
+                    });
+                }
+                Err(e) => return Err(e),
+            };
             let failing: Vec<String> = outcome
                 .components
                 .iter()
@@ -226,6 +262,7 @@ pub async fn check_tasks(
                 task_id: task.id.clone(),
                 passed: outcome.solved,
                 reward: outcome.reward,
+                reward_breakdown: outcome.breakdown(),
                 error: (!failing.is_empty()).then(|| failing.join("; ")),
             })
         })

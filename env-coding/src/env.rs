@@ -16,10 +16,10 @@ use env_core::{
 };
 use serde_json::json;
 
-use crate::action::{Action, Run, decode_action, no_code_result};
+use crate::action::{Action, decode_action, no_code_result};
 use crate::config::Mode;
-use crate::reward::RewardOutcome;
 use crate::reward::run::{self, Program};
+use crate::scoring::{Scored, Submission, infra};
 use crate::shared::{Settings, Shared};
 use crate::tasks::Task;
 use codegym_sandbox::PySession;
@@ -37,27 +37,30 @@ pub(crate) fn text_space() -> Space {
     }
 }
 
-pub(crate) fn step_info(task: &Task, outcome: &RewardOutcome, step: u32, mode: Mode) -> Info {
+/// A step's `info`: the task, the verdict (`solved`, `reward_breakdown`, whether it was shared from
+/// an identical submission: `cache_hit`), the step number and the mode.
+pub(crate) fn step_info(task: &Task, scored: &Scored, step: u32, mode: Mode) -> Info {
     let mut info = Info::new();
     info.insert("task_id".into(), json!(task.id));
-    info.insert("solved".into(), json!(outcome.solved));
-    info.insert("reward_breakdown".into(), outcome.breakdown());
+    info.insert("solved".into(), json!(scored.outcome.solved));
+    info.insert("reward_breakdown".into(), scored.outcome.breakdown());
+    info.insert("cache_hit".into(), json!(scored.cache_hit));
     info.insert("step".into(), json!(step));
     info.insert("mode".into(), json!(mode));
     info
 }
 
 struct Episode {
+    /// The task as scored: requirements resolved, and with no reward spec when ungraded.
     task: Arc<Task>,
     /// Issue 14: the episode's language (the task's, or the reset option's).
     language: Language,
     steps: u32,
     ended: bool,
     session: Option<PySession>,
-    /// Session mode: the cells that ran cleanly, and the files written, replayed for rewards.
+    /// Session mode: the cells that ran cleanly, and the files written, replayed for rewards (an
+    /// unchanged program is not run again: the scorer's verdict cache answers).
     program: Program,
-    /// The reward of `program` as last evaluated (session mode re-evaluates only on change).
-    last: Option<(Program, RewardOutcome)>,
     /// Issue 12: the reset's `vars`. Script mode sets them in every run; session mode sets them
     /// once in the live namespace, with the first cell (then taken).
     vars: serde_json::Map<String, serde_json::Value>,
@@ -100,25 +103,21 @@ impl CodingEnv {
         }
     }
 
-    async fn step_script(&mut self, run: Run) -> Result<Step<Value>> {
-        let Some(ep) = self.episode.as_mut() else {
+    /// Scores `submission` for the episode's task: the one engine, with the env's options.
+    async fn score_episode(&self, submission: Submission) -> Result<Scored> {
+        let Some(ep) = self.episode.as_ref() else {
             return Err(EnvError::ResetNeeded);
         };
+        let options = self.settings.eval_options();
         let task = ep.task.clone();
-        self.shared.sandbox.supports(run.language).map_err(infra)?;
-        let mut program = self.settings.script_program(run, &ep.vars);
-        program.data = task.data.clone();
-        let shared = &self.shared;
-        let settings = &self.settings;
-        let (result, outcome) = run::run_and_score(
-            &shared.sandbox,
-            self.settings.reward_of(&task),
-            &program,
-            settings.eval_options(),
-        )
-        .await
-        .map_err(infra)?;
-        Ok(self.finish_step(Value::Execution(result), outcome).await)
+        self.shared.scorer.score(task, submission, options).await
+    }
+
+    /// A script-mode step: the submission's own run is the observation.
+    async fn step_scored(&mut self, submission: Submission) -> Result<Step<Value>> {
+        let scored = self.score_episode(submission).await?;
+        let obs = Value::Execution(scored.execution.clone());
+        Ok(self.finish_step(obs, scored).await)
     }
 
     async fn ensure_session(&mut self) -> Result<Option<&'static str>> {
@@ -136,7 +135,7 @@ impl CodingEnv {
         if ep.session.is_none() {
             let session = self
                 .shared
-                .sandbox
+                .sandbox()
                 .open_session_with(
                     self.settings.limits,
                     &ep.task.data.run_data(),
@@ -161,7 +160,7 @@ impl CodingEnv {
         let max_file = self
             .settings
             .limits
-            .unwrap_or(*shared.sandbox.limits())
+            .unwrap_or(*shared.sandbox().limits())
             .max_file_bytes;
         let obs = match action {
             Action::Code(run) if run.language != Language::Python => {
@@ -218,28 +217,12 @@ impl CodingEnv {
                 }
             }
         };
-        let outcome = match &ep.last {
-            Some((p, o)) if *p == ep.program => o.clone(),
-            _ => {
-                let task = ep.task.clone();
-                let program = ep.program.clone();
-                let o = run::score_program(
-                    &shared.sandbox,
-                    self.settings.reward_of(&task),
-                    &program,
-                    None,
-                    self.settings.eval_options(),
-                )
-                .await
-                .map_err(infra)?;
-                ep.last = Some((program, o.clone()));
-                o
-            }
-        };
-        Ok(self.finish_step(obs, outcome).await)
+        let program = ep.program.clone();
+        let scored = self.score_episode(Submission::ScoreOnly(program)).await?;
+        Ok(self.finish_step(obs, scored).await)
     }
 
-    async fn finish_step(&mut self, obs: Value, outcome: RewardOutcome) -> Step<Value> {
+    async fn finish_step(&mut self, obs: Value, scored: Scored) -> Step<Value> {
         let mode = self.settings.mode;
         let max_steps = self.settings.max_steps;
         let Some(ep) = self.episode.as_mut() else {
@@ -252,10 +235,10 @@ impl CodingEnv {
             };
         };
         ep.steps += 1;
-        let terminated = outcome.solved;
+        let terminated = scored.outcome.solved;
         let truncated = !terminated && max_steps.is_some_and(|m| ep.steps >= m);
         ep.ended = terminated || truncated;
-        let mut info = step_info(&ep.task, &outcome, ep.steps, mode);
+        let mut info = step_info(&ep.task, &scored, ep.steps, mode);
         // Issue 12: timings and memory in `info` (non-deterministic: not for the observation).
         if let Value::Execution(r) = &obs {
             info.insert("execution_time_ms".into(), json!(r.wall_ms));
@@ -266,7 +249,7 @@ impl CodingEnv {
         }
         Step {
             obs,
-            reward: outcome.reward,
+            reward: scored.outcome.reward,
             terminated,
             truncated,
             info,
@@ -287,9 +270,11 @@ impl CodingEnv {
             self.rng = env_core::seeded_rng(seed);
         }
         let task = self.settings.choose_task(&options, &mut self.rng)?;
-        let task = self.shared.with_packages(task).await?;
+        let task = self
+            .settings
+            .graded(self.shared.scorer.prepare(task).await?);
         let language = self.settings.choose_language(&options, &task)?;
-        self.shared.sandbox.supports(language).map_err(infra)?;
+        self.shared.sandbox().supports(language).map_err(infra)?;
         if language != Language::Python && self.settings.mode == Mode::Session {
             return Err(EnvError::InvalidOptions(format!(
                 "session mode runs Python only; a {language} episode needs mode \"script\""
@@ -307,7 +292,6 @@ impl CodingEnv {
                 data: task.data.clone(),
                 ..Program::default()
             },
-            last: None,
             vars,
         });
         if self.settings.mode == Mode::Session {
@@ -344,30 +328,14 @@ impl CodingEnv {
             .map_or(Language::Python, |e| e.language);
         let action = decode_action(action, self.settings.extract, language)?;
         match (self.settings.mode, action) {
-            (Mode::Script, Action::Code(run)) => self.step_script(run).await,
-            (Mode::Script, Action::NoCode) => {
+            (Mode::Script, Action::Code(run)) => {
                 let Some(ep) = self.episode.as_ref() else {
                     return Err(EnvError::ResetNeeded);
                 };
-                // Score the empty program so that the breakdown has the task's usual shape.
-                let task = ep.task.clone();
-                let result = no_code_result(language);
-                let program = Program {
-                    data: task.data.clone(),
-                    language,
-                    ..Program::default()
-                };
-                let outcome = run::score_program(
-                    &self.shared.sandbox,
-                    self.settings.reward_of(&task),
-                    &program,
-                    Some(&result),
-                    self.settings.eval_options(),
-                )
-                .await
-                .map_err(infra)?;
-                Ok(self.finish_step(Value::Execution(result), outcome).await)
+                let program = self.settings.script_program(run, &ep.vars);
+                self.step_scored(Submission::Run(program)).await
             }
+            (Mode::Script, Action::NoCode) => self.step_scored(Submission::NoCode(language)).await,
             (Mode::Script, Action::WriteFile { .. } | Action::ReadFile { .. }) => Err(EnvError::InvalidAction(
                 "write_file and read_file need mode \"session\" (script mode keeps no files between steps)".into(),
             )),
@@ -380,19 +348,6 @@ impl CodingEnv {
         self.episode = None;
         self.closed = true;
         Ok(())
-    }
-}
-
-/// A machinery failure of the sandbox: retryable, never a reward. Issue 14: a language this
-/// machine lacks is a precondition of the deployment instead (not retryable here), and so is a
-/// task whose reference solution fails (no expected outputs).
-pub(crate) fn infra(e: codegym_sandbox::SandboxError) -> EnvError {
-    match e {
-        codegym_sandbox::SandboxError::LanguageUnavailable { .. }
-        | codegym_sandbox::SandboxError::Reference(_) => {
-            EnvError::FailedPrecondition(e.to_string())
-        }
-        e => EnvError::Infrastructure(e.to_string()),
     }
 }
 

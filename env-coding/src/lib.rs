@@ -1,9 +1,11 @@
 //! Coding environments (`codegym/Python-v0`): every step runs LLM-written Python in a real sandbox and
 //! computes an honest reward from the exit code and the output.
 //!
-//! - [`register`] creates one shared `codegym_sandbox::Sandbox` and registers the env and its
-//!   batch evaluator in an `env_core::Registry`; [`new_sandbox`] is how everything else makes one
-//!   (it hands the sandbox the trusted programs the rewards run).
+//! - [`scoring`] is the one scoring engine: [`Scorer::score`] turns (task, program) into a reward
+//!   and its breakdown for every surface (env steps, `Evaluate`, the CLI); [`new_sandbox`] is how
+//!   anything that scores makes its sandbox (it hands it the trusted programs the rewards run).
+//! - [`register`] builds one [`Scorer`] and registers the env and its batch evaluator, both
+//!   scoring through it, in an `env_core::Registry`.
 //! - [`tasks`] loads task sets (native JSONL, HumanEval, MBPP); [`reward`] scores programs;
 //!   [`completions`] scores completion files with pass@k and checks reference solutions. Finding
 //!   the code in model text is the `code-extract` crate's (shared with the rollout engine).
@@ -22,6 +24,7 @@ pub mod host_tools;
 pub mod judge;
 mod register;
 pub mod reward;
+pub mod scoring;
 mod shared;
 pub mod tasks;
 pub mod tools;
@@ -30,4 +33,5 @@ mod verdicts;
 pub use code_extract::ExtractMode;
 pub use config::{CodingConfig, Mode};
 pub use env::{CodingEnv, MAX_TEXT_LEN};
-pub use register::{CodingError, PYTHON_ENV_ID, new_sandbox, register};
+pub use register::{CodingError, PYTHON_ENV_ID, register};
+pub use scoring::{Scored, Scorer, ScorerError, Submission, new_sandbox};

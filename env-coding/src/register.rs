@@ -1,4 +1,5 @@
-//! Registering `codegym/Python-v0`, its batch evaluator and its task lister.
+//! Registering `codegym/Python-v0`, its batch evaluator and its task lister, all scoring through
+//! one [`Scorer`] built from the [`CodingConfig`].
 
 use std::sync::Arc;
 
@@ -7,10 +8,10 @@ use env_core::{AsyncEnv, AsyncEnvCreator, CallCost, EnvError, EnvSpec, Kwargs, R
 use crate::batch::{CodingEvaluator, CodingTaskLister};
 use crate::config::CodingConfig;
 use crate::env::{CodingEnv, text_space};
+use crate::scoring::{Scorer, ScorerError};
 use crate::shared::{Settings, Shared};
 use crate::tasks::{TaskError, TaskSet};
-use codegym_sandbox::packages::{PackageCache, PackageError};
-use codegym_sandbox::{Sandbox, SandboxConfig, SandboxError};
+use codegym_sandbox::Sandbox;
 
 /// The id of the Python coding environment.
 pub const PYTHON_ENV_ID: &str = "codegym/Python-v0";
@@ -18,29 +19,12 @@ pub const PYTHON_ENV_ID: &str = "codegym/Python-v0";
 /// Why `register` failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CodingError {
-    #[error("sandbox: {0}")]
-    Sandbox(#[from] SandboxError),
+    #[error(transparent)]
+    Scorer(#[from] ScorerError),
     #[error("default task set: {0}")]
     Tasks(#[from] TaskError),
     #[error("registry: {0}")]
     Registry(#[from] EnvError),
-    #[error("{0}")]
-    Packages(#[from] PackageError),
-}
-
-/// A sandbox for scoring: `config` plus the trusted programs the rewards run as `main.py` (the
-/// unit-test harness, the differential runner), which the warm backend compiles once. Every
-/// caller that scores programs makes its sandbox here. Blocking (tens of ms): call at start-up.
-pub fn new_sandbox(mut config: SandboxConfig) -> Result<Sandbox, codegym_sandbox::SandboxError> {
-    for source in [
-        crate::reward::harness::HARNESS_SOURCE,
-        crate::differential::RUNNER_SOURCE,
-    ] {
-        if !config.precompiled.iter().any(|s| s == source) {
-            config.precompiled.push(source.to_string());
-        }
-    }
-    Sandbox::new(config)
 }
 
 /// The env's metadata: what its sandbox offers (isolation level and layers, backend, languages),
@@ -54,8 +38,9 @@ fn sandbox_metadata(sandbox: &Sandbox) -> Kwargs {
     metadata
 }
 
-/// Creates one shared [`Sandbox`] and registers `codegym/Python-v0` (an asynchronous env: make it
-/// with `Registry::make_async`) with its `BatchEvaluator`.
+/// Builds one [`Scorer`] from `config` and registers `codegym/Python-v0` (an asynchronous env: make
+/// it with `Registry::make_async`) with its `BatchEvaluator`, both scoring through it. Returns the
+/// scorer's sandbox (the HTTP facade's `/run_code` runs there).
 ///
 /// The env's futures drive sandboxed processes with tokio: poll them on a tokio runtime.
 /// `Sandbox::new` blocks for tens of milliseconds: call this at start-up, outside async code.
@@ -63,19 +48,8 @@ pub fn register(
     registry: &mut Registry,
     config: CodingConfig,
 ) -> Result<Arc<Sandbox>, CodingError> {
-    // Data tasks (issue 13): the package cache exists before the sandbox probes its mount plan.
-    let mut sandbox_config = config.sandbox.clone();
-    if config.packages.enabled {
-        codegym_sandbox::packages::create_cache_dir(&config.packages)?;
-        sandbox_config
-            .read_only_dirs
-            .push(config.packages.cache_dir.clone());
-    }
-    let sandbox = Arc::new(new_sandbox(sandbox_config)?);
-    let packages = config
-        .packages
-        .enabled
-        .then(|| PackageCache::new(config.packages.clone(), sandbox.python().to_path_buf()));
+    let scorer = Arc::new(Scorer::new(&config)?);
+    let sandbox = scorer.sandbox().clone();
     let default_tasks = TaskSet::load(&config.tasks)?;
     let spec = EnvSpec {
         id: PYTHON_ENV_ID.to_string(),
@@ -93,12 +67,7 @@ pub fn register(
         call_cost: CallCost::Blocking,
         metadata: sandbox_metadata(&sandbox),
     };
-    let shared = Arc::new(Shared::new(
-        sandbox.clone(),
-        config,
-        default_tasks,
-        packages,
-    ));
+    let shared = Arc::new(Shared::new(scorer, config, default_tasks));
     let for_creator = shared.clone();
     let creator: AsyncEnvCreator = Arc::new(move |kwargs: Kwargs| {
         let shared = for_creator.clone();

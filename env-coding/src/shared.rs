@@ -10,67 +10,33 @@ use rand::Rng;
 use crate::config::{CodingConfig, EnvKwargs, Mode};
 use crate::reward::run::{EvalOptions, Program};
 use crate::reward::{REWARD_SPEC_VERSION, RewardSpec};
+use crate::scoring::Scorer;
 use crate::tasks::{Task, TaskSet};
-use crate::verdicts::VerdictCache;
 use code_extract::ExtractMode;
 use codegym_sandbox::lang::Language;
-use codegym_sandbox::packages::PackageCache;
 use codegym_sandbox::{Limits, ReportSpec, Sandbox};
 
 pub(crate) struct Shared {
-    pub sandbox: Arc<Sandbox>,
+    /// The one scoring engine (sandbox, package cache, verdict cache), shared with `Evaluate`.
+    pub scorer: Arc<Scorer>,
     pub config: CodingConfig,
     /// Task sets by the name given in `tasks` (loaded once, shared by every env).
     task_sets: Mutex<HashMap<String, Arc<TaskSet>>>,
-    /// `Evaluate`'s verdicts, shared by identical submissions.
-    pub verdicts: VerdictCache,
-    /// Data tasks (issue 13): the package cache, when the server allows requirements.
-    pub packages: Option<Arc<PackageCache>>,
 }
 
 impl Shared {
-    pub fn new(
-        sandbox: Arc<Sandbox>,
-        config: CodingConfig,
-        default_tasks: TaskSet,
-        packages: Option<Arc<PackageCache>>,
-    ) -> Self {
+    pub fn new(scorer: Arc<Scorer>, config: CodingConfig, default_tasks: TaskSet) -> Self {
         let mut sets = HashMap::new();
         sets.insert(config.tasks.clone(), Arc::new(default_tasks));
         Shared {
-            sandbox,
-            verdicts: VerdictCache::new(config.verdict_cache_mib),
+            scorer,
             config,
             task_sets: Mutex::new(sets),
-            packages,
         }
     }
 
-    /// Data tasks (issue 13): `task` with its requirements resolved to a site dir (built once per
-    /// set, on first use). A refused or uninstallable package is FAILED_PRECONDITION naming it.
-    pub async fn with_packages(&self, task: Arc<Task>) -> Result<Arc<Task>, EnvError> {
-        if task.data.requirements.is_empty() || task.data.site_dir.is_some() {
-            return Ok(task);
-        }
-        let Some(cache) = &self.packages else {
-            return Err(EnvError::FailedPrecondition(format!(
-                "task {:?}: {}",
-                task.id,
-                codegym_sandbox::packages::PackageError::Disabled
-            )));
-        };
-        let site = cache
-            .ensure(&task.data.requirements)
-            .await
-            .map_err(|e| match e {
-                codegym_sandbox::packages::PackageError::Io(_) => {
-                    EnvError::Infrastructure(e.to_string())
-                }
-                e => EnvError::FailedPrecondition(format!("task {:?}: {e}", task.id)),
-            })?;
-        let mut task = Task::clone(&task);
-        task.data.site_dir = Some(site);
-        Ok(Arc::new(task))
+    pub fn sandbox(&self) -> &Sandbox {
+        self.scorer.sandbox()
     }
 
     /// The task set named `name`, loaded once. A first load reads files, so it runs on the blocking
@@ -147,7 +113,7 @@ impl Settings {
         let kw = EnvKwargs::parse(kwargs).map_err(EnvError::InvalidKwargs)?;
         let mode = kw.mode.unwrap_or(shared.config.mode);
         let limits = kw
-            .limits(shared.sandbox.limits())
+            .limits(shared.sandbox().limits())
             .map_err(EnvError::InvalidKwargs)?;
         Ok(Settings {
             tasks: shared
@@ -165,16 +131,19 @@ impl Settings {
         })
     }
 
-    /// The reward spec a step of `task` is scored by: the task's, or none when ungraded (an empty
-    /// spec plans no scoring runs, scores 0 and never counts as solved).
-    pub fn reward_of<'a>(&self, task: &'a Task) -> &'a RewardSpec {
-        static UNGRADED: std::sync::LazyLock<RewardSpec> =
-            std::sync::LazyLock::new(|| RewardSpec {
-                version: REWARD_SPEC_VERSION,
-                components: Vec::new(),
-                penalties: Default::default(),
-            });
-        if self.grade { &task.reward } else { &UNGRADED }
+    /// The task a step is scored by: `task`, or when ungraded the same task with an empty reward
+    /// spec (which plans no scoring runs, scores 0 and never counts as solved).
+    pub fn graded(&self, task: Arc<Task>) -> Arc<Task> {
+        if self.grade {
+            return task;
+        }
+        let mut ungraded = Task::clone(&task);
+        ungraded.reward = RewardSpec {
+            version: REWARD_SPEC_VERSION,
+            components: Vec::new(),
+            penalties: Default::default(),
+        };
+        Arc::new(ungraded)
     }
 
     /// Issue 12: a script-mode run's program: `vars` (the episode's) overridden by the action's

@@ -1,35 +1,46 @@
 //! Group-aware judging: one verdict for identical submissions.
 //!
 //! A GRPO group often holds identical completions, and trainers re-score the same programs across
-//! batches. For a deterministic task, the verdict of a program is a function of (task, program,
-//! scoring options), so `Evaluate` scores each distinct triple once: concurrent identical items wait
-//! for the one run in flight (within a batch and across concurrent batches), and finished verdicts
-//! stay in a bounded cache. What is shared is the whole step (observation, reward, info), marked
-//! `info.cache_hit = true` for every item that did not run its own program.
+//! batches. For a deterministic task, the verdict of a program is a function of (task, submission,
+//! scoring options), so the scoring engine (`scoring.rs`) scores each distinct triple once:
+//! concurrent identical submissions wait for the one run in flight (within a batch, across
+//! concurrent batches and across surfaces), and finished verdicts stay in a bounded cache. What is
+//! shared is the whole verdict (observation and reward outcome); the engine tells each caller
+//! whether its verdict was shared (`cache_hit`, which the env reports in `info.cache_hit`).
 //!
 //! The key is a SHA-256 over the task's full in-memory description (`Debug`: every field, tests and
 //! expected outputs included, so fields added later are covered without touching this file), the
-//! program (source, files, language) and the scoring options. The cache lives in memory, so the `Debug` text only has to be
-//! stable within one process; where it is not (hash-map order), the result is a miss, never a wrong
-//! hit. Tasks that declare `"deterministic": false` are never cached; nor are machinery failures
-//! (an error is never a verdict).
+//! submission (its kind, and the program's source, files, language, data and reported vars) and
+//! the scoring options. The cache lives in memory, so the `Debug` text only has to be stable within
+//! one process; where it is not (hash-map order), the result is a miss, never a wrong hit. Tasks
+//! that declare `"deterministic": false` are never cached, nor are programs with host tools (their
+//! answers come from the caller, outside the key); nor are machinery failures (an error is never a
+//! verdict).
 
 use std::sync::Arc;
 
-use env_core::{EnvError, Step, Value};
+use env_core::{EnvError, ExecutionResult};
 use moka::future::Cache;
 use sha2::{Digest, Sha256};
 
-use crate::reward::run::{EvalOptions, Program};
+use crate::reward::RewardOutcome;
+use crate::reward::run::EvalOptions;
 use crate::tasks::Task;
 
-/// A verdict's identity: SHA-256 of (task, program, scoring options).
+/// A verdict's identity: SHA-256 of (task, submission, scoring options).
 pub(crate) type VerdictKey = [u8; 32];
 
-/// The verdicts of one registration (shared by every `Evaluate` call of the server).
+/// What a scoring produced: the observation and the reward outcome.
+#[derive(Debug, Clone)]
+pub(crate) struct Verdict {
+    pub execution: ExecutionResult,
+    pub outcome: RewardOutcome,
+}
+
+/// The verdicts of one scoring engine (shared by every surface that scores through it).
 pub(crate) struct VerdictCache {
-    /// `None` when disabled (`verdict_cache_mib = 0`): every item runs.
-    cache: Option<Cache<VerdictKey, Arc<Step<Value>>>>,
+    /// `None` when disabled (`verdict_cache_mib = 0`): every submission runs.
+    cache: Option<Cache<VerdictKey, Arc<Verdict>>>,
 }
 
 impl VerdictCache {
@@ -38,17 +49,18 @@ impl VerdictCache {
         let cache = (mib > 0).then(|| {
             Cache::builder()
                 .max_capacity(mib.saturating_mul(1 << 20))
-                .weigher(|_, step: &Arc<Step<Value>>| weight(step))
+                .weigher(|_, v: &Arc<Verdict>| weight(v))
                 .build()
         });
         VerdictCache { cache }
     }
 
-    /// The key of scoring `program` (`None`: no code) for `task`, or `None` when the task opts out
-    /// of sharing. The program's `Debug` covers its source, files, language and data.
+    /// The key of scoring `submission` (its `Debug` text: kind, program, files, language, data,
+    /// reported vars) for `task`, or `None` when the task opts out of sharing. Host tools are the
+    /// scorer's to rule out (they make any submission unshareable).
     pub fn key(
         task: &Task,
-        program: Option<&Program>,
+        submission: &impl std::fmt::Debug,
         options: &EvalOptions,
     ) -> Option<VerdictKey> {
         if !task.deterministic {
@@ -58,7 +70,7 @@ impl VerdictCache {
         // Length-prefixed parts, so that no two different triples hash the same byte stream.
         for part in [
             format!("{task:?}"),
-            format!("{program:?}"),
+            format!("{submission:?}"),
             format!("{options:?}"),
         ] {
             h.update((part.len() as u64).to_le_bytes());
@@ -67,21 +79,18 @@ impl VerdictCache {
         Some(h.finalize().into())
     }
 
-    /// The verdict for `key`: the cached one, the one in flight, or `score`'s (which is then
-    /// shared). `key = None` or a disabled cache always scores.
+    /// The verdict for `key` and whether it was shared: the cached one, the one in flight, or
+    /// `score`'s (which is then shared). `key = None` or a disabled cache always scores.
     pub async fn get_or_score<F>(
         &self,
         key: Option<VerdictKey>,
         score: F,
-    ) -> Result<Step<Value>, EnvError>
+    ) -> Result<(Arc<Verdict>, bool), EnvError>
     where
-        F: Future<Output = Result<Step<Value>, EnvError>>,
+        F: Future<Output = Result<Verdict, EnvError>>,
     {
         let (Some(cache), Some(key)) = (&self.cache, key) else {
-            let mut step = score.await?;
-            step.info
-                .insert("cache_hit".into(), serde_json::Value::Bool(false));
-            return Ok(step);
+            return Ok((Arc::new(score.await?), false));
         };
         let entry = cache
             .entry(key)
@@ -89,18 +98,12 @@ impl VerdictCache {
             .await
             .map_err(|e: Arc<EnvError>| (*e).clone())?;
         let fresh = entry.is_fresh();
-        let mut step = Step::clone(entry.value());
-        step.info
-            .insert("cache_hit".into(), serde_json::Value::Bool(!fresh));
-        Ok(step)
+        Ok((entry.into_value(), !fresh))
     }
 }
 
-/// Bytes a cached step holds, roughly: its output dominates.
-fn weight(step: &Step<Value>) -> u32 {
-    let output = match &step.obs {
-        Value::Execution(r) => r.stdout.len() + r.stderr.len(),
-        _ => 0,
-    };
+/// Bytes a cached verdict holds, roughly: its output dominates.
+fn weight(v: &Verdict) -> u32 {
+    let output = v.execution.stdout.len() + v.execution.stderr.len();
     u32::try_from(output + 1024).unwrap_or(u32::MAX)
 }

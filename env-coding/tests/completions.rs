@@ -4,19 +4,21 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use codegym_sandbox::{Limits, Sandbox, SandboxConfig};
+use codegym_sandbox::Limits;
 use env_coding::completions::{
     EvalError, check_tasks, default_results_path, evaluate_samples, pass_at_ks, read_samples,
     write_results,
 };
 use env_coding::reward::run::EvalOptions;
 use env_coding::tasks::TaskSet;
+use env_coding::{CodingConfig, Scorer};
 
-fn sandbox() -> &'static Sandbox {
-    static SB: OnceLock<Sandbox> = OnceLock::new();
-    SB.get_or_init(|| match Sandbox::new(SandboxConfig::default()) {
-        Ok(sb) => sb,
-        Err(e) => panic!("sandbox setup failed: {e}"),
+/// The engine every surface scores through, built from the default configuration.
+fn scorer() -> &'static Scorer {
+    static SCORER: OnceLock<Scorer> = OnceLock::new();
+    SCORER.get_or_init(|| match Scorer::new(&CodingConfig::default()) {
+        Ok(s) => s,
+        Err(e) => panic!("scorer setup failed: {e}"),
     })
 }
 
@@ -49,7 +51,7 @@ async fn every_reference_solution_passes() {
         load(fixture("mbpp_mini.jsonl")),
         load(fixture("mbpp_sanitized_mini.json")),
     ] {
-        let results = check_tasks(sandbox(), &set, opts())
+        let results = check_tasks(scorer(), &set, opts())
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(results.len(), set.len());
@@ -70,7 +72,7 @@ async fn a_broken_reference_solution_is_reported() {
     let text = r#"{"schema_version": 1, "id": "broken", "prompt": "p", "reference_solution": "print(2)", "reward": {"version": 1, "components": [{"type": "stdout", "expected": "1"}]}}
 {"schema_version": 1, "id": "none", "prompt": "p", "reward": {"version": 1, "components": [{"type": "exit_code"}]}}"#;
     let set = TaskSet::parse(text, Path::new("inline.jsonl")).unwrap_or_else(|e| panic!("{e}"));
-    let results = check_tasks(sandbox(), &set, opts())
+    let results = check_tasks(scorer(), &set, opts())
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(
@@ -102,7 +104,7 @@ async fn scores_samples_with_pass_at_k() {
     std::fs::write(&samples_path, body).expect("write");
 
     let samples = read_samples(&samples_path, &tasks).unwrap_or_else(|e| panic!("{e}"));
-    let results = evaluate_samples(sandbox(), &tasks, samples, opts())
+    let results = evaluate_samples(scorer(), &tasks, samples, opts())
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let passed: Vec<bool> = results.iter().map(|r| r.passed).collect();

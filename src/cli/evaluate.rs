@@ -1,15 +1,14 @@
 //! `codegym evaluate`: scores a JSONL of completions against a task set (HumanEval convention) and
-//! reports pass@k.
+//! reports pass@k. Scoring is the env's own engine (`env_coding::Scorer`), configured by the
+//! `codegym serve` config file (`--config`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use codegym_sandbox::SandboxConfig;
 use env_coding::completions::{
     default_results_path, evaluate_samples, pass_at_ks, read_samples, write_results,
 };
-use env_coding::reward::run::EvalOptions;
 use env_coding::tasks::TaskSet;
 
 #[derive(Debug, clap::Args)]
@@ -29,33 +28,17 @@ pub struct Args {
     /// Values of k for pass@k (each reported only when every task has at least k samples).
     #[arg(short = 'k', long = "k", value_delimiter = ',', default_values_t = vec![1, 10, 100])]
     k: Vec<usize>,
-    /// Python interpreter (default: the real binary behind `python3`).
-    #[arg(long, env = "CODEGYM_PYTHON")]
-    python: Option<PathBuf>,
-    /// Wall-clock budget of each unit test, in ms.
-    #[arg(long, default_value_t = 3_000)]
-    per_test_timeout_ms: u64,
     #[command(flatten)]
-    isolation: super::isolation::IsolationArg,
+    scoring: super::scoring::ScoringArgs,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let tasks = TaskSet::load(&args.tasks)?;
     let samples = read_samples(&args.samples, &tasks)?;
-    let config = SandboxConfig {
-        python: args.python,
-        min_isolation: args.isolation.level(SandboxConfig::default().min_isolation),
-        ..SandboxConfig::default()
-    };
-    let sandbox = tokio::task::spawn_blocking(move || env_coding::new_sandbox(config))
-        .await?
-        .context("cannot start the sandbox")?;
+    let scorer = super::scoring::scorer(args.scoring.coding_config()?).await?;
     let n = samples.len();
-    let opts = EvalOptions {
-        limits: None,
-        per_test_timeout_ms: args.per_test_timeout_ms,
-    };
-    let results = evaluate_samples(&sandbox, &tasks, samples, opts).await?;
+    let opts = scorer.options();
+    let results = evaluate_samples(&scorer, &tasks, samples, opts).await?;
     let out = args
         .out
         .unwrap_or_else(|| default_results_path(&args.samples));

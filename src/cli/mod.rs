@@ -15,6 +15,7 @@ mod metrics;
 mod report;
 mod rollout;
 mod run;
+mod scoring;
 mod serve;
 mod signal;
 mod tasks;

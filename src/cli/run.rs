@@ -8,11 +8,12 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::{Context, bail};
-use codegym_sandbox::packages::{PackageCache, PackagesConfig};
-use codegym_sandbox::{ExecRequest, SandboxConfig};
+use env_coding::Submission;
 use env_coding::data::RawData;
+use env_coding::reward::run::Program;
 use env_coding::tasks::{Task, TaskSet};
 use env_core::OutputValue;
 
@@ -31,20 +32,14 @@ pub struct Args {
     /// Print the whole execution result as JSON instead of `name = value` lines.
     #[arg(long)]
     json: bool,
-    /// Where task requirements are cached (default: the server's default cache dir).
+    /// Where task requirements are cached (default: the config's `coding.packages.cache_dir`).
     #[arg(long, value_name = "DIR")]
     package_cache: Option<PathBuf>,
-    /// Install task requirements only from the wheels in DIR.
-    #[arg(long, value_name = "DIR")]
-    wheelhouse: Option<PathBuf>,
-    /// Python interpreter (default: the real binary behind `python3`).
-    #[arg(long, env = "CODEGYM_PYTHON")]
-    python: Option<PathBuf>,
     /// New inputs, `--name value` pairs (after `--`), replacing the task's by name.
     #[arg(last = true, value_name = "--NAME VALUE")]
     inputs: Vec<String>,
     #[command(flatten)]
-    isolation: super::isolation::IsolationArg,
+    scoring: super::scoring::ScoringArgs,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -76,36 +71,21 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             task.data.requirements.push(r);
         }
     }
-    let mut packages = PackagesConfig {
-        enabled: !task.data.requirements.is_empty(),
-        wheelhouse: args.wheelhouse,
-        ..PackagesConfig::default()
-    };
+    let mut coding = args.scoring.coding_config()?;
+    // A task's requirements are what it runs with: asking for them is asking to install them.
+    coding.packages.enabled |= !task.data.requirements.is_empty();
     if let Some(dir) = args.package_cache {
-        packages.cache_dir = dir;
+        coding.packages.cache_dir = dir;
     }
-    let mut config = SandboxConfig {
-        python: args.python,
-        min_isolation: args.isolation.level(SandboxConfig::default().min_isolation),
-        ..SandboxConfig::default()
-    };
-    if packages.enabled {
-        codegym_sandbox::packages::create_cache_dir(&packages)?;
-        config.read_only_dirs.push(packages.cache_dir.clone());
-    }
-    let sandbox = tokio::task::spawn_blocking(move || env_coding::new_sandbox(config))
+    // The task's checks are not this command's business: the program runs ungraded, through the
+    // same engine (sandbox, packages, data) as a scored submission.
+    task.reward.components.clear();
+    let scorer = super::scoring::scorer(coding).await?;
+    let program = Program::new(source);
+    let result = scorer
+        .score(Arc::new(task), Submission::Run(program), scorer.options())
         .await?
-        .context("cannot start the sandbox")?;
-    if packages.enabled {
-        let cache = PackageCache::new(packages, sandbox.python().to_path_buf());
-        task.data.site_dir = Some(cache.ensure(&task.data.requirements).await?);
-    }
-    let request = ExecRequest {
-        source,
-        data: task.data.run_data(),
-        ..ExecRequest::default()
-    };
-    let result = sandbox.run(request).await?;
+        .execution;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&result)?);
     } else {

@@ -29,7 +29,7 @@ pub struct Args {
     #[arg(long)]
     drain_secs: Option<u64>,
     #[command(flatten)]
-    isolation: super::isolation::IsolationArg,
+    coding: super::scoring::CodingFlags,
     /// The same as `--isolation strict` (the default): kept for existing deployments.
     #[arg(long, conflicts_with = "isolation")]
     require_isolation: bool,
@@ -53,14 +53,6 @@ pub struct Args {
     /// JSON config file: `{"server": {...}, "coding": {...}}` (see README); flags override it.
     #[arg(long)]
     config: Option<PathBuf>,
-    // Data tasks: per-task packages.
-    /// Allow task `requirements` (pip, wheels only), cached under `coding.packages.cache_dir`.
-    #[arg(long)]
-    packages: bool,
-    /// Install task requirements only from the wheels in DIR, never from an index (air-gapped
-    /// clusters); implies --packages.
-    #[arg(long, value_name = "DIR")]
-    wheelhouse: Option<PathBuf>,
     /// Serve Prometheus metrics (sessions, steps, sandbox executions and latency, queue depth,
     /// fork-server restarts, errors by gRPC code) at `http://ADDR/metrics`; port 0 picks a free port
     /// (printed as `metrics listening on ADDR` after the other listeners' lines).
@@ -74,21 +66,11 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => codegym::config::Config::default(),
     };
     apply_flags(&args, &mut config.server);
-    // The config file's `coding.sandbox.min_isolation` (default strict), unless a flag says.
-    config.coding.sandbox.min_isolation = match args.require_isolation {
-        true => codegym_sandbox::IsolationLevel::Strict,
-        false => args.isolation.level(config.coding.sandbox.min_isolation),
-    };
-    if args.packages || args.wheelhouse.is_some() {
-        config.coding.packages.enabled = true;
-    }
-    if let Some(dir) = &args.wheelhouse {
-        anyhow::ensure!(
-            dir.is_dir(),
-            "--wheelhouse {}: not a directory",
-            dir.display()
-        );
-        config.coding.packages.wheelhouse = Some(dir.clone());
+    // The config file's `coding` section (default isolation strict), unless a flag says; the
+    // same flags and order as every command that scores (`scoring.rs`).
+    args.coding.apply(&mut config.coding)?;
+    if args.require_isolation {
+        config.coding.sandbox.min_isolation = codegym_sandbox::IsolationLevel::Strict;
     }
     for dir in &args.tasks_dirs {
         anyhow::ensure!(

@@ -3,17 +3,14 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
-use codegym_sandbox::SandboxConfig;
 use env_coding::completions::check_tasks;
-use env_coding::reward::run::EvalOptions;
 use env_coding::tasks::TaskSet;
 use rollout::dataset::record::EpisodeMode;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
-    /// Run every task's reference solution through its reward spec in the sandbox; exits non-zero
-    /// if any fails.
+    /// Score every task's reference solution as a submission, through the same engine and config
+    /// (`--config`) as `codegym serve`; exits non-zero if any fails.
     Check(CheckArgs),
     /// List the tasks of a file (id, format, reward components), or with `--json` one JSON object a
     /// line: id, prompt, messages (the rollout engine's opening), metadata, completion_prefix.
@@ -24,14 +21,12 @@ pub enum Command {
 pub struct CheckArgs {
     /// Task file (native JSONL, HumanEval .jsonl/.jsonl.gz, MBPP) or `builtin:examples`.
     file: PathBuf,
-    /// Python interpreter (default: the real binary behind `python3`).
-    #[arg(long, env = "CODEGYM_PYTHON")]
-    python: Option<PathBuf>,
-    /// Wall-clock budget of each unit test, in ms.
-    #[arg(long, default_value_t = 10_000)]
-    per_test_timeout_ms: u64,
+    /// One JSON object a line (task_id, passed, reward, reward_breakdown, error) instead of
+    /// `PASS`/`FAIL` lines; the summary goes to stderr.
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
-    isolation: super::isolation::IsolationArg,
+    scoring: super::scoring::ScoringArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -80,32 +75,30 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
 
 async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let set = TaskSet::load(&args.file)?;
-    let config = SandboxConfig {
-        python: args.python,
-        min_isolation: args.isolation.level(SandboxConfig::default().min_isolation),
-        ..SandboxConfig::default()
-    };
-    let sandbox = tokio::task::spawn_blocking(move || env_coding::new_sandbox(config))
-        .await?
-        .context("cannot start the sandbox")?;
-    let opts = EvalOptions {
-        limits: None,
-        per_test_timeout_ms: args.per_test_timeout_ms,
-    };
-    let results = check_tasks(&sandbox, &set, opts).await?;
+    let scorer = super::scoring::scorer(args.scoring.coding_config()?).await?;
+    let opts = scorer.options();
+    let results = check_tasks(&scorer, &set, opts).await?;
     let failed = results.iter().filter(|r| !r.passed).count();
     for r in &results {
+        if args.json {
+            println!("{}", serde_json::to_string(r)?);
+            continue;
+        }
         match (&r.error, r.passed) {
             (_, true) => println!("PASS {}", r.task_id),
             (Some(e), false) => println!("FAIL {}: {e}", r.task_id),
             (None, false) => println!("FAIL {}", r.task_id),
         }
     }
-    println!(
+    let summary = format!(
         "{} of {} reference solutions pass",
         results.len() - failed,
         results.len()
     );
+    match args.json {
+        true => eprintln!("{summary}"),
+        false => println!("{summary}"),
+    }
     Ok(if failed == 0 {
         ExitCode::SUCCESS
     } else {

@@ -136,7 +136,11 @@ fn every_path_the_docs_name_exists() {
             }
         }
     }
-    assert!(missing.is_empty(), "named but missing:\n{}", missing.join("\n"));
+    assert!(
+        missing.is_empty(),
+        "named but missing:\n{}",
+        missing.join("\n")
+    );
     for page in PAGES_IN_FLIGHT {
         assert!(
             !repo_root().join(page).exists(),
@@ -169,7 +173,12 @@ fn issue_citations(text: &str) -> Vec<String> {
 #[test]
 fn issue_citations_are_recognised() {
     let text = "see issue 12\nIssue #7 too\n(#3)\nFILE#EPISODE_ID and runs/a.jsonl#TASK#0\n# Title\nissues are welcome";
-    assert_eq!(issue_citations(text).len(), 3, "{:?}", issue_citations(text));
+    assert_eq!(
+        issue_citations(text).len(),
+        3,
+        "{:?}",
+        issue_citations(text)
+    );
 }
 
 #[test]
@@ -186,7 +195,11 @@ fn user_facing_text_cites_no_issue_numbers() {
             found.push(format!("codegym {} --help: {hit}", command.join(" ")));
         }
     }
-    assert!(found.is_empty(), "issue numbers in user-facing text:\n{}", found.join("\n"));
+    assert!(
+        found.is_empty(),
+        "issue numbers in user-facing text:\n{}",
+        found.join("\n")
+    );
 }
 
 /// `codegym ARGS --help`.
@@ -241,7 +254,11 @@ fn production_rs(paths: &[PathBuf]) -> Vec<&PathBuf> {
 fn no_production_file_is_over_600_lines() {
     let paths = repo_paths();
     let files = production_rs(&paths);
-    assert!(files.len() > 50, "found only {} production files", files.len());
+    assert!(
+        files.len() > 50,
+        "found only {} production files",
+        files.len()
+    );
     let mut long = Vec::new();
     for file in files {
         let lines = read(file).lines().count();
@@ -250,10 +267,17 @@ fn no_production_file_is_over_600_lines() {
             long.push(format!("{}: {lines} lines", file.display()));
         }
         if lines <= MAX_LINES && known {
-            long.push(format!("{} is {lines} lines now: remove it from KNOWN_LONG", file.display()));
+            long.push(format!(
+                "{} is {lines} lines now: remove it from KNOWN_LONG",
+                file.display()
+            ));
         }
     }
-    assert!(long.is_empty(), "over {MAX_LINES} lines:\n{}", long.join("\n"));
+    assert!(
+        long.is_empty(),
+        "over {MAX_LINES} lines:\n{}",
+        long.join("\n")
+    );
 }
 
 #[test]
@@ -269,7 +293,11 @@ fn every_rust_file_starts_with_its_module_doc() {
         })
         .map(|p| p.display().to_string())
         .collect();
-    assert!(undocumented.is_empty(), "no `//!` doc first:\n{}", undocumented.join("\n"));
+    assert!(
+        undocumented.is_empty(),
+        "no `//!` doc first:\n{}",
+        undocumented.join("\n")
+    );
 }
 
 #[test]

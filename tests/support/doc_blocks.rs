@@ -39,6 +39,8 @@ pub enum Marker {
     Config,
     /// `task`: one task (native JSON, possibly over several lines).
     Task,
+    /// `output`: lines the previous block prints.
+    Output,
     /// `flags-only (WHY)`: check the `codegym` commands' subcommands and flags only.
     FlagsOnly(String),
     /// `not-run (WHY)`: not runnable (output samples, installs, outside systems).
@@ -90,7 +92,12 @@ pub fn blocks(file: &Path, text: &str) -> Vec<Block> {
             body.push('\n');
             i += 1;
         }
-        assert!(i < lines.len(), "{}:{}: unclosed fence", file.display(), start + 1);
+        assert!(
+            i < lines.len(),
+            "{}:{}: unclosed fence",
+            file.display(),
+            start + 1
+        );
         out.push(Block {
             file: file.to_path_buf(),
             line: start + 1,
@@ -157,6 +164,7 @@ fn marker_before(before: &[&str]) -> Marker {
         "serve" => Marker::Serve,
         "config" => Marker::Config,
         "task" => Marker::Task,
+        "output" => Marker::Output,
         _ => {
             if let Some(why) = reason("flags-only") {
                 Marker::FlagsOnly(why)

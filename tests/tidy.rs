@@ -1,6 +1,7 @@
 //! Tidiness a machine can check, over the whole repository:
-//! - every repository path that ARCHITECTURE.md, README.md and `docs/` name exists;
-//! - no user-facing text (README.md, `docs/`, the `--help` of every subcommand) cites an issue
+//! - every repository path that ARCHITECTURE.md and the user docs (README.md, `docs/`, the
+//!   deployment's and the Python package's READMEs) name exists;
+//! - no user-facing text (those docs, the `--help` of every subcommand) cites an issue
 //!   number: the docs say what is true, not the history of how it came to be;
 //! - no production `.rs` file is over 600 lines;
 //! - every `.rs` file starts with its `//!` module doc.
@@ -22,6 +23,10 @@ const MAX_LINES: usize = 600;
 
 /// Production files over [`MAX_LINES`] that are being split: (path, why it is here). Empty today.
 const KNOWN_LONG: &[(&str, &str)] = &[];
+
+/// User documentation beside README.md and `docs/` (their examples are run elsewhere: the Python
+/// package's by its `test_readme.py`, the deployment's by `tests/container.sh` and `kube_play.sh`).
+const OTHER_DOCS: &[&str] = &["deploy/README.md", "trainer-bridge/python/README.md"];
 
 /// Documentation pages other changes in flight add: links to them are allowed until they exist.
 const PAGES_IN_FLIGHT: &[&str] = &[
@@ -59,6 +64,13 @@ fn repo_paths() -> Vec<PathBuf> {
 fn read(rel: &Path) -> String {
     std::fs::read_to_string(repo_root().join(rel))
         .unwrap_or_else(|e| panic!("read {}: {e}", rel.display()))
+}
+
+/// README.md, `docs/` and [`OTHER_DOCS`].
+fn user_docs() -> Vec<PathBuf> {
+    let mut files = doc_files();
+    files.extend(OTHER_DOCS.iter().map(PathBuf::from));
+    files
 }
 
 /// The path-like words of a Markdown line: inline code spans and link targets that could name a
@@ -122,7 +134,7 @@ fn exists(named: &str, link: bool, dir: &Path, paths: &[PathBuf]) -> bool {
 #[test]
 fn every_path_the_docs_name_exists() {
     let paths = repo_paths();
-    let mut files = doc_files();
+    let mut files = user_docs();
     files.push(PathBuf::from("ARCHITECTURE.md"));
     let mut missing = Vec::new();
     for file in &files {
@@ -184,7 +196,7 @@ fn issue_citations_are_recognised() {
 #[test]
 fn user_facing_text_cites_no_issue_numbers() {
     let mut found = Vec::new();
-    for file in doc_files() {
+    for file in user_docs() {
         for hit in issue_citations(&read(&file)) {
             found.push(format!("{}: {hit}", file.display()));
         }

@@ -50,7 +50,7 @@ pub struct Args {
     /// added to (or replacing by name) the config's `http.datasets`.
     #[arg(long = "http-dataset", value_name = "NAME=PATH", value_parser = parse_dataset)]
     http_datasets: Vec<(String, PathBuf)>,
-    /// JSON config file: `{"server": {...}, "coding": {...}}` (see README); flags override it.
+    /// JSON config file: `{"server": {...}, "coding": {...}}` (see docs/server.md); flags override it.
     #[arg(long)]
     config: Option<PathBuf>,
     /// Serve Prometheus metrics (sessions, steps, sandbox executions and latency, queue depth,

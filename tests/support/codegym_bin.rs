@@ -9,6 +9,7 @@
 #![allow(dead_code)]
 
 use std::ffi::OsStr;
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -82,23 +83,37 @@ pub struct Serve {
 impl Serve {
     /// Starts `codegym serve args` and waits for its `listening on ADDR` line; its logs go to the
     /// test's stderr.
-    #[allow(clippy::disallowed_methods)] // the test runs the server binary under test
     pub async fn start<I>(args: I) -> Serve
+    where
+        I: IntoIterator,
+        I::Item: AsRef<OsStr>,
+    {
+        Self::start_in(Path::new("."), args).await
+    }
+
+    /// [`Serve::start`] in the working directory `dir` (relative paths in `args` and in a
+    /// `--config` file resolve there).
+    #[allow(clippy::disallowed_methods)] // the test runs the server binary under test
+    pub async fn start_in<I>(dir: &Path, args: I) -> Serve
     where
         I: IntoIterator,
         I::Item: AsRef<OsStr>,
     {
         let mut child = command(BIN, [OsStr::new("serve")])
             .args(args)
+            .current_dir(dir)
             .stderr(Stdio::inherit())
             .spawn()
             .expect("spawn codegym serve");
-        let stdout = child.stdout.take().expect("piped stdout");
+        let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
         let mut first = String::new();
-        tokio::time::timeout(LIMIT, BufReader::new(stdout).read_line(&mut first))
+        tokio::time::timeout(LIMIT, stdout.read_line(&mut first))
             .await
             .expect("the server prints its address")
             .expect("read the server's stdout");
+        // Keep reading: the server prints more lines (`http listening on`, `metrics listening on`),
+        // and a closed pipe would fail its writes.
+        tokio::spawn(async move { tokio::io::copy(&mut stdout, &mut tokio::io::sink()).await });
         let addr = first
             .trim()
             .strip_prefix("listening on ")

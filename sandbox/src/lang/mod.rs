@@ -96,8 +96,8 @@ impl Language {
             .ok_or_else(|| UnknownLanguage(name.to_string()))
     }
 
-    /// The Debian packages that provide this language's toolchain (what the README tells users to
-    /// install and what CI installs).
+    /// The Debian packages that provide this language's toolchain (what docs/languages.md tells
+    /// users to install and what CI installs).
     pub fn packages(self) -> &'static [&'static str] {
         self.row().packages
     }

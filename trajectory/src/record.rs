@@ -114,7 +114,17 @@ impl TrajectoryRecord {
 
     /// Whether `--resume` must run this episode again (it did not finish on its own terms).
     pub fn needs_rerun(&self) -> bool {
-        matches!(self.stop_reason, StopReason::Error | StopReason::Cancelled)
+        self.stop_reason.is_infra_failure()
+    }
+
+    /// The last program the episode ran (what `codegym run --solution` runs again), if any: the
+    /// code of its last env step that executed code.
+    pub fn last_program(&self) -> Option<&str> {
+        self.turns
+            .iter()
+            .flat_map(|t| &t.env_steps)
+            .filter_map(|s| s.action.code())
+            .next_back()
     }
 }
 
@@ -178,6 +188,12 @@ pub enum StopReason {
 }
 
 impl StopReason {
+    /// Whether the episode ended in an infrastructure failure rather than in an outcome of the
+    /// model: it is no sample (see `aggregate`), and `--resume` runs it again.
+    pub fn is_infra_failure(self) -> bool {
+        matches!(self, StopReason::Error | StopReason::Cancelled)
+    }
+
     /// The snake_case name used in JSON and summaries.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -292,9 +308,7 @@ pub use chat::{ChatMessage, FunctionCall, Role, ToolCall};
 pub use error::{ErrorKind, ErrorRecord};
 pub use stage::{AutoCoderSummary, Diagnosis, ModelTestRun, Stage, StageRecord};
 pub use tokens::{TokenData, TokenSource};
-pub use turn::{
-    ActionRecord, AttemptError, EnvStepRecord, ModelCall, SubCallRecord, TurnRecord,
-};
+pub use turn::{ActionRecord, AttemptError, EnvStepRecord, ModelCall, SubCallRecord, TurnRecord};
 pub use version::{OLDEST_READABLE_VERSION, SCHEMA_VERSION};
 
 #[cfg(test)]

@@ -152,3 +152,16 @@ pub enum ActionRecord {
         requirements: Vec<String>,
     },
 }
+
+impl ActionRecord {
+    /// The program this action executes, for the actions that execute one (a code block,
+    /// `run_python`, `run_code`); the model's own tests run against a solution are not one.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            ActionRecord::CodeBlock { code, .. }
+            | ActionRecord::RunPython { code }
+            | ActionRecord::RunCode { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+}

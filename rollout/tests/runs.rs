@@ -71,14 +71,14 @@ async fn code_block_run_writes_one_record_per_episode() {
         .collect();
     assert_eq!(group.len(), 3);
     assert_eq!(server.request_count(), 6 + 12);
-    assert_eq!(summary.episodes, 12);
-    assert_eq!(summary.solved, 6);
-    assert_eq!(summary.pass_at_k["pass@1"], 0.5);
-    assert_eq!(summary.pass_at_k["pass@3"], 0.5);
+    assert_eq!(summary.aggregate.episodes, 12);
+    assert_eq!(summary.aggregate.solved, 6);
+    assert_eq!(summary.aggregate.pass_at_k["pass@1"], 0.5);
+    assert_eq!(summary.aggregate.pass_at_k["pass@3"], 0.5);
     assert!(sidecar(&out, ".manifest.json").exists());
     let written: rollout::Summary =
         serde_json::from_slice(&std::fs::read(sidecar(&out, ".summary.json")).unwrap()).unwrap();
-    assert_eq!(written.episodes, 12);
+    assert_eq!(written.aggregate.episodes, 12);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -299,7 +299,7 @@ async fn cancellation_marks_in_flight_episodes_and_resume_finishes_them() {
     )
     .await
     .unwrap();
-    assert_eq!(done.episodes, 6);
+    assert_eq!(done.aggregate.episodes, 6);
     assert_eq!(done.episodes_this_run, 6);
     assert!(read_latest(&out).unwrap().iter().all(|r| !r.needs_rerun()));
 }

@@ -254,6 +254,48 @@ async fn resume_repairs_a_torn_last_line() {
     assert!(matches!(err, rollout::RolloutError::Exists(_)));
 }
 
+/// The one reader's policy for resume: a corrupt line before the last is an error naming the file
+/// and line, and nothing is run or appended (a torn last line is repaired: see above).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_refuses_a_corrupt_middle_line() {
+    let tasks = support::tasks(2);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("corrupt.jsonl");
+    let registry = support::registry();
+    let server = FakeLlm::start(support::script(&tasks, false))
+        .await
+        .unwrap();
+    let mut config = support::config(&server.base_url(), &tasks, 1, &out);
+    config.episode.max_turns = 1;
+    run(
+        config.clone(),
+        EnvBackend::in_process(registry.clone()),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let requests = server.request_count();
+    let mut all = lines(&out);
+    all.insert(1, "{\"schema_version\": 2, \"run_id\": ".to_string());
+    let text = all.join("\n") + "\n";
+    std::fs::write(&out, &text).unwrap();
+
+    config.output.resume = true;
+    let err = run(
+        config,
+        EnvBackend::in_process(registry),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        err.to_string().contains(&format!("{}:2:", out.display())),
+        "{err}"
+    );
+    assert_eq!(server.request_count(), requests);
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), text);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancellation_marks_in_flight_episodes_and_resume_finishes_them() {
     let tasks = support::tasks(2);

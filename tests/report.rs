@@ -29,6 +29,28 @@ fn codegym(args: &[&str]) -> std::process::Output {
         .expect("run codegym")
 }
 
+/// `codegym ARGS` on a blocking thread: the fake model server answers on the test's runtime.
+async fn codegym_off_runtime(args: Vec<String>) -> std::process::Output {
+    tokio::task::spawn_blocking(move || {
+        codegym(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    })
+    .await
+    .unwrap()
+}
+
+/// The stdout of a run that must have succeeded.
+fn succeeded(out: &std::process::Output) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Asserts a run failed with `want` in its stderr.
+fn failed_with(out: &std::process::Output, want: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains(want), "{stderr}");
+}
+
 const DATA_OPEN: &str = r#"<script type="application/json" id="report-data">"#;
 
 /// Where the page's data block's JSON starts and ends.
@@ -82,16 +104,7 @@ async fn a_rollout_report_is_self_contained_escaped_and_faithful() {
     let _ = std::fs::remove_file(&run);
     let page_path = base.join("report.html");
     let args = rollout_args(&server.base_url(), &tasks, 3, &run);
-    let out = tokio::task::spawn_blocking(move || {
-        codegym(&args.iter().map(String::as_str).collect::<Vec<_>>())
-    })
-    .await
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&codegym_off_runtime(args).await);
     let dataset = records(&run);
     assert_eq!(dataset.len(), 9);
 
@@ -101,12 +114,7 @@ async fn a_rollout_report_is_self_contained_escaped_and_faithful() {
         "-o",
         page_path.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("(9 episodes)"));
+    assert!(succeeded(&out).contains("(9 episodes)"));
     let page = std::fs::read_to_string(&page_path).unwrap();
 
     // Self-contained: nothing is loaded from anywhere (outside the data block's JSON strings no
@@ -223,11 +231,7 @@ async fn summary_report_and_evaluate_agree_on_a_run_with_errored_episodes() {
     let run = dir.path().join("run.jsonl");
     let mut args = rollout_args(&server.base_url(), &tasks, 4, &run);
     args.extend(["--concurrency", "2"].map(String::from));
-    let out = tokio::task::spawn_blocking(move || {
-        codegym(&args.iter().map(String::as_str).collect::<Vec<_>>())
-    })
-    .await
-    .unwrap();
+    let out = codegym_off_runtime(args).await;
     let summary_path = rollout::dataset::sidecar(&run, ".summary.json");
     let summary: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(&summary_path)
@@ -235,17 +239,12 @@ async fn summary_report_and_evaluate_agree_on_a_run_with_errored_episodes() {
     )
     .unwrap();
     let page = dir.path().join("r.html");
-    let out = codegym(&[
+    succeeded(&codegym(&[
         "report",
         run.to_str().unwrap(),
         "-o",
         page.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ]));
     let report = data_block(&std::fs::read_to_string(&page).unwrap());
     let records = trajectory::read::read_latest(&run).unwrap();
     let aggregate = serde_json::to_value(Tally::of_records(&records).aggregate()).unwrap();
@@ -301,79 +300,39 @@ async fn report_and_export_ignore_a_torn_last_line_and_name_a_corrupt_one() {
     let server = fake_llm::FakeLlm::start(script(0)).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run.jsonl");
-    let args = rollout_args(&server.base_url(), &tasks, 1, &run);
-    let out = tokio::task::spawn_blocking(move || {
-        codegym(&args.iter().map(String::as_str).collect::<Vec<_>>())
-    })
-    .await
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&codegym_off_runtime(rollout_args(&server.base_url(), &tasks, 1, &run)).await);
     let text = std::fs::read_to_string(&run).unwrap();
     let first = text.lines().next().unwrap();
+    let page = dir.path().join("r.html");
+    let exported = dir.path().join("rl.jsonl");
+    let report = |input: &Path| {
+        codegym(&[
+            "report",
+            input.to_str().unwrap(),
+            "-o",
+            page.to_str().unwrap(),
+        ])
+    };
+    let export = |input: &Path| {
+        codegym(&[
+            "export",
+            "--in",
+            input.to_str().unwrap(),
+            "--out",
+            exported.to_str().unwrap(),
+            "--format",
+            "sft",
+        ])
+    };
 
     let torn = dir.path().join("torn.jsonl");
     std::fs::write(&torn, format!("{text}{}", &first[..first.len() / 2])).unwrap();
-    let page = dir.path().join("r.html");
-    let exported = dir.path().join("rl.jsonl");
-    let report = codegym(&[
-        "report",
-        torn.to_str().unwrap(),
-        "-o",
-        page.to_str().unwrap(),
-    ]);
-    assert!(
-        report.status.success(),
-        "{}",
-        String::from_utf8_lossy(&report.stderr)
-    );
-    assert!(String::from_utf8_lossy(&report.stdout).contains("(2 episodes)"));
-    let export = codegym(&[
-        "export",
-        "--in",
-        torn.to_str().unwrap(),
-        "--out",
-        exported.to_str().unwrap(),
-        "--format",
-        "sft",
-    ]);
-    assert!(
-        export.status.success(),
-        "{}",
-        String::from_utf8_lossy(&export.stderr)
-    );
+    assert!(succeeded(&report(&torn)).contains("(2 episodes)"));
+    succeeded(&export(&torn));
 
     let corrupt = dir.path().join("corrupt.jsonl");
     std::fs::write(&corrupt, format!("{first}\n{{broken\n{text}")).unwrap();
     let want = format!("{}:2: not a trajectory record", corrupt.display());
-    let report = codegym(&[
-        "report",
-        corrupt.to_str().unwrap(),
-        "-o",
-        page.to_str().unwrap(),
-    ]);
-    assert!(!report.status.success());
-    assert!(
-        String::from_utf8_lossy(&report.stderr).contains(&want),
-        "{}",
-        String::from_utf8_lossy(&report.stderr)
-    );
-    let export = codegym(&[
-        "export",
-        "--in",
-        corrupt.to_str().unwrap(),
-        "--out",
-        exported.to_str().unwrap(),
-        "--format",
-        "sft",
-    ]);
-    assert!(!export.status.success());
-    assert!(
-        String::from_utf8_lossy(&export.stderr).contains(&want),
-        "{}",
-        String::from_utf8_lossy(&export.stderr)
-    );
+    failed_with(&report(&corrupt), &want);
+    failed_with(&export(&corrupt), &want);
 }

@@ -195,22 +195,7 @@ async fn resume_skips_finished_episodes_and_reruns_errored_ones() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resume_repairs_a_torn_last_line() {
-    let tasks = support::tasks(2);
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("torn.jsonl");
-    let registry = support::registry();
-    let server = FakeLlm::start(support::script(&tasks, false))
-        .await
-        .unwrap();
-    let mut config = support::config(&server.base_url(), &tasks, 2, &out);
-    config.episode.max_turns = 1;
-    run(
-        config.clone(),
-        EnvBackend::in_process(registry.clone()),
-        CancellationToken::new(),
-    )
-    .await
-    .unwrap();
+    let (_dir, out, mut config, registry, server) = finished_run("torn.jsonl", 2).await;
     let requests = server.request_count();
 
     // Simulate a kill -9 in the middle of writing the last record.
@@ -254,18 +239,25 @@ async fn resume_repairs_a_torn_last_line() {
     assert!(matches!(err, rollout::RolloutError::Exists(_)));
 }
 
-/// The one reader's policy for resume: a corrupt line before the last is an error naming the file
-/// and line, and nothing is run or appended (a torn last line is repaired: see above).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn resume_refuses_a_corrupt_middle_line() {
+/// A finished one-turn run of two tasks x `samples` into `name`, for the resume tests.
+async fn finished_run(
+    name: &str,
+    samples: u32,
+) -> (
+    tempfile::TempDir,
+    std::path::PathBuf,
+    rollout::RolloutConfig,
+    std::sync::Arc<env_core::Registry>,
+    FakeLlm,
+) {
     let tasks = support::tasks(2);
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("corrupt.jsonl");
+    let out = dir.path().join(name);
     let registry = support::registry();
     let server = FakeLlm::start(support::script(&tasks, false))
         .await
         .unwrap();
-    let mut config = support::config(&server.base_url(), &tasks, 1, &out);
+    let mut config = support::config(&server.base_url(), &tasks, samples, &out);
     config.episode.max_turns = 1;
     run(
         config.clone(),
@@ -274,6 +266,14 @@ async fn resume_refuses_a_corrupt_middle_line() {
     )
     .await
     .unwrap();
+    (dir, out, config, registry, server)
+}
+
+/// The one reader's policy for resume: a corrupt line before the last is an error naming the file
+/// and line, and nothing is run or appended (a torn last line is repaired: see above).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_refuses_a_corrupt_middle_line() {
+    let (_dir, out, mut config, registry, server) = finished_run("corrupt.jsonl", 1).await;
     let requests = server.request_count();
     let mut all = lines(&out);
     all.insert(1, "{\"schema_version\": 2, \"run_id\": ".to_string());

@@ -1,15 +1,15 @@
 //! The trajectory record: one JSON line per finished episode in a rollout dataset (written by the
-//! `rollout` crate, read by `trainer-bridge`).
+//! `rollout` crate, read through [`crate::read`] by resume, export, report and `codegym run`).
 //!
 //! These types are a file format read by other tools (the trainer bridge exports training data from
 //! them), so field names are stable: a change that renames or retypes a field bumps
 //! [`SCHEMA_VERSION`]. Optional fields are omitted from the JSON when absent, and readers must accept
-//! their absence. Every change is listed in the crate's `CHANGELOG.md` ([`version`]). Nothing here
+//! their absence. Every change is listed in the crate's `CHANGELOG.md` (module `version`). Nothing here
 //! ever holds a secret: API keys are not part of any record.
 //!
-//! The record itself and its small parts are here; messages ([`chat`]), turns and env steps
-//! ([`turn`]), failures ([`error`]), AutoCoder stages ([`stage`]) and token data ([`tokens`]) have
-//! modules of their own.
+//! The record itself and its small parts are here; messages (`chat`), turns and env steps
+//! (`turn`), failures (`error`), AutoCoder stages (`stage`) and token data (`tokens`) have private
+//! modules of their own, their types re-exported here.
 
 use serde::{Deserialize, Serialize};
 

@@ -102,8 +102,9 @@
   const detail = document.getElementById("episode-detail");
   const count = document.getElementById("filter-count");
 
-  function outcomeOf(r) {
-    if (r.error) return "error";
+  // "errored" is the aggregation's: an infrastructure failure, no sample (data.sampled, from Rust).
+  function outcomeOf(r, i) {
+    if (!data.sampled[i]) return "error";
     return r.solved ? "solved" : "unsolved";
   }
   function renderList() {
@@ -112,9 +113,9 @@
     let shown = 0;
     data.records.forEach((r, i) => {
       if (task && r.task_id !== task) return;
-      if (outcome !== "all" && outcomeOf(r) !== outcome) return;
+      if (outcome !== "all" && outcomeOf(r, i) !== outcome) return;
       shown++;
-      const b = el("button", { type: "button", "data-index": String(i), "data-outcome": outcomeOf(r), "data-task": r.task_id },
+      const b = el("button", { type: "button", "data-index": String(i), "data-outcome": outcomeOf(r, i), "data-task": r.task_id },
         el("span", { class: r.solved ? "ok" : "bad" }, r.solved ? "✓ " : "✗ "),
         r.task_id + " #" + r.sample_index + " · " + r.stop_reason + " · reward " + num(r.final_reward));
       b.addEventListener("click", () => {

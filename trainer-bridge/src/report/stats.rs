@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 use trajectory::TrajectoryRecord;
-use trajectory::aggregate::{Aggregate, Tally, TaskAggregate};
+use trajectory::aggregate::{Aggregate, Outcome, Tally, TaskAggregate};
 
 /// Everything the page draws, serialized into it as JSON.
 #[derive(Debug, Clone, Serialize)]
@@ -35,6 +35,9 @@ pub struct ReportData {
     pub records: Vec<TrajectoryRecord>,
     /// Each record's seed as text: JavaScript numbers lose the digits of a u64 above 2^53.
     pub seeds: Vec<String>,
+    /// Whether each record is a sample (not an infrastructure failure), by the aggregation's rule:
+    /// the page's "errored" filter shows the episodes the `errored` count counts.
+    pub sampled: Vec<bool>,
 }
 
 /// Counts in equal-width bins over `[min, max]` (one bin when every value is the same).
@@ -135,6 +138,7 @@ pub fn build(title: &str, records: &[TrajectoryRecord]) -> ReportData {
         completion_tokens_total: records.iter().map(|r| r.usage.completion_tokens).sum(),
         errors,
         seeds: records.iter().map(|r| r.seed.to_string()).collect(),
+        sampled: records.iter().map(|r| Outcome::of(r).sampled).collect(),
         records: shown,
     }
 }

@@ -11,8 +11,9 @@ mod rollout_util;
 
 use std::path::Path;
 
-use fake_llm::{Reply, Rule};
+use fake_llm::{Fault, FaultRule, Reply, Rule};
 use rollout_util::{records, rollout_args, script, task_ids};
+use trajectory::aggregate::Tally;
 
 const BIN: &str = env!("CARGO_BIN_EXE_codegym");
 
@@ -26,6 +27,28 @@ fn codegym(args: &[&str]) -> std::process::Output {
         .env("RUST_LOG", "warn")
         .output()
         .expect("run codegym")
+}
+
+/// `codegym ARGS` on a blocking thread: the fake model server answers on the test's runtime.
+async fn codegym_off_runtime(args: Vec<String>) -> std::process::Output {
+    tokio::task::spawn_blocking(move || {
+        codegym(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    })
+    .await
+    .unwrap()
+}
+
+/// The stdout of a run that must have succeeded.
+fn succeeded(out: &std::process::Output) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Asserts a run failed with `want` in its stderr.
+fn failed_with(out: &std::process::Output, want: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains(want), "{stderr}");
 }
 
 const DATA_OPEN: &str = r#"<script type="application/json" id="report-data">"#;
@@ -81,16 +104,7 @@ async fn a_rollout_report_is_self_contained_escaped_and_faithful() {
     let _ = std::fs::remove_file(&run);
     let page_path = base.join("report.html");
     let args = rollout_args(&server.base_url(), &tasks, 3, &run);
-    let out = tokio::task::spawn_blocking(move || {
-        codegym(&args.iter().map(String::as_str).collect::<Vec<_>>())
-    })
-    .await
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&codegym_off_runtime(args).await);
     let dataset = records(&run);
     assert_eq!(dataset.len(), 9);
 
@@ -100,12 +114,7 @@ async fn a_rollout_report_is_self_contained_escaped_and_faithful() {
         "-o",
         page_path.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("(9 episodes)"));
+    assert!(succeeded(&out).contains("(9 episodes)"));
     let page = std::fs::read_to_string(&page_path).unwrap();
 
     // Self-contained: nothing is loaded from anywhere (outside the data block's JSON strings no
@@ -139,7 +148,7 @@ async fn a_rollout_report_is_self_contained_escaped_and_faithful() {
     );
     let solved = dataset.iter().filter(|r| r.solved).count();
     assert_eq!(data["solved"], solved);
-    // pass@k is the trajectory crate's, for every k the samples allow (3 per task: k = 1, 2).
+    // pass@k is the trajectory crate's, for every k the samples allow (3 per task: k = 1, 2, 3).
     let per_task: Vec<(u64, u64)> = tasks
         .iter()
         .map(|t| {
@@ -150,12 +159,12 @@ async fn a_rollout_report_is_self_contained_escaped_and_faithful() {
             )
         })
         .collect();
-    let pass_at_k = data["pass_at_k"].as_array().unwrap();
-    assert_eq!(pass_at_k.len(), 2);
-    for pk in pass_at_k {
-        let k = pk[0].as_u64().unwrap();
+    let pass_at_k = data["pass_at_k"].as_object().unwrap();
+    assert_eq!(pass_at_k.len(), 3);
+    for k in 1..=3 {
         let want = trajectory::mean_pass_at_k(per_task.iter().copied(), k).unwrap();
-        assert!((pk[1].as_f64().unwrap() - want).abs() < 1e-12, "pass@{k}");
+        let got = pass_at_k[&format!("pass@{k}")].as_f64().unwrap();
+        assert!((got - want).abs() < 1e-12, "pass@{k}");
     }
     let stops: u64 = data["stop_reasons"]
         .as_array()
@@ -203,4 +212,127 @@ fn a_missing_or_empty_dataset_is_a_clear_error() {
         String::from_utf8_lossy(&res.stderr)
     );
     assert!(!out.exists(), "no page for a bad dataset");
+}
+
+/// The numbers `summary.json`, `codegym report` and `codegym evaluate` give for one run agree: all
+/// three come from the one aggregation, errored episodes left out of every rate and mean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn summary_report_and_evaluate_agree_on_a_run_with_errored_episodes() {
+    let tasks = task_ids(3);
+    let mut fake = script(0);
+    // Quota errors are not retried: two episodes end `error` (not samples); a context-length stop
+    // is the model's outcome (a sample).
+    fake.faults = vec![
+        FaultRule::at(Fault::QuotaExceeded, [0, 5]),
+        FaultRule::at(Fault::ContextLength, [2]),
+    ];
+    let server = fake_llm::FakeLlm::start(fake).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run.jsonl");
+    let mut args = rollout_args(&server.base_url(), &tasks, 4, &run);
+    args.extend(["--concurrency", "2"].map(String::from));
+    let out = codegym_off_runtime(args).await;
+    let summary_path = rollout::dataset::sidecar(&run, ".summary.json");
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(&summary_path)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr))),
+    )
+    .unwrap();
+    let page = dir.path().join("r.html");
+    succeeded(&codegym(&[
+        "report",
+        run.to_str().unwrap(),
+        "-o",
+        page.to_str().unwrap(),
+    ]));
+    let report = data_block(&std::fs::read_to_string(&page).unwrap());
+    let records = trajectory::read::read_latest(&run).unwrap();
+    let aggregate = serde_json::to_value(Tally::of_records(&records).aggregate()).unwrap();
+
+    assert_eq!(summary["errored"], 2, "{summary}");
+    assert_eq!(summary["episodes"], 12);
+    for field in [
+        "episodes",
+        "errored",
+        "sampled_episodes",
+        "solved",
+        "solved_rate",
+        "pass_at_k",
+        "mean_final_reward",
+        "mean_total_reward",
+    ] {
+        assert_eq!(
+            summary[field], report[field],
+            "summary.json vs report: {field}"
+        );
+        assert_eq!(
+            summary[field], aggregate[field],
+            "summary.json vs aggregate: {field}"
+        );
+    }
+    assert!(summary["pass_at_k"].get("pass@1").is_some(), "{summary}");
+
+    // `codegym evaluate` scores samples (errored episodes never reach it) and aggregates them with
+    // the same code: its pass@k for the sampled episodes is the summary's.
+    let results: Vec<_> = records
+        .iter()
+        .filter(|r| !r.needs_rerun())
+        .map(|r| env_coding::completions::SampleResult {
+            task_id: r.task_id.clone(),
+            completion: String::new(),
+            passed: r.solved,
+            reward: r.final_reward,
+            reward_breakdown: serde_json::Value::Null,
+        })
+        .collect();
+    let evaluate = env_coding::completions::pass_at_ks(&results, &[1, 2, 4]);
+    assert_eq!(
+        serde_json::to_value(evaluate).unwrap(),
+        summary["pass_at_k"]
+    );
+}
+
+/// `codegym report` and `codegym export` read through the one reader: a torn last line (a run
+/// killed mid-write) is ignored, a corrupt line before it is an error naming the file and line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn report_and_export_ignore_a_torn_last_line_and_name_a_corrupt_one() {
+    let tasks = task_ids(2);
+    let server = fake_llm::FakeLlm::start(script(0)).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run.jsonl");
+    succeeded(&codegym_off_runtime(rollout_args(&server.base_url(), &tasks, 1, &run)).await);
+    let text = std::fs::read_to_string(&run).unwrap();
+    let first = text.lines().next().unwrap();
+    let page = dir.path().join("r.html");
+    let exported = dir.path().join("rl.jsonl");
+    let report = |input: &Path| {
+        codegym(&[
+            "report",
+            input.to_str().unwrap(),
+            "-o",
+            page.to_str().unwrap(),
+        ])
+    };
+    let export = |input: &Path| {
+        codegym(&[
+            "export",
+            "--in",
+            input.to_str().unwrap(),
+            "--out",
+            exported.to_str().unwrap(),
+            "--format",
+            "sft",
+        ])
+    };
+
+    let torn = dir.path().join("torn.jsonl");
+    std::fs::write(&torn, format!("{text}{}", &first[..first.len() / 2])).unwrap();
+    assert!(succeeded(&report(&torn)).contains("(2 episodes)"));
+    succeeded(&export(&torn));
+
+    let corrupt = dir.path().join("corrupt.jsonl");
+    std::fs::write(&corrupt, format!("{first}\n{{broken\n{text}")).unwrap();
+    let want = format!("{}:2: not a trajectory record", corrupt.display());
+    failed_with(&report(&corrupt), &want);
+    failed_with(&export(&corrupt), &want);
 }

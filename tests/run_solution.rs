@@ -4,6 +4,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+use serde_json::{Value, json};
+
 const TASK: &str = r#"{"schema_version": 1, "id": "sales", "prompt": "Summarise sales.csv for --region.", "files": {"sales.csv": {"path": "data/sales.csv"}}, "inputs": {"region": "west"}, "outputs": {"total_revenue": "float", "rows": "int"}, "reward": {"version": 1, "components": [{"type": "output", "name": "rows", "expected": 2}]}}"#;
 
 const SOLUTION: &str = r#"import argparse, csv, os
@@ -25,22 +27,49 @@ fn setup(dir: &Path) {
     std::fs::write(dir.join("tasks.jsonl"), format!("{TASK}\n")).expect("task");
     std::fs::write(dir.join("solution.py"), SOLUTION).expect("solution");
     // A rollout dataset of two episodes: the solved one's last program is the solution.
-    let record = |id: &str, solved: bool, code: &str| {
-        serde_json::json!({"episode_id": id, "solved": solved, "turns": [
-            {"env_steps": [{"action": {"type": "code_block", "code": "print('first try')"}}]},
-            {"env_steps": [{"action": {"type": "code_block", "code": code}}]}
-        ]})
-        .to_string()
-    };
-    std::fs::write(
-        dir.join("out.jsonl"),
-        format!(
-            "{}\n{}\n",
-            record("ep-1", true, SOLUTION),
-            record("ep-2", false, "raise SystemExit(1)")
+    let first = json!({"kind": "code_block", "code": "print('first try')"});
+    let lines = [
+        episode(0, true, &[first.clone(), code_block(SOLUTION)], json!({})),
+        episode(
+            1,
+            false,
+            &[first, code_block("raise SystemExit(1)")],
+            json!({}),
         ),
-    )
-    .expect("dataset");
+    ];
+    std::fs::write(dir.join("out.jsonl"), lines.concat()).expect("dataset");
+}
+
+fn code_block(code: &str) -> Value {
+    json!({"kind": "code_block", "code": code})
+}
+
+/// A trajectory record line (with its newline) of episode `sales#sample`: one turn per action,
+/// `extra` merged into the record.
+fn episode(sample: u32, solved: bool, actions: &[Value], extra: Value) -> String {
+    let step = |action: &Value| {
+        json!({"action": action, "reward": 0.0, "terminated": false, "truncated": false,
+               "duration_ms": 1})
+    };
+    let turns: Vec<Value> = actions
+        .iter()
+        .enumerate()
+        .map(|(i, a)| json!({"index": i, "model_call": {"latency_ms": 1, "attempts": 1}, "env_steps": [step(a)]}))
+        .collect();
+    let mut record = json!({
+        "schema_version": 2, "run_id": "r", "episode_id": format!("sales#{sample}"),
+        "task_id": "sales", "group_id": "r/sales", "sample_index": sample, "seed": 1,
+        "env_id": "codegym/Python-v0", "mode": "code_block",
+        "model": {"requested": "m", "endpoint": "http://127.0.0.1:1"}, "sampling": {},
+        "messages": [], "turns": turns, "total_reward": 0.0, "final_reward": 0.0,
+        "solved": solved, "stop_reason": if solved { "solved" } else { "max_turns" },
+        "usage": {}, "timings": {"started_at_ms": 0, "wall_ms": 1, "model_ms": 0, "env_ms": 0},
+        "engine": {"name": "codegym-rollout", "version": "0.1.0"}
+    });
+    if let (Some(r), Value::Object(extra)) = (record.as_object_mut(), extra) {
+        r.extend(extra);
+    }
+    format!("{record}\n")
 }
 
 fn run(dir: &Path, args: &[&str]) -> Output {
@@ -78,7 +107,7 @@ fn runs_a_file_or_an_episode_on_new_inputs() {
         &["--solution", "out.jsonl", "--", "--region", "east"],
     );
     assert_eq!(stdout(&o), "rows = 1\ntotal_revenue = 40.0\n", "{o:?}");
-    let o = run(dir.path(), &["--solution", "out.jsonl#ep-2"]);
+    let o = run(dir.path(), &["--solution", "out.jsonl#sales#1"]);
     assert!(!o.status.success());
     assert!(stdout(&o).contains("rows: error: missing"), "{o:?}");
 
@@ -110,12 +139,16 @@ fn an_autocoder_episode_runs_with_its_requirements() {
     let dir = tempfile::tempdir().expect("tempdir");
     setup(dir.path());
     let program = format!("import tabulate\n{SOLUTION}");
-    let record = serde_json::json!({"episode_id": "sales#0", "solved": true,
-        "autocoder": {"code": program, "requirements": ["tabulate==0.9.0"], "tests": "", "test_runs": 1},
-        "turns": [{"env_steps": [
-            {"action": {"kind": "model_tests", "solution": "x", "tests": "", "requirements": []}},
-            {"action": {"kind": "run_python", "code": program}}]}]});
-    std::fs::write(dir.path().join("ac.jsonl"), format!("{record}\n")).expect("dataset");
+    let autocoder = json!({"autocoder": {"code": program, "requirements": ["tabulate==0.9.0"],
+                                         "tests": "", "test_runs": 1}, "mode": "autocoder"});
+    let tests = json!({"kind": "model_tests", "solution": "x", "tests": "", "requirements": []});
+    let line = episode(
+        0,
+        true,
+        &[tests, json!({"kind": "run_python", "code": program})],
+        autocoder,
+    );
+    std::fs::write(dir.path().join("ac.jsonl"), line).expect("dataset");
     let cache = dir.path().join("cache");
     let o = run(
         dir.path(),
@@ -128,4 +161,31 @@ fn an_autocoder_episode_runs_with_its_requirements() {
     );
     assert!(o.status.success(), "{o:?}");
     assert_eq!(stdout(&o), "rows = 2\ntotal_revenue = 48.5\n");
+}
+
+/// The dataset is read by the one reader: a torn last line (a run killed mid-write) is ignored, a
+/// corrupt line before it is an error naming the file and line.
+#[test]
+fn a_dataset_with_a_torn_last_line_runs_and_a_corrupt_line_is_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    setup(dir.path());
+    let solved = episode(0, true, &[code_block(SOLUTION)], json!({}));
+    let torn = &episode(1, true, &[code_block("raise SystemExit(1)")], json!({}))[..60];
+    std::fs::write(dir.path().join("torn.jsonl"), format!("{solved}{torn}")).expect("dataset");
+    let o = run(dir.path(), &["--solution", "torn.jsonl"]);
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(stdout(&o), "rows = 2\ntotal_revenue = 48.5\n");
+
+    std::fs::write(
+        dir.path().join("bad.jsonl"),
+        format!("{solved}{{oops\n{solved}"),
+    )
+    .expect("dataset");
+    let o = run(dir.path(), &["--solution", "bad.jsonl#sales#0"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("bad.jsonl:2: not a trajectory record"),
+        "{err}"
+    );
 }

@@ -145,22 +145,21 @@ pub async fn evaluate_samples(
     results.into_iter().collect()
 }
 
-/// pass@k over the tasks of `results`, keyed `"pass@k"`, for every `k` of `ks` that
-/// [`trajectory::mean_pass_at_k`] reports: a `k` above some task's sample count is omitted (no key),
-/// as in HumanEval's `evaluate_functional_correctness`.
+/// pass@k over the tasks of `results`, keyed `"pass@k"`, for every `k` of `ks` that the one
+/// aggregation ([`trajectory::aggregate`], also behind the rollout summary and `codegym report`)
+/// reports: a `k` above some task's sample count is omitted (no key), as in HumanEval's
+/// `evaluate_functional_correctness`. Every scored sample is a sample (none is an infrastructure
+/// failure: a sample that could not be scored fails the whole evaluation).
 pub fn pass_at_ks(results: &[SampleResult], ks: &[usize]) -> BTreeMap<String, f64> {
-    let mut per_task: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
-    for r in results {
-        let e = per_task.entry(&r.task_id).or_default();
-        e.0 += 1;
-        e.1 += u64::from(r.passed);
-    }
-    ks.iter()
-        .filter_map(|&k| {
-            let mean = trajectory::mean_pass_at_k(per_task.values().copied(), k as u64)?;
-            Some((format!("pass@{k}"), mean))
-        })
-        .collect()
+    let tally = trajectory::Tally::of(results.iter().map(|r| trajectory::Outcome {
+        task_id: &r.task_id,
+        sampled: true,
+        solved: r.passed,
+        final_reward: r.reward,
+        total_reward: r.reward,
+    }));
+    let ks: Vec<u64> = ks.iter().map(|&k| k as u64).collect();
+    tally.aggregate_with_ks(&ks).pass_at_k
 }
 
 /// HumanEval's default results path: `<samples>_results.jsonl`.

@@ -19,7 +19,7 @@ use crate::config::{ConfigError, RolloutConfig};
 use crate::dataset::file::write_json_atomic;
 use crate::dataset::manifest::ManifestCounts;
 use crate::dataset::record::{EpisodeKey, TrajectoryRecord};
-use crate::dataset::{DatasetError, DatasetWriter, Manifest, scan, sidecar};
+use crate::dataset::{DatasetError, DatasetWriter, Manifest, sidecar};
 use crate::episode::{EpisodeContext, EpisodePlan, run_episode};
 use crate::progress::Progress;
 use crate::seed::episode_seed;
@@ -75,7 +75,11 @@ async fn run_here(
     let started = Instant::now();
     let tasks = unique_tasks(&config)?;
     let expected = tasks.len() as u64 * u64::from(config.samples);
-    let mut dataset = Dataset::resume(&config)?;
+    // Reading a large dataset is blocking file IO: off the runtime's threads.
+    let resume_config = config.clone();
+    let mut dataset = tokio::task::spawn_blocking(move || Dataset::resume(&resume_config))
+        .await
+        .map_err(|e| RolloutError::Aborted(e.to_string()))??;
     dataset.keep_only(&tasks, config.samples);
 
     let client = Arc::new(ChatClient::new(&config.model)?);
@@ -100,7 +104,6 @@ async fn run_here(
         &run_id,
         &dataset.stats,
         expected,
-        config.samples,
         this_run,
         started.elapsed().as_secs_f64(),
         interrupted,
@@ -150,10 +153,16 @@ impl Dataset {
         }
         let manifest_path = sidecar(&out, ".manifest.json");
         let resume = config.output.resume;
-        let previous = scan(&out, resume)?;
-        if !resume && (previous.lines > 0 || previous.repaired_bytes > 0) {
+        if !resume && std::fs::metadata(&out).is_ok_and(|m| m.len() > 0) {
             return Err(RolloutError::Exists(out.display().to_string()));
         }
+        // The one reader's policy: a torn last line is cut off before we append, a corrupt line
+        // elsewhere or a newer schema version stops the run (file and line named).
+        let previous = match trajectory::read::read_and_repair(&out) {
+            Ok(dataset) => dataset,
+            Err(e) if e.is_not_found() => trajectory::read::Dataset::default(),
+            Err(e) => return Err(DatasetError::from(e).into()),
+        };
         let old_manifest = if resume {
             Manifest::load(&manifest_path)?
         } else {
@@ -176,7 +185,7 @@ impl Dataset {
             }
             None => {
                 let run_id = previous
-                    .latest
+                    .records
                     .first()
                     .map_or_else(|| uuid::Uuid::new_v4().to_string(), |r| r.run_id.clone());
                 Manifest::new(run_id, config, now)
@@ -187,13 +196,13 @@ impl Dataset {
             manifest_path,
             manifest,
             stats: previous
-                .latest
+                .records
                 .iter()
                 .map(|r| (r.key(), EpisodeStats::of(r)))
                 .collect(),
             records: previous.lines,
             done: previous
-                .latest
+                .records
                 .iter()
                 .filter(|r| !r.needs_rerun())
                 .map(TrajectoryRecord::key)

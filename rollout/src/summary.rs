@@ -1,21 +1,30 @@
-//! The run summary: episodes, solve rate, pass@k ([`trajectory::mean_pass_at_k`]: HumanEval's
-//! estimator and rule), rewards, tokens, throughput and failures by kind. Printed at the end of a run and written as
-//! `FILE.summary.json`.
+//! The run summary: episodes, solved rate, pass@k and mean rewards (the one aggregation,
+//! [`trajectory::aggregate`], so `codegym report` shows the same numbers for the same file), tokens,
+//! throughput and failures by kind. Printed at the end of a run and written as `FILE.summary.json`.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use trajectory::aggregate::{Aggregate, Outcome, Tally};
+
 use crate::dataset::record::{EpisodeKey, StopReason, TrajectoryRecord, Usage};
 
 /// Version of the summary file's layout.
-pub const SUMMARY_FORMAT_VERSION: u32 = 1;
+///
+/// - 1: the first layout; `mean_reward` was the mean `total_reward` over sampled episodes.
+/// - 2: the counts and means are [`Aggregate`]'s: `mean_reward` became `mean_total_reward` (a
+///   version-1 file's `mean_reward` reads as it), `mean_final_reward` and `errored` are new (0 when
+///   reading a version-1 file), and pass@k's k values are 1, 2, 4, ... and the largest number of
+///   episodes of a task (version 1 used the configured samples).
+pub const SUMMARY_FORMAT_VERSION: u32 = 2;
 
 /// What the summary needs of one episode (records themselves are not kept in memory).
 #[derive(Debug, Clone, PartialEq)]
 pub struct EpisodeStats {
     pub solved: bool,
     pub stop_reason: StopReason,
+    pub final_reward: f64,
     pub total_reward: f64,
     pub usage: Usage,
     pub error_kind: Option<&'static str>,
@@ -30,6 +39,7 @@ impl EpisodeStats {
         EpisodeStats {
             solved: record.solved,
             stop_reason: record.stop_reason,
+            final_reward: record.final_reward,
             total_reward: record.total_reward,
             usage: record.usage,
             error_kind: record.error.as_ref().map(|e| e.kind.as_str()),
@@ -44,7 +54,18 @@ impl EpisodeStats {
 
     /// Whether the episode counts as a sample of the model (not an infrastructure failure).
     pub fn is_sample(&self) -> bool {
-        !matches!(self.stop_reason, StopReason::Error | StopReason::Cancelled)
+        !self.stop_reason.is_infra_failure()
+    }
+
+    /// What the aggregation needs of this episode of `task_id`.
+    fn outcome<'a>(&self, task_id: &'a str) -> Outcome<'a> {
+        Outcome {
+            task_id,
+            sampled: self.is_sample(),
+            solved: self.solved,
+            final_reward: self.final_reward,
+            total_reward: self.total_reward,
+        }
     }
 }
 
@@ -53,21 +74,12 @@ impl EpisodeStats {
 pub struct Summary {
     pub format_version: u32,
     pub run_id: String,
-    /// Episodes in the dataset (newest record per episode), errored ones included.
-    pub episodes: u64,
     /// `tasks x samples`.
     pub expected_episodes: u64,
-    /// Episodes that count as samples: not `error` and not `cancelled`.
-    pub sampled_episodes: u64,
-    pub solved: u64,
-    /// `solved / sampled_episodes`.
-    pub solved_rate: f64,
-    /// `"pass@k"` -> mean over the tasks of `1 - C(n-c, k) / C(n, k)`, for k = 1, 2, 4, ...,
-    /// samples. A k is absent unless every task in the dataset has at least k sampled episodes
-    /// (errored and cancelled ones are not samples), as in HumanEval's harness.
-    pub pass_at_k: BTreeMap<String, f64>,
-    /// Mean `total_reward` over sampled episodes.
-    pub mean_reward: f64,
+    /// Episodes, errored, sampled and solved ones, solved rate, pass@k and the mean rewards, by the
+    /// one aggregation's rules (errored and cancelled episodes are no samples).
+    #[serde(flatten)]
+    pub aggregate: Aggregate,
     pub tokens: Usage,
     /// Episodes finished by this invocation (a resumed run counts only its own).
     pub episodes_this_run: u64,
@@ -91,7 +103,6 @@ pub fn summarize(
     run_id: &str,
     episodes: &BTreeMap<EpisodeKey, EpisodeStats>,
     expected: u64,
-    samples: u32,
     episodes_this_run: u64,
     elapsed_secs: f64,
     interrupted: bool,
@@ -99,13 +110,8 @@ pub fn summarize(
     let mut s = Summary {
         format_version: SUMMARY_FORMAT_VERSION,
         run_id: run_id.to_string(),
-        episodes: episodes.len() as u64,
         expected_episodes: expected,
-        sampled_episodes: 0,
-        solved: 0,
-        solved_rate: 0.0,
-        pass_at_k: BTreeMap::new(),
-        mean_reward: 0.0,
+        aggregate: Tally::of(episodes.iter().map(|(k, e)| e.outcome(&k.task_id))).aggregate(),
         tokens: Usage::default(),
         episodes_this_run,
         elapsed_secs,
@@ -120,9 +126,7 @@ pub fn summarize(
         interrupted,
         env_restarts: 0,
     };
-    let mut per_task: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
-    let mut reward_sum = 0.0;
-    for (key, e) in episodes {
+    for e in episodes.values() {
         s.tokens.add(&e.usage);
         s.env_restarts += e.env_restarts;
         *s.stop_reasons
@@ -134,44 +138,17 @@ pub fn summarize(
         for kind in &e.retry_kinds {
             *s.retries_by_kind.entry((*kind).to_string()).or_default() += 1;
         }
-        // Every task with a record counts, so a task whose episodes all errored has 0 samples
-        // and withholds pass@k rather than silently leaving the set.
-        let t = per_task.entry(&key.task_id).or_default();
-        if e.is_sample() {
-            s.sampled_episodes += 1;
-            s.solved += u64::from(e.solved);
-            reward_sum += e.total_reward;
-            t.0 += 1;
-            t.1 += u64::from(e.solved);
-        }
-    }
-    if s.sampled_episodes > 0 {
-        s.solved_rate = s.solved as f64 / s.sampled_episodes as f64;
-        s.mean_reward = reward_sum / s.sampled_episodes as f64;
-    }
-    let mut ks = vec![1u64];
-    let mut k = 2;
-    while k < u64::from(samples) {
-        ks.push(k);
-        k *= 2;
-    }
-    if samples > 1 {
-        ks.push(u64::from(samples));
-    }
-    for k in ks {
-        if let Some(mean) = trajectory::mean_pass_at_k(per_task.values().copied(), k) {
-            s.pass_at_k.insert(format!("pass@{k}"), mean);
-        }
     }
     s
 }
 
 impl std::fmt::Display for Summary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let a = &self.aggregate;
         writeln!(
             f,
             "episodes: {} of {} ({} this run{})",
-            self.episodes,
+            a.episodes,
             self.expected_episodes,
             self.episodes_this_run,
             if self.interrupted {
@@ -182,15 +159,22 @@ impl std::fmt::Display for Summary {
         )?;
         writeln!(
             f,
-            "solved: {} of {} sampled ({:.1}%)",
-            self.solved,
-            self.sampled_episodes,
-            self.solved_rate * 100.0
+            "solved: {} of {} sampled ({:.1}%; {} errored, not samples)",
+            a.solved,
+            a.sampled_episodes,
+            a.solved_rate * 100.0,
+            a.errored
         )?;
-        for (k, v) in &self.pass_at_k {
+        let mut pass_at_k: Vec<_> = a.pass_at_k.iter().collect();
+        pass_at_k.sort_by_key(|(k, _)| k.trim_start_matches("pass@").parse::<u64>().ok());
+        for (k, v) in pass_at_k {
             writeln!(f, "{k}: {v:.4}")?;
         }
-        writeln!(f, "mean reward: {:.4}", self.mean_reward)?;
+        writeln!(
+            f,
+            "mean final reward: {:.4}, mean total reward: {:.4} (over sampled episodes)",
+            a.mean_final_reward, a.mean_total_reward
+        )?;
         if self.env_restarts > 0 {
             writeln!(
                 f,
@@ -233,6 +217,7 @@ mod tests {
         EpisodeStats {
             solved,
             stop_reason,
+            final_reward: f64::from(u8::from(solved)),
             total_reward: f64::from(u8::from(solved)),
             usage: Usage::default(),
             error_kind: None,
@@ -255,19 +240,19 @@ mod tests {
             episodes.insert(key("a", i), stats(i < 2, StopReason::MaxTurns));
             episodes.insert(key("b", i), stats(false, StopReason::MaxTurns));
         }
-        let s = summarize("run", &episodes, 8, 4, 8, 1.0, false);
+        let s = summarize("run", &episodes, 8, 8, 1.0, false);
         assert_eq!(
-            s.pass_at_k.keys().collect::<Vec<_>>(),
+            s.aggregate.pass_at_k.keys().collect::<Vec<_>>(),
             ["pass@1", "pass@2", "pass@4"]
         );
-        assert!((s.pass_at_k["pass@1"] - 0.25).abs() < 1e-12);
-        assert!((s.pass_at_k["pass@4"] - 0.5).abs() < 1e-12);
+        assert!((s.aggregate.pass_at_k["pass@1"] - 0.25).abs() < 1e-12);
+        assert!((s.aggregate.pass_at_k["pass@4"] - 0.5).abs() < 1e-12);
 
         // Task b's last sample errored: 3 samples, so pass@4 is withheld for the whole set.
         episodes.insert(key("b", 3), stats(false, StopReason::Error));
-        let s = summarize("run", &episodes, 8, 4, 8, 1.0, false);
-        assert!(s.pass_at_k.contains_key("pass@2"));
-        assert!(!s.pass_at_k.contains_key("pass@4"));
+        let s = summarize("run", &episodes, 8, 8, 1.0, false);
+        assert!(s.aggregate.pass_at_k.contains_key("pass@2"));
+        assert!(!s.aggregate.pass_at_k.contains_key("pass@4"));
     }
 
     #[test]
@@ -275,9 +260,13 @@ mod tests {
         let mut episodes = BTreeMap::new();
         episodes.insert(key("a", 0), stats(true, StopReason::Solved));
         episodes.insert(key("b", 0), stats(false, StopReason::Error));
-        let s = summarize("run", &episodes, 2, 1, 2, 1.0, false);
-        assert!(s.pass_at_k.is_empty(), "{:?}", s.pass_at_k);
-        assert_eq!(s.solved_rate, 1.0);
+        let s = summarize("run", &episodes, 2, 2, 1.0, false);
+        assert!(
+            s.aggregate.pass_at_k.is_empty(),
+            "{:?}",
+            s.aggregate.pass_at_k
+        );
+        assert_eq!(s.aggregate.solved_rate, 1.0);
         assert!(!s.to_string().contains("pass@"));
     }
 }

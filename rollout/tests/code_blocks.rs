@@ -27,8 +27,8 @@ async fn the_env_runs_the_extracted_block_even_in_raw_mode() {
     )
     .await
     .unwrap();
-    assert_eq!(summary.episodes, 2);
-    assert_eq!(summary.solved, 1);
+    assert_eq!(summary.aggregate.episodes, 2);
+    assert_eq!(summary.aggregate.solved, 1);
     let records = read_latest(&out).unwrap();
     let solved = records
         .iter()

@@ -95,9 +95,12 @@ async fn a_cpp_task_is_solved_from_a_cpp_block_and_a_python_answer_is_no_code() 
     )
     .await
     .unwrap();
-    assert_eq!(summary.episodes, 2);
-    assert_eq!(summary.sampled_episodes, 2, "no episode is an error");
-    assert_eq!(summary.solved, 1);
+    assert_eq!(summary.aggregate.episodes, 2);
+    assert_eq!(
+        summary.aggregate.sampled_episodes, 2,
+        "no episode is an error"
+    );
+    assert_eq!(summary.aggregate.solved, 1);
     let records = read_latest(&out).unwrap();
     let solved = records.iter().find(|r| r.task_id == "sum-cpp").unwrap();
     assert_eq!(solved.stop_reason, StopReason::Solved, "{solved:?}");

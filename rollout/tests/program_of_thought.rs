@@ -112,7 +112,7 @@ async fn play_with(
     )
     .await
     .unwrap();
-    assert_eq!(summary.episodes, tasks.len() as u64);
+    assert_eq!(summary.aggregate.episodes, tasks.len() as u64);
     (read_latest(&out).unwrap(), server, dir)
 }
 

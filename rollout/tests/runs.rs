@@ -71,14 +71,14 @@ async fn code_block_run_writes_one_record_per_episode() {
         .collect();
     assert_eq!(group.len(), 3);
     assert_eq!(server.request_count(), 6 + 12);
-    assert_eq!(summary.episodes, 12);
-    assert_eq!(summary.solved, 6);
-    assert_eq!(summary.pass_at_k["pass@1"], 0.5);
-    assert_eq!(summary.pass_at_k["pass@3"], 0.5);
+    assert_eq!(summary.aggregate.episodes, 12);
+    assert_eq!(summary.aggregate.solved, 6);
+    assert_eq!(summary.aggregate.pass_at_k["pass@1"], 0.5);
+    assert_eq!(summary.aggregate.pass_at_k["pass@3"], 0.5);
     assert!(sidecar(&out, ".manifest.json").exists());
     let written: rollout::Summary =
         serde_json::from_slice(&std::fs::read(sidecar(&out, ".summary.json")).unwrap()).unwrap();
-    assert_eq!(written.episodes, 12);
+    assert_eq!(written.aggregate.episodes, 12);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -195,22 +195,7 @@ async fn resume_skips_finished_episodes_and_reruns_errored_ones() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resume_repairs_a_torn_last_line() {
-    let tasks = support::tasks(2);
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("torn.jsonl");
-    let registry = support::registry();
-    let server = FakeLlm::start(support::script(&tasks, false))
-        .await
-        .unwrap();
-    let mut config = support::config(&server.base_url(), &tasks, 2, &out);
-    config.episode.max_turns = 1;
-    run(
-        config.clone(),
-        EnvBackend::in_process(registry.clone()),
-        CancellationToken::new(),
-    )
-    .await
-    .unwrap();
+    let (_dir, out, mut config, registry, server) = finished_run("torn.jsonl", 2).await;
     let requests = server.request_count();
 
     // Simulate a kill -9 in the middle of writing the last record.
@@ -252,6 +237,63 @@ async fn resume_repairs_a_torn_last_line() {
     .await
     .unwrap_err();
     assert!(matches!(err, rollout::RolloutError::Exists(_)));
+}
+
+/// A finished one-turn run of two tasks x `samples` into `name`, for the resume tests.
+async fn finished_run(
+    name: &str,
+    samples: u32,
+) -> (
+    tempfile::TempDir,
+    std::path::PathBuf,
+    rollout::RolloutConfig,
+    std::sync::Arc<env_core::Registry>,
+    FakeLlm,
+) {
+    let tasks = support::tasks(2);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join(name);
+    let registry = support::registry();
+    let server = FakeLlm::start(support::script(&tasks, false))
+        .await
+        .unwrap();
+    let mut config = support::config(&server.base_url(), &tasks, samples, &out);
+    config.episode.max_turns = 1;
+    run(
+        config.clone(),
+        EnvBackend::in_process(registry.clone()),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    (dir, out, config, registry, server)
+}
+
+/// The one reader's policy for resume: a corrupt line before the last is an error naming the file
+/// and line, and nothing is run or appended (a torn last line is repaired: see above).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_refuses_a_corrupt_middle_line() {
+    let (_dir, out, mut config, registry, server) = finished_run("corrupt.jsonl", 1).await;
+    let requests = server.request_count();
+    let mut all = lines(&out);
+    all.insert(1, "{\"schema_version\": 2, \"run_id\": ".to_string());
+    let text = all.join("\n") + "\n";
+    std::fs::write(&out, &text).unwrap();
+
+    config.output.resume = true;
+    let err = run(
+        config,
+        EnvBackend::in_process(registry),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        err.to_string().contains(&format!("{}:2:", out.display())),
+        "{err}"
+    );
+    assert_eq!(server.request_count(), requests);
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), text);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -299,7 +341,7 @@ async fn cancellation_marks_in_flight_episodes_and_resume_finishes_them() {
     )
     .await
     .unwrap();
-    assert_eq!(done.episodes, 6);
+    assert_eq!(done.aggregate.episodes, 6);
     assert_eq!(done.episodes_this_run, 6);
     assert!(read_latest(&out).unwrap().iter().all(|r| !r.needs_rerun()));
 }

@@ -134,6 +134,11 @@ fn parse_inputs(args: &[String]) -> anyhow::Result<serde_json::Map<String, serde
 
 /// The program: the file itself, or the last program of an episode of a rollout dataset (with an
 /// AutoCoder episode's requirements, `autocoder.requirements`).
+///
+/// A file whose first character is `{` (a JSON line: no Python program starts so in practice) or
+/// that names an episode is a dataset, read by the one reader ([`trajectory::read`]): its latest
+/// attempt per episode, its torn last line ignored, and a corrupt line or newer schema version an
+/// error naming the line.
 fn solution_source(spec: &str) -> anyhow::Result<(String, Vec<String>)> {
     // Episode ids hold a `#` themselves (`TASK#SAMPLE`): the path ends at the first one.
     let (path, episode) = match spec.split_once('#') {
@@ -141,46 +146,29 @@ fn solution_source(spec: &str) -> anyhow::Result<(String, Vec<String>)> {
         _ => (spec, None),
     };
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {path}"))?;
-    let records: Vec<serde_json::Value> = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(serde_json::from_str)
-        .collect::<Result<_, _>>()
-        .unwrap_or_default();
-    let is_dataset = !records.is_empty() && records.iter().all(|r| r.get("turns").is_some());
-    if !is_dataset {
-        if episode.is_some() {
-            bail!("{path} is not a rollout dataset (no episode records)");
-        }
+    if episode.is_none() && !text.trim_start().starts_with('{') {
         return Ok((text, Vec::new()));
     }
+    let records = trajectory::read::read_latest(std::path::Path::new(path))?;
     let record = match episode {
         Some(id) => records
             .iter()
-            .find(|r| r["episode_id"] == id)
+            .find(|r| r.episode_id == id)
             .with_context(|| format!("no episode {id:?} in {path}"))?,
         None => records
             .iter()
             .rev()
-            .find(|r| r["solved"] == true)
+            .find(|r| r.solved)
             .or(records.last())
-            .context("empty dataset")?,
+            .with_context(|| format!("{path} has no trajectory records"))?,
     };
-    let code = record["turns"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|t| t["env_steps"].as_array().into_iter().flatten())
-        .filter_map(|s| s["action"]["code"].as_str())
-        .next_back();
-    let requirements = record["autocoder"]["requirements"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|r| r.as_str().map(str::to_string))
-        .collect();
-    let code = code
-        .map(str::to_string)
-        .with_context(|| format!("episode {} of {path} ran no program", record["episode_id"]))?;
-    Ok((code, requirements))
+    let code = record
+        .last_program()
+        .with_context(|| format!("episode {:?} of {path} ran no program", record.episode_id))?;
+    let requirements = record
+        .autocoder
+        .as_ref()
+        .map(|a| a.requirements.clone())
+        .unwrap_or_default();
+    Ok((code.to_string(), requirements))
 }

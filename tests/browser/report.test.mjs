@@ -76,9 +76,10 @@ test("the report renders, opens trajectories, filters, and runs no hostile text"
     // Outcome filters: across all tasks, each shows exactly the episodes of that outcome.
     await page.selectOption("#filter-task", "");
     for (const [value, pick] of [
-      ["solved", (r) => r.solved && !r.error],
-      ["unsolved", (r) => !r.solved && !r.error],
-      ["error", (r) => !!r.error],
+      // Errored: an infrastructure failure (`error`, `cancelled`), as the overview's count has it.
+      ["solved", (r) => r.solved && !["error", "cancelled"].includes(r.stop_reason)],
+      ["unsolved", (r) => !r.solved && !["error", "cancelled"].includes(r.stop_reason)],
+      ["error", (r) => ["error", "cancelled"].includes(r.stop_reason)],
     ]) {
       await page.selectOption("#filter-outcome", value);
       const want = data.records.filter(pick).length;

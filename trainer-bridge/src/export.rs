@@ -12,7 +12,6 @@
 //! Output is written to a temporary file beside the target and renamed into place
 //! (`trajectory::atomic`), so a reader never sees a half-written dataset.
 
-mod input;
 mod parquet_file;
 mod rows;
 mod table;
@@ -23,7 +22,6 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::advantage::{AdvantageConfig, AdvantageError};
-pub use input::read_records;
 pub use table::{ColumnData, Message, Table};
 
 /// Version of the exported layouts; bumped when a column is renamed, retyped or removed.
@@ -119,12 +117,9 @@ pub enum ExportError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{path}:{line}: {message}", path = path.display())]
-    Parse {
-        path: PathBuf,
-        line: usize,
-        message: String,
-    },
+    /// The dataset, per the one reader's policy ([`trajectory::read`]).
+    #[error(transparent)]
+    Read(#[from] trajectory::read::ReadError),
     #[error("{}: unknown output extension (use .jsonl or .parquet)", .0.display())]
     UnknownExtension(PathBuf),
     #[error("{path}: parquet: {message}", path = path.display())]
@@ -164,7 +159,7 @@ pub fn export(
     config: &ExportConfig,
 ) -> Result<ExportSummary, ExportError> {
     let file_format = FileFormat::from_path(output)?;
-    let records = read_records(input)?;
+    let records = trajectory::read::read_latest(input)?;
     let table = build_table(&records, config).map_err(|source| ExportError::Advantage {
         path: input.to_path_buf(),
         source,

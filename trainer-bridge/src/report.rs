@@ -2,11 +2,13 @@
 //!
 //! The page has no external resources and fetches nothing (its Content-Security-Policy forbids any
 //! connection and admits only its own script, by hash). Aggregates are computed here, in Rust
-//! ([`stats`]: pass rates overall, per task and pass@k through `trajectory`'s one pass@k, reward,
+//! ([`stats`]: solved rates overall and per task, pass@k and mean rewards through `trajectory`'s
+//! one aggregation, the numbers `summary.json` has for the same file; reward,
 //! turn, latency and token distributions, stop reasons, errors by kind); the page's script draws
 //! them as SVG charts and shows a trajectory browser (messages, code, execution results, rewards
-//! per turn) filtered by task and outcome. Records are read like `codegym export` reads them
-//! ([`crate::export::read_records`]: last line wins, torn last line skipped).
+//! per turn) filtered by task and outcome. Records are read by the one reader,
+//! [`trajectory::read`] (latest attempt per episode, torn last line ignored, corrupt lines an
+//! error), as `codegym export` and rollout resume read them.
 //!
 //! Trajectories hold hostile model text, so nothing from a record reaches the page as markup: the
 //! data travels as JSON in a `<script type="application/json">` block with `<`, `>`, `&` and the
@@ -19,13 +21,13 @@ mod stats;
 use std::path::{Path, PathBuf};
 
 pub use html::render;
-pub use stats::{Histogram, ReportData, TaskRow, build};
+pub use stats::{Histogram, ReportData, build};
 
 /// Why a report could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
     #[error(transparent)]
-    Read(#[from] crate::export::ExportError),
+    Read(#[from] trajectory::read::ReadError),
     #[error("{0}: no trajectory records")]
     Empty(PathBuf),
     #[error("cannot write {path}: {source}")]
@@ -39,7 +41,7 @@ pub enum ReportError {
 /// Reads the dataset at `input` and writes its report to `out` (atomically). Returns the number of
 /// episodes in the report.
 pub fn write_report(input: &Path, out: &Path) -> Result<usize, ReportError> {
-    let records = crate::export::read_records(input)?;
+    let records = trajectory::read::read_latest(input)?;
     if records.is_empty() {
         return Err(ReportError::Empty(input.to_path_buf()));
     }

@@ -1,33 +1,19 @@
 //! The trajectory record: one JSON line per finished episode in a rollout dataset (written by the
-//! `rollout` crate, read by `trainer-bridge`).
+//! `rollout` crate, read through [`crate::read`] by resume, export, report and `codegym run`).
 //!
 //! These types are a file format read by other tools (the trainer bridge exports training data from
 //! them), so field names are stable: a change that renames or retypes a field bumps
 //! [`SCHEMA_VERSION`]. Optional fields are omitted from the JSON when absent, and readers must accept
-//! their absence. Nothing here ever holds a secret: API keys are not part of any record.
+//! their absence. Every change is listed in the crate's `CHANGELOG.md` (module `version`). Nothing here
+//! ever holds a secret: API keys are not part of any record.
+//!
+//! The record itself and its small parts are here; messages (`chat`), turns and env steps
+//! (`turn`), failures (`error`), AutoCoder stages (`stage`) and token data (`tokens`) have private
+//! modules of their own, their types re-exported here.
 
 use serde::{Deserialize, Serialize};
 
 pub use env_core::{ExecutionResult, ReturnValue};
-
-/// Version of the record layout written in every record's `schema_version`.
-///
-/// - 1: the first layout.
-/// - 2: the optional `env_server` and `restarts` (issue 16: scale-out), and AutoCoder mode's
-///   `mode: "autocoder"`, `turns[].stage`, the `model_tests` action and the record's `autocoder`
-///   summary (issue 13), and execution results' `return_value`, `variables` and `error` (issue
-///   12). Every addition is optional, so a version-1 record is a valid version-2
-///   record without them: readers accept every version from [`OLDEST_READABLE_VERSION`] up to this.
-/// - 2, also (issue 12, program-of-thought mode): a turn's optional `sub_calls`
-///   ([`SubCallRecord`]) and `mode: "program_of_thought"`.
-/// - 2, also (issue 24, token ids from every server family): [`TokenData`]'s optional
-///   `completion_token_bytes`, and the `token_ids_source` values `llamacpp_tokens` and
-///   `llamacpp_logprobs` (ids read from llama.cpp's `__verbose.tokens` or
-///   `logprobs.content[].id`). Files written before stay readable.
-pub const SCHEMA_VERSION: u32 = 2;
-
-/// The oldest `schema_version` this build still reads.
-pub const OLDEST_READABLE_VERSION: u32 = 1;
 
 /// Name written in [`EngineInfo::name`].
 pub const ENGINE_NAME: &str = "codegym-rollout";
@@ -128,7 +114,17 @@ impl TrajectoryRecord {
 
     /// Whether `--resume` must run this episode again (it did not finish on its own terms).
     pub fn needs_rerun(&self) -> bool {
-        matches!(self.stop_reason, StopReason::Error | StopReason::Cancelled)
+        self.stop_reason.is_infra_failure()
+    }
+
+    /// The last program the episode ran (what `codegym run --solution` runs again), if any: the
+    /// code of its last env step that executed code.
+    pub fn last_program(&self) -> Option<&str> {
+        self.turns
+            .iter()
+            .flat_map(|t| &t.env_steps)
+            .filter_map(|s| s.action.code())
+            .next_back()
     }
 }
 
@@ -192,6 +188,12 @@ pub enum StopReason {
 }
 
 impl StopReason {
+    /// Whether the episode ended in an infrastructure failure rather than in an outcome of the
+    /// model: it is no sample (see `aggregate`), and `--resume` runs it again.
+    pub fn is_infra_failure(self) -> bool {
+        matches!(self, StopReason::Error | StopReason::Cancelled)
+    }
+
     /// The snake_case name used in JSON and summaries.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -244,163 +246,6 @@ pub struct SamplingParams {
     pub extra_body: serde_json::Map<String, serde_json::Value>,
 }
 
-/// A chat message in OpenAI's format.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ChatMessage {
-    pub role: Role,
-    /// Text content; `None` for assistant messages that only call tools.
-    #[serde(default)]
-    pub content: Option<String>,
-    /// Tool calls of an assistant message.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_calls: Option<Vec<ToolCall>>,
-    /// For `role: tool`: the id of the call this message answers.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_call_id: Option<String>,
-    /// Reasoning text some providers return beside the content (`reasoning_content`); kept for
-    /// the record, never sent back to the model.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reasoning_content: Option<String>,
-}
-
-impl ChatMessage {
-    /// A message with text content only.
-    pub fn text(role: Role, content: impl Into<String>) -> Self {
-        ChatMessage {
-            role,
-            content: Some(content.into()),
-            tool_calls: None,
-            tool_call_id: None,
-            reasoning_content: None,
-        }
-    }
-
-    /// A `role: tool` message answering the call `id`.
-    pub fn tool_result(id: impl Into<String>, content: impl Into<String>) -> Self {
-        ChatMessage {
-            tool_call_id: Some(id.into()),
-            ..ChatMessage::text(Role::Tool, content)
-        }
-    }
-}
-
-/// Author of a chat message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    System,
-    User,
-    Assistant,
-    Tool,
-}
-
-/// A function call requested by the model (OpenAI's `tool_calls[]` entry).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ToolCall {
-    pub id: String,
-    /// Always `"function"`.
-    #[serde(rename = "type", default = "function_type")]
-    pub kind: String,
-    pub function: FunctionCall,
-}
-
-fn function_type() -> String {
-    "function".to_string()
-}
-
-/// The function name and its JSON-encoded arguments, as the model wrote them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FunctionCall {
-    pub name: String,
-    /// JSON text; may be malformed (the model wrote it).
-    pub arguments: String,
-}
-
-/// One model call and the env steps that followed from its answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TurnRecord {
-    /// 0-based turn number.
-    pub index: u32,
-    /// The request and its outcome.
-    pub model_call: ModelCall,
-    /// Index into `messages` of the assistant message this turn produced (absent when the call
-    /// failed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message_index: Option<usize>,
-    /// Env steps caused by this answer: at most one in code-block mode, one per tool call in tools
-    /// mode.
-    #[serde(default)]
-    pub env_steps: Vec<EnvStepRecord>,
-    /// Issue 12 (program-of-thought mode): the policy calls (`llm_query`, `llm_query_batched`)
-    /// the program of this turn made from inside the sandbox, in the order they finished.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub sub_calls: Vec<SubCallRecord>,
-    /// AutoCoder mode (schema 2): which stage of the loop this call was and what it produced.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stage: Option<StageRecord>,
-}
-
-/// One policy call made by a program through the `llm_query` host tools (issue 12).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SubCallRecord {
-    /// The tool the program called (`llm_query` or `llm_query_batched`).
-    pub tool: String,
-    /// The prompt, sent as the only user message.
-    pub prompt: String,
-    /// The answer's text (absent when the call failed: see `call.error`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub answer: Option<String>,
-    /// Latency, attempts, tokens (`usage`) and the error of the call.
-    pub call: ModelCall,
-}
-
-/// One `/v1/chat/completions` call, including its retries.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ModelCall {
-    /// Wall-clock time of the whole call, retries and backoff included.
-    pub latency_ms: u64,
-    /// HTTP attempts made (1 when the first one succeeded).
-    pub attempts: u32,
-    /// The seed sent with the request.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub request_seed: Option<u64>,
-    /// `choices[0].finish_reason` (`stop`, `length`, `tool_calls`, ...).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finish_reason: Option<String>,
-    /// `usage` as the server reported it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
-    /// The response's `model` field.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub served_model: Option<String>,
-    /// Every failed attempt that was retried, in order.
-    #[serde(default)]
-    pub retries: Vec<AttemptError>,
-    /// The failure that ended the call, if it failed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<ErrorRecord>,
-    /// Token ids and logprobs, only when the server returned them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tokens: Option<TokenData>,
-}
-
-/// A failed attempt that was retried.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AttemptError {
-    /// 1-based attempt number.
-    pub attempt: u32,
-    pub kind: ErrorKind,
-    /// HTTP status, when there was a response.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<u16>,
-    pub message: String,
-    /// How long the client waited before the next attempt.
-    pub backoff_ms: u64,
-    /// Whether the wait came from the server (`retry-after`, `retry-after-ms`) rather than from
-    /// exponential backoff.
-    pub server_delay: bool,
-}
-
 /// Token counts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
@@ -418,139 +263,6 @@ impl Usage {
         self.prompt_tokens += other.prompt_tokens;
         self.completion_tokens += other.completion_tokens;
         self.total_tokens += other.total_tokens;
-    }
-}
-
-/// One env `step` and what it returned.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EnvStepRecord {
-    /// What was executed.
-    pub action: ActionRecord,
-    /// The tool call this step answers (tools mode).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_call_id: Option<String>,
-    /// The execution result, when the observation was one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub execution: Option<ExecutionResult>,
-    /// A text or JSON observation (e.g. `read_file`'s content), when it was not an execution.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observation: Option<serde_json::Value>,
-    pub reward: f64,
-    /// The env's `info.reward_breakdown`, when present.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reward_breakdown: Option<serde_json::Value>,
-    pub terminated: bool,
-    pub truncated: bool,
-    /// The full `info` dict of the step.
-    #[serde(default)]
-    pub info: serde_json::Map<String, serde_json::Value>,
-    /// Wall-clock time of the `step` call.
-    pub duration_ms: u64,
-    /// Set when the step call itself failed (the fields above are then defaults).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<ErrorRecord>,
-}
-
-/// What the model asked the environment to do.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum ActionRecord {
-    /// The first fenced block of the answer in the episode's language (code-block mode).
-    CodeBlock {
-        code: String,
-        /// Issue 14: the language it was sent in (`run_code`); absent for Python (and in v1 files).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        language: Option<String>,
-    },
-    /// `run_python(code)`.
-    RunPython { code: String },
-    /// Issue 14: `run_code(code, language)` (tools mode in an episode whose language is not
-    /// Python; `language` is the episode's when the call named none).
-    RunCode { code: String, language: String },
-    /// `write_file(path, content)`.
-    WriteFile { path: String, content: String },
-    /// `read_file(path)`.
-    ReadFile { path: String },
-    /// A tool call that could not be decoded (unknown tool or malformed arguments); not sent to the
-    /// environment.
-    Invalid { name: String, arguments: String },
-    /// AutoCoder mode (schema 2): the model's own pytest suite run against its solution. The
-    /// step's reward is not the env's (it would score the test runner): it is 0, and the outcome is
-    /// in [`StageRecord::model_tests`].
-    ModelTests {
-        solution: String,
-        tests: String,
-        requirements: Vec<String>,
-    },
-}
-
-/// A failure, classified.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ErrorRecord {
-    pub kind: ErrorKind,
-    /// HTTP status, when there was a response.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<u16>,
-    /// Human-readable detail (never contains credentials).
-    pub message: String,
-}
-
-/// Classes of failures, used for retries, stop reasons and the summary's error counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorKind {
-    /// Could not connect or the connection broke.
-    Connect,
-    /// The request's own timeout elapsed.
-    RequestTimeout,
-    /// 429 (rate limited).
-    RateLimited,
-    /// 429 caused by quota or billing: retrying cannot help.
-    QuotaExceeded,
-    /// 5xx, 408 or 409.
-    ServerError,
-    /// 401 or 403.
-    Auth,
-    /// 404 (unknown model or route).
-    NotFound,
-    /// The prompt does not fit the model's context window.
-    ContextLength,
-    /// Another 4xx.
-    BadRequest,
-    /// A 2xx body that is not a chat completion.
-    MalformedResponse,
-    /// A completion without choices or without a message.
-    EmptyChoice,
-    /// The episode's retry budget was used up.
-    RetryBudgetExhausted,
-    /// An environment call failed.
-    Env,
-    /// The episode's wall-clock deadline passed.
-    EpisodeTimeout,
-    /// The run was interrupted.
-    Cancelled,
-}
-
-impl ErrorKind {
-    /// The snake_case name used in JSON and summaries.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorKind::Connect => "connect",
-            ErrorKind::RequestTimeout => "request_timeout",
-            ErrorKind::RateLimited => "rate_limited",
-            ErrorKind::QuotaExceeded => "quota_exceeded",
-            ErrorKind::ServerError => "server_error",
-            ErrorKind::Auth => "auth",
-            ErrorKind::NotFound => "not_found",
-            ErrorKind::ContextLength => "context_length",
-            ErrorKind::BadRequest => "bad_request",
-            ErrorKind::MalformedResponse => "malformed_response",
-            ErrorKind::EmptyChoice => "empty_choice",
-            ErrorKind::RetryBudgetExhausted => "retry_budget_exhausted",
-            ErrorKind::Env => "env",
-            ErrorKind::EpisodeTimeout => "episode_timeout",
-            ErrorKind::Cancelled => "cancelled",
-        }
     }
 }
 
@@ -586,10 +298,18 @@ impl Default for EngineInfo {
     }
 }
 
+mod chat;
+mod error;
 mod stage;
 mod tokens;
+mod turn;
+mod version;
+pub use chat::{ChatMessage, FunctionCall, Role, ToolCall};
+pub use error::{ErrorKind, ErrorRecord};
 pub use stage::{AutoCoderSummary, Diagnosis, ModelTestRun, Stage, StageRecord};
 pub use tokens::{TokenData, TokenSource};
+pub use turn::{ActionRecord, AttemptError, EnvStepRecord, ModelCall, SubCallRecord, TurnRecord};
+pub use version::{OLDEST_READABLE_VERSION, SCHEMA_VERSION};
 
 #[cfg(test)]
 mod tests;

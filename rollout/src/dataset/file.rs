@@ -1,9 +1,7 @@
 //! The append-only JSONL file: one record per line, each written with a single `write` so a crash
-//! can only tear the last line; [`scan`] detects and repairs that, and [`read_latest`] gives readers
-//! the newest record per episode.
+//! can only tear the last line. Reading it (and repairing that line before a resume appends) is
+//! the `trajectory` crate's one reader, [`trajectory::read`].
 
-use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,7 +9,7 @@ use std::time::{Duration, Instant};
 use futures::FutureExt;
 use tokio::io::AsyncWriteExt;
 
-use super::record::{EpisodeKey, TrajectoryRecord};
+use super::record::TrajectoryRecord;
 
 /// A dataset file that cannot be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -21,6 +19,8 @@ pub enum DatasetError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Read(#[from] trajectory::read::ReadError),
     #[error("{path}: cannot encode a record: {source}")]
     Encode {
         path: PathBuf,
@@ -42,88 +42,6 @@ pub fn sidecar(path: &Path, suffix: &str) -> PathBuf {
     let mut s = path.as_os_str().to_owned();
     s.push(suffix);
     PathBuf::from(s)
-}
-
-/// What [`scan`] found.
-#[derive(Debug, Default)]
-pub struct Scan {
-    /// Newest record per episode, in order of first appearance.
-    pub latest: Vec<TrajectoryRecord>,
-    /// Complete lines read.
-    pub lines: u64,
-    /// Lines that were not records (skipped).
-    pub corrupt_lines: u64,
-    /// Bytes of a torn last line that were cut off.
-    pub repaired_bytes: u64,
-}
-
-/// Reads the whole file, newest record per key winning. With `repair`, a torn last line (a crash
-/// mid-write) is cut off, or completed with its newline when it is a whole record.
-pub fn scan(path: &Path, repair: bool) -> Result<Scan, DatasetError> {
-    let mut scan = Scan::default();
-    let file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(scan),
-        Err(e) => return Err(DatasetError::io(path)(e)),
-    };
-    let mut reader = BufReader::with_capacity(1 << 20, file);
-    let mut index: HashMap<EpisodeKey, usize> = HashMap::new();
-    let mut line = Vec::new();
-    let mut good_end: u64 = 0;
-    let mut torn: Option<(u64, bool)> = None;
-    loop {
-        line.clear();
-        let n = reader
-            .read_until(b'\n', &mut line)
-            .map_err(DatasetError::io(path))?;
-        if n == 0 {
-            break;
-        }
-        let complete = line.last() == Some(&b'\n');
-        let parsed = serde_json::from_slice::<TrajectoryRecord>(&line);
-        if !complete {
-            torn = Some((good_end, parsed.is_ok()));
-        }
-        if complete || parsed.is_ok() {
-            scan.lines += 1;
-            match parsed {
-                Ok(record) => match index.get(&record.key()) {
-                    Some(&i) => scan.latest[i] = record,
-                    None => {
-                        index.insert(record.key(), scan.latest.len());
-                        scan.latest.push(record);
-                    }
-                },
-                Err(e) => {
-                    scan.corrupt_lines += 1;
-                    tracing::warn!(path = %path.display(), line = scan.lines, error = %e, "skipping a line that is not a record");
-                }
-            }
-        }
-        good_end += n as u64;
-    }
-    if let (Some((end, whole)), true) = (torn, repair) {
-        let mut f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(DatasetError::io(path))?;
-        if whole {
-            f.seek(SeekFrom::End(0)).map_err(DatasetError::io(path))?;
-            f.write_all(b"\n").map_err(DatasetError::io(path))?;
-        } else {
-            scan.repaired_bytes = good_end - end;
-            f.set_len(end).map_err(DatasetError::io(path))?;
-            tracing::warn!(path = %path.display(), bytes = scan.repaired_bytes, "cut a torn last line");
-        }
-        f.sync_all().map_err(DatasetError::io(path))?;
-    }
-    Ok(scan)
-}
-
-/// The newest record of every episode (the view exporters should use), without modifying the file.
-pub fn read_latest(path: &Path) -> Result<Vec<TrajectoryRecord>, DatasetError> {
-    Ok(scan(path, false)?.latest)
 }
 
 /// How often appended records are synced to disk in the background, without waiting for it: a

@@ -1,26 +1,25 @@
 //! The report's numbers, computed once from the records: what the page shows besides the
-//! trajectories themselves.
+//! trajectories themselves. The counts, solved rates, pass@k and mean rewards are the one
+//! aggregation's ([`trajectory::aggregate`]), under the same names as in the rollout's
+//! `summary.json`; the page's script only displays them.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 use trajectory::TrajectoryRecord;
+use trajectory::aggregate::{Aggregate, Outcome, Tally, TaskAggregate};
 
 /// Everything the page draws, serialized into it as JSON.
 #[derive(Debug, Clone, Serialize)]
 pub struct ReportData {
     pub title: String,
     pub generator: String,
-    pub episodes: usize,
-    pub solved: usize,
-    /// Solved episodes over all episodes.
-    pub pass_rate: f64,
-    pub errored: usize,
-    pub mean_final_reward: f64,
+    /// Episodes, errored, sampled and solved ones, solved rate, pass@k and mean rewards.
+    #[serde(flatten)]
+    pub aggregate: Aggregate,
     pub models: Vec<String>,
-    /// `(k, pass@k)` for the k every task has samples for (HumanEval's rule).
-    pub pass_at_k: Vec<(u64, f64)>,
-    pub tasks: Vec<TaskRow>,
+    /// The same numbers per task (without pass@k), by task id.
+    pub tasks: Vec<TaskAggregate>,
     pub final_reward: Histogram,
     pub stop_reasons: Vec<(String, u64)>,
     /// Model turns per episode: `(turns, episodes)`.
@@ -36,16 +35,9 @@ pub struct ReportData {
     pub records: Vec<TrajectoryRecord>,
     /// Each record's seed as text: JavaScript numbers lose the digits of a u64 above 2^53.
     pub seeds: Vec<String>,
-}
-
-/// Per-task pass rate.
-#[derive(Debug, Clone, Serialize)]
-pub struct TaskRow {
-    pub task_id: String,
-    pub samples: u64,
-    pub solved: u64,
-    pub pass_rate: f64,
-    pub mean_final_reward: f64,
+    /// Whether each record is a sample (not an infrastructure failure), by the aggregation's rule:
+    /// the page's "errored" filter shows the episodes the `errored` count counts.
+    pub sampled: Vec<bool>,
 }
 
 /// Counts in equal-width bins over `[min, max]` (one bin when every value is the same).
@@ -84,39 +76,7 @@ impl Histogram {
 
 /// Computes the report of `records` (already deduplicated by episode).
 pub fn build(title: &str, records: &[TrajectoryRecord]) -> ReportData {
-    let n = records.len();
-    let solved = records.iter().filter(|r| r.solved).count();
-    let errored = records.iter().filter(|r| r.error.is_some()).count();
-    let mean = |xs: &mut dyn Iterator<Item = f64>| {
-        let (s, c) = xs.fold((0.0, 0u64), |(s, c), x| (s + x, c + 1));
-        if c == 0 { 0.0 } else { s / c as f64 }
-    };
-    let mut per_task: BTreeMap<&str, (u64, u64, f64)> = BTreeMap::new();
-    for r in records {
-        let e = per_task.entry(&r.task_id).or_default();
-        e.0 += 1;
-        e.1 += u64::from(r.solved);
-        e.2 += r.final_reward;
-    }
-    let tasks: Vec<TaskRow> = per_task
-        .iter()
-        .map(|(id, &(samples, solved, reward))| TaskRow {
-            task_id: id.to_string(),
-            samples,
-            solved,
-            pass_rate: solved as f64 / samples as f64,
-            mean_final_reward: reward / samples as f64,
-        })
-        .collect();
-    let max_k = tasks.iter().map(|t| t.samples).min().unwrap_or(0);
-    let pass_at_k = [1u64, 2, 5, 10, 20, 50, 100]
-        .into_iter()
-        .filter(|&k| k <= max_k)
-        .filter_map(|k| {
-            trajectory::mean_pass_at_k(tasks.iter().map(|t| (t.samples, t.solved)), k)
-                .map(|p| (k, p))
-        })
-        .collect();
+    let tally = Tally::of_records(records);
     let count = |keys: &mut dyn Iterator<Item = String>| {
         let mut m: BTreeMap<String, u64> = BTreeMap::new();
         for k in keys {
@@ -165,18 +125,9 @@ pub fn build(title: &str, records: &[TrajectoryRecord]) -> ReportData {
     ReportData {
         title: title.to_string(),
         generator: format!("codegym {}", env!("CARGO_PKG_VERSION")),
-        episodes: n,
-        solved,
-        pass_rate: if n == 0 {
-            0.0
-        } else {
-            solved as f64 / n as f64
-        },
-        errored,
-        mean_final_reward: mean(&mut rewards.iter().copied()),
+        aggregate: tally.aggregate(),
         models,
-        pass_at_k,
-        tasks,
+        tasks: tally.tasks(),
         final_reward: Histogram::of(&rewards, 10),
         stop_reasons,
         turns: turns.into_iter().collect(),
@@ -187,6 +138,7 @@ pub fn build(title: &str, records: &[TrajectoryRecord]) -> ReportData {
         completion_tokens_total: records.iter().map(|r| r.usage.completion_tokens).sum(),
         errors,
         seeds: records.iter().map(|r| r.seed.to_string()).collect(),
+        sampled: records.iter().map(|r| Outcome::of(r).sampled).collect(),
         records: shown,
     }
 }

@@ -32,7 +32,6 @@ const OTHER_DOCS: &[&str] = &["deploy/README.md", "trainer-bridge/python/README.
 const PAGES_IN_FLIGHT: &[&str] = &[
     "docs/errors.md",
     "docs/python.md",
-    "docs/trajectory.md",
 ];
 
 /// Every file and directory of the repository, relative to its root, without build outputs,

@@ -16,7 +16,6 @@
 //! What this module adds on top of the handlers: the request body cap (`max_request_bytes`, as on
 //! gRPC), optional bearer-token auth, and the drain on shutdown (the gRPC server's token).
 
-mod clients;
 pub mod datasets;
 mod openenv;
 mod openenv_ws;
@@ -28,8 +27,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Router;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::header;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
@@ -55,8 +55,9 @@ pub struct HttpConfig {
     /// "session"}}`): OpenEnv's clients send none, so the server decides, as OpenEnv's own servers
     /// do per deployment. Envs not listed get their defaults.
     pub openenv_kwargs: BTreeMap<String, Kwargs>,
-    /// The most OpenEnv WebSocket sessions one client (peer IP) may hold at once; `None` (the
-    /// default): only the server's `max_sessions`, shared by all.
+    /// The most sessions one client (peer IP) may hold at once, counted over every door (gRPC
+    /// unary and stream, OpenEnv HTTP and WebSocket); `None` (the default): only the server's
+    /// `max_sessions`, shared by all.
     pub max_sessions_per_client: Option<usize>,
     /// SandboxFusion dataset name -> task file (native, HumanEval or MBPP) served by the dataset
     /// endpoints; loaded once at start-up.
@@ -95,20 +96,18 @@ pub enum HttpError {
 
 /// What every handler sees.
 pub(crate) struct HttpState {
-    pub server: Arc<crate::server::State>,
+    pub server: Arc<crate::server::state::State>,
     pub sandbox: Arc<Sandbox>,
     pub datasets: datasets::Datasets,
     auth_token: Option<String>,
     /// OpenEnv `make` kwargs by canonical env id.
     pub openenv_kwargs: BTreeMap<String, Kwargs>,
-    /// Open WebSocket sessions by client.
-    pub clients: Arc<clients::ClientSessions>,
 }
 
 /// Serves the facades until the server's shutdown token is cancelled, then lets in-flight requests
 /// finish (WebSocket sessions end on the same token).
 pub(crate) async fn serve(
-    server: Arc<crate::server::State>,
+    server: Arc<crate::server::state::State>,
     http: HttpListener,
 ) -> Result<(), HttpError> {
     let addr = http.listener.local_addr()?;
@@ -127,7 +126,6 @@ pub(crate) async fn serve(
         datasets: options.datasets,
         auth_token: options.auth_token,
         openenv_kwargs,
-        clients: clients::ClientSessions::new(options.max_sessions_per_client),
     });
     tracing::info!(%addr, auth = state.auth_token.is_some(), "serving the HTTP facades (SandboxFusion, OpenEnv)");
     // The peer's address is what a per-client session cap counts by.
@@ -161,13 +159,30 @@ pub(crate) fn router(state: Arc<HttpState>) -> Router {
         .with_state(state)
 }
 
-/// FastAPI's error shape, which both SandboxFusion and OpenEnv servers answer with.
-pub(crate) fn detail(status: StatusCode, detail: impl Into<serde_json::Value>) -> Response {
-    (status, axum::Json(json!({ "detail": detail.into() }))).into_response()
+async fn not_found() -> Response {
+    ServerError::NoRoute.into_response()
 }
 
-async fn not_found() -> Response {
-    detail(StatusCode::NOT_FOUND, "Not Found")
+/// A body axum could not read: over the size cap, or broken off.
+pub(crate) fn body_rejected(rejection: BytesRejection) -> ServerError {
+    let text = rejection.body_text();
+    match rejection {
+        BytesRejection::FailedToBufferBody(
+            axum::extract::rejection::FailedToBufferBody::LengthLimitError(_),
+        ) => ServerError::BodyTooLarge(text),
+        _ => ServerError::BadBody(text),
+    }
+}
+
+/// FastAPI's validation failure for a body that is not JSON or does not fit the model.
+pub(crate) fn invalid_json(e: &serde_json::Error) -> ServerError {
+    let kind = match e.classify() {
+        serde_json::error::Category::Data => "model_attributes_type",
+        _ => "json_invalid",
+    };
+    ServerError::InvalidBody(
+        json!([{ "type": kind, "loc": ["body"], "msg": e.to_string(), "input": null }]),
+    )
 }
 
 /// Bearer-token check, when a token is configured. Compared in constant time over the token's
@@ -191,27 +206,7 @@ async fn auth(State(state): State<Arc<HttpState>>, request: Request, next: Next)
     if same {
         return next.run(request).await;
     }
-    let mut response = detail(StatusCode::UNAUTHORIZED, "Not authenticated");
-    response
-        .headers_mut()
-        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-    response
-}
-
-/// The HTTP status of a failure: derived from the gRPC table in `server/status.rs`, so both
-/// protocols classify every failure the same way.
-pub(crate) fn http_status(e: &ServerError) -> StatusCode {
-    use tonic::Code;
-    match e.code() {
-        // FastAPI answers request validation failures with 422; OpenEnv clients expect it.
-        Code::InvalidArgument => StatusCode::UNPROCESSABLE_ENTITY,
-        Code::NotFound => StatusCode::NOT_FOUND,
-        Code::AlreadyExists | Code::FailedPrecondition => StatusCode::CONFLICT,
-        Code::ResourceExhausted | Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-        Code::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
-        Code::Unimplemented => StatusCode::NOT_IMPLEMENTED,
-        _ => StatusCode::INTERNAL_SERVER_ERROR,
-    }
+    ServerError::Unauthenticated.into_response()
 }
 
 #[cfg(test)]

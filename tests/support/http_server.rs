@@ -34,7 +34,7 @@ impl HttpServer {
             sandbox,
             options,
         };
-        tokio::spawn(server::serve_with_http(
+        tokio::spawn(codegym::listeners::serve_with_http(
             Arc::new(registry),
             config,
             grpc,

@@ -222,7 +222,12 @@ pub(crate) async fn submit(
     match submit_inner(&state, body).await {
         Ok(r) => r,
         Err(e) => {
-            tracing::warn!(error = %e, "submit failed");
+            // The server's own failures are worth a warning; a client's mistakes are not.
+            if e.http_status().is_server_error() {
+                tracing::warn!(error = %e, "submit: scoring failed");
+            } else {
+                tracing::debug!(error = %e, "submit refused");
+            }
             e.into_response()
         }
     }

@@ -34,8 +34,13 @@ const HUMANEVAL: &str = r#"{"task_id": "HumanEval/0", "prompt": "def add(a, b):\
 
 impl Serve {
     /// Starts the server with `args` and the `config` file, serving one HumanEval dataset (`he`).
-    #[allow(clippy::disallowed_methods)] // the test runs the server binary under test
     async fn start(args: &[&str], config: Value) -> Serve {
+        Serve::start_with_env(args, config, &[]).await
+    }
+
+    /// [`Serve::start`] with `env` set for the server.
+    #[allow(clippy::disallowed_methods)] // the test runs the server binary under test
+    async fn start_with_env(args: &[&str], config: Value, env: &[(&str, &str)]) -> Serve {
         let dir = tempfile::tempdir().unwrap();
         let he = dir.path().join("he.jsonl");
         std::fs::write(&he, HUMANEVAL).unwrap();
@@ -50,6 +55,7 @@ impl Serve {
         all.extend([OsStr::new("--config"), config_path.as_os_str()]);
         let mut child = codegym_bin::command(codegym_bin::BIN, all)
             .stderr(std::process::Stdio::inherit())
+            .envs(env.iter().copied())
             .spawn()
             .expect("spawn codegym serve");
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
@@ -100,13 +106,19 @@ impl Serve {
 
     /// The answers of a `Session` stream to `requests`, in order.
     async fn stream(&self, requests: Vec<Req>) -> Vec<Resp> {
+        self.stream_kinds(requests.into_iter().map(Some).collect())
+            .await
+    }
+
+    /// [`Serve::stream`], where a request may have no operation.
+    async fn stream_kinds(&self, requests: Vec<Option<Req>>) -> Vec<Resp> {
         let n = requests.len();
         let requests = requests
             .into_iter()
             .enumerate()
             .map(|(i, kind)| v1::SessionRequest {
                 request_id: i as u64,
-                kind: Some(kind),
+                kind,
             });
         let mut answers = self
             .client()
@@ -124,15 +136,27 @@ impl Serve {
     }
 
     async fn post(&self, path: &str, body: &str) -> (u16, Value) {
-        let response = reqwest::Client::new()
+        self.post_as(None, path, body).await.0
+    }
+
+    /// A POST with `token` as its bearer token: the status and body, and the response's headers.
+    async fn post_as(
+        &self,
+        token: Option<&str>,
+        path: &str,
+        body: &str,
+    ) -> ((u16, Value), reqwest::header::HeaderMap) {
+        let mut request = reqwest::Client::new()
             .post(format!("http://{}{path}", self.http))
             .header("content-type", "application/json")
-            .body(body.to_string())
-            .send()
-            .await
-            .unwrap();
+            .body(body.to_string());
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.unwrap();
         let status = response.status().as_u16();
-        (status, response.json().await.unwrap())
+        let headers = response.headers().clone();
+        ((status, response.json().await.unwrap()), headers)
     }
 
     /// An OpenEnv WebSocket: its answer to the last of `frames` (to none: the refusal frame), or
@@ -458,4 +482,82 @@ async fn a_failing_sandbox_is_unavailable_not_an_internal_error() {
         )
         .await;
     assert_http(broken, &http, "OpenEnv step");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_and_protocol_mistakes_fail_alike_on_every_door() {
+    let config = json!({"server": {"max_evaluate_items": 1}});
+    let args = [
+        "--max-request-bytes",
+        "4096",
+        "--http-auth-token-env",
+        "ERRORS_TOKEN",
+    ];
+    let serve = Serve::start_with_env(&args, config, &[("ERRORS_TOKEN", "s3cret")]).await;
+    let token = Some("s3cret");
+
+    // Without the token the HTTP facades answer 401 with a challenge.
+    let (refused, headers) = serve.post_as(None, "/run_code", "{}").await;
+    assert_http(row(ServerError::Unauthenticated), &refused, "no token");
+    assert_eq!(headers["www-authenticate"], "Bearer");
+
+    // A body over the request cap: 413 on HTTP, gRPC's own limit on gRPC.
+    let too_large = row(ServerError::BodyTooLarge(String::new()));
+    let big = format!(r#"{{"code": "{}"}}"#, "x".repeat(8192));
+    let (answer, _) = serve.post_as(token, "/run_code", &big).await;
+    assert_http(too_large, &answer, "run_code over the cap");
+    let (answer, _) = serve
+        .post_as(token, "/openenv/classic/CartPole-v1/reset", &big)
+        .await;
+    assert_http(too_large, &answer, "OpenEnv reset over the cap");
+    let request = v1::MakeRequest {
+        env_id: CARTPOLE.into(),
+        kwargs_json: big.clone(),
+    };
+    let status = serve.client().await.make(request).await.unwrap_err();
+    assert_eq!(status.code(), too_large.grpc, "{status}");
+
+    // An `Evaluate` batch over its cap.
+    let item = v1::EvaluateItem::default();
+    let request = v1::EvaluateRequest {
+        env_id: "codegym/Python-v0".into(),
+        items: vec![item.clone(), item],
+        ..Default::default()
+    };
+    let status = serve.client().await.evaluate(request).await.unwrap_err();
+    let over = row(ServerError::TooLarge {
+        what: "Evaluate",
+        got: 2,
+        limit: 1,
+    });
+    assert_eq!(status.code(), over.grpc, "{status}");
+
+    // A page token that no page handed out.
+    let request = v1::ListTasksRequest {
+        env_id: "codegym/Python-v0".into(),
+        page_token: "x".into(),
+        ..Default::default()
+    };
+    let status = serve.client().await.list_tasks(request).await.unwrap_err();
+    let token_row = row(ServerError::BadPageToken(String::new()));
+    assert_eq!(status.code(), token_row.grpc, "{status}");
+
+    // Host tools need the stream; a stream has one session; a request needs an operation.
+    let request = v1::MakeRequest {
+        env_id: "codegym/Python-v0".into(),
+        kwargs_json: r#"{"tools": [{"name": "lookup"}]}"#.into(),
+    };
+    let status = serve.client().await.make(request).await.unwrap_err();
+    let tools = row(ServerError::ToolsNeedStream);
+    assert_eq!(status.code(), tools.grpc, "{status}");
+    let answers = serve
+        .stream_kinds(vec![
+            None,
+            Some(Req::Make(make(CARTPOLE))),
+            Some(Req::Make(make(CARTPOLE))),
+        ])
+        .await;
+    assert_stream(row(ServerError::EmptyRequest), &answers[0], "no operation");
+    assert!(matches!(answers[1], Resp::Make(_)), "{:?}", answers[1]);
+    assert_stream(row(ServerError::SessionExists), &answers[2], "second make");
 }

@@ -133,3 +133,42 @@ fn the_contract_codes() {
         assert_eq!(err.http_status().as_u16(), http, "{err}");
     }
 }
+
+/// `InvalidArgument` as gRPC spells it: `INVALID_ARGUMENT`.
+fn grpc_name(code: Code) -> String {
+    let mut out = String::new();
+    for (i, c) in format!("{code:?}").chars().enumerate() {
+        if c.is_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_uppercase());
+    }
+    out
+}
+
+#[test]
+fn the_users_table_in_docs_is_this_table() {
+    let docs = include_str!("../../../docs/errors.md");
+    let lines: Vec<String> = TABLE
+        .iter()
+        .map(|r| {
+            let retry = if r.retry { "yes" } else { "no" };
+            format!(
+                "| `{:?}` | {} | {} | {retry} | {} |",
+                r.kind,
+                grpc_name(r.grpc),
+                r.http,
+                r.ws
+            )
+        })
+        .collect();
+    let missing: Vec<_> = lines
+        .iter()
+        .filter(|l| !docs.contains(l.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/errors.md lacks these rows (the whole table follows):\n{missing:#?}\n{}",
+        lines.join("\n")
+    );
+}

@@ -357,14 +357,9 @@ async fn full_servers_and_greedy_clients_are_resource_exhausted_on_every_door() 
     // The server-wide cap: one session, held over gRPC.
     let serve = Serve::start(&["--max-sessions", "1"], json!({})).await;
     let _held = serve.unary_session(CARTPOLE).await;
-    let full = row(ServerError::TooManySessions(1));
-    assert_eq!(serve.unary_make_fails(CARTPOLE).await, full.grpc);
-    let answers = serve.stream(vec![Req::Make(make(CARTPOLE))]).await;
-    assert_stream(full, &answers[0], "stream make");
-    let reset = serve.post("/openenv/classic/CartPole-v1/reset", "{}").await;
-    assert_http(full, &reset, "OpenEnv reset");
-    let frame = serve.ws("classic/CartPole-v1", &[]).await.unwrap();
-    assert_ws(full.ws_refused, &frame, "OpenEnv ws");
+    let frame = serve
+        .refused_on_every_door(row(ServerError::TooManySessions(1)))
+        .await;
     assert_eq!(frame["data"]["max_sessions"], 1);
     drop(serve);
 
@@ -372,14 +367,9 @@ async fn full_servers_and_greedy_clients_are_resource_exhausted_on_every_door() 
     let config = json!({"http": {"max_sessions_per_client": 1}});
     let serve = Serve::start(&[], config).await;
     let _held = serve.unary_session(CARTPOLE).await;
-    let greedy = row(ServerError::ClientCapReached(1));
-    assert_eq!(serve.unary_make_fails(CARTPOLE).await, greedy.grpc);
-    let answers = serve.stream(vec![Req::Make(make(CARTPOLE))]).await;
-    assert_stream(greedy, &answers[0], "stream make");
-    let reset = serve.post("/openenv/classic/CartPole-v1/reset", "{}").await;
-    assert_http(greedy, &reset, "OpenEnv reset");
-    let frame = serve.ws("classic/CartPole-v1", &[]).await.unwrap();
-    assert_ws(greedy.ws_refused, &frame, "OpenEnv ws");
+    let frame = serve
+        .refused_on_every_door(row(ServerError::ClientCapReached(1)))
+        .await;
     assert_eq!(frame["data"]["max_sessions_per_client"], 1);
 }
 
@@ -401,12 +391,7 @@ async fn a_draining_server_is_unavailable_on_every_door() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(code, draining.grpc);
-    let answers = serve.stream(vec![Req::Make(make(CARTPOLE))]).await;
-    assert_stream(draining, &answers[0], "stream make");
-    let reset = serve.post("/openenv/classic/CartPole-v1/reset", "{}").await;
-    assert_http(draining, &reset, "OpenEnv reset");
-    let frame = serve.ws("classic/CartPole-v1", &[]).await.unwrap();
-    assert_ws(draining.ws_refused, &frame, "OpenEnv ws");
+    serve.refused_on_every_door(draining).await;
     let run = serve.post("/run_code", r#"{"code": "print(1)"}"#).await;
     assert_http(draining, &run, "run_code");
     let body = r#"{"dataset": "he", "id": "HumanEval/0", "completion": ""}"#;
@@ -414,6 +399,19 @@ async fn a_draining_server_is_unavailable_on_every_door() {
 }
 
 impl Serve {
+    /// A new session of CartPole is refused with `row` on all four doors (gRPC unary and stream,
+    /// OpenEnv HTTP and WebSocket); returns the WebSocket's refusal frame.
+    async fn refused_on_every_door(&self, row: &Row) -> Value {
+        assert_eq!(self.unary_make_fails(CARTPOLE).await, row.grpc);
+        let answers = self.stream(vec![Req::Make(make(CARTPOLE))]).await;
+        assert_stream(row, &answers[0], "stream make");
+        let reset = self.post("/openenv/classic/CartPole-v1/reset", "{}").await;
+        assert_http(row, &reset, "OpenEnv reset");
+        let frame = self.ws("classic/CartPole-v1", &[]).await.unwrap();
+        assert_ws(row.ws_refused, &frame, "OpenEnv ws");
+        frame
+    }
+
     /// `Code::Ok` when a unary `make` succeeds (the session is closed again), else its code.
     async fn unary_make_fails_or_ok(&self, env: &str) -> Code {
         let mut c = self.client().await;

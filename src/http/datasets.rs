@@ -14,14 +14,13 @@
 //! `exec_info` is `/run_code`'s answer for the program's own run, with the component's verdict
 //! folded in: a failed component is `Failed`, its failing tests' errors are appended to `stderr`,
 //! and an exit code of 0 becomes 1 (the program together with its tests did not succeed).
-//! A failure of the machinery is a 500 in FastAPI's shape, never `accepted: false`.
+//! A failure of the machinery is the error table's answer (503, retry) in FastAPI's shape, never
+//! `accepted: false`.
 //!
 //! Not served: SandboxFusion's `CommonOJDataset` with `provided_data` (tests sent in the request),
 //! `/list_ids`, `/get_metrics`. The request's `config` is accepted and ignored.
 
-use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -35,50 +34,13 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
+pub use super::dataset_files::{DatasetError, Datasets};
 use super::sandbox_fusion::{RunCodeResponse, run_result};
-use super::{HttpState, body_rejected, invalid_json};
+use super::state::{HttpState, body_rejected, invalid_json};
 use crate::server::status::ServerError;
 
 /// The env whose evaluator scores submissions.
 const ENV_ID: &str = "codegym/Python-v0";
-
-/// The task sets served under SandboxFusion dataset names.
-#[derive(Debug, Clone, Default)]
-pub struct Datasets {
-    sets: BTreeMap<String, Arc<TaskSet>>,
-}
-
-/// A dataset file that failed to load (names the dataset and the file).
-#[derive(Debug, thiserror::Error)]
-#[error("dataset {name:?}: {error}")]
-pub struct DatasetError {
-    name: String,
-    /// Not a `#[source]`: the message already carries it (an error chain would repeat it).
-    error: env_coding::tasks::TaskError,
-}
-
-impl Datasets {
-    /// Loads every `name -> task file` (blocking file IO).
-    pub fn load(files: &BTreeMap<String, PathBuf>) -> Result<Datasets, DatasetError> {
-        let mut sets = BTreeMap::new();
-        for (name, path) in files {
-            let set = TaskSet::load(path).map_err(|error| DatasetError {
-                name: name.clone(),
-                error,
-            })?;
-            sets.insert(name.clone(), Arc::new(set));
-        }
-        Ok(Datasets { sets })
-    }
-
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.sets.keys().map(String::as_str)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.sets.is_empty()
-    }
-}
 
 /// `GetPromptsRequest` (`config` accepted, ignored; unknown fields ignored as pydantic does).
 #[derive(Debug, Deserialize)]
@@ -159,7 +121,6 @@ fn parse<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, 
 fn dataset<'a>(state: &'a HttpState, name: &str) -> Result<&'a Arc<TaskSet>, Failure> {
     state
         .datasets
-        .sets
         .get(name)
         .ok_or_else(|| ServerError::UnknownDataset(name.to_string()))
 }

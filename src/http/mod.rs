@@ -16,10 +16,12 @@
 //! What this module adds on top of the handlers: the request body cap (`max_request_bytes`, as on
 //! gRPC), optional bearer-token auth, and the drain on shutdown (the gRPC server's token).
 
+mod dataset_files;
 pub mod datasets;
 mod openenv;
 mod openenv_ws;
 mod sandbox_fusion;
+mod state;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -27,7 +29,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::header;
 use axum::middleware::{self, Next};
@@ -36,10 +37,10 @@ use axum::routing::{any, get, post};
 use codegym_sandbox::Sandbox;
 use env_core::Kwargs;
 use serde::Deserialize;
-use serde_json::json;
 use tokio::net::TcpListener;
 
 use crate::server::status::ServerError;
+use state::HttpState;
 
 /// The `http` section of the `serve` config file. Every field is optional; unknown fields are
 /// rejected.
@@ -82,7 +83,7 @@ pub struct HttpOptions {
     /// [`HttpConfig::max_sessions_per_client`].
     pub max_sessions_per_client: Option<usize>,
     /// The task sets behind the dataset endpoints (empty: `/list_datasets` answers `[]`).
-    pub datasets: datasets::Datasets,
+    pub datasets: dataset_files::Datasets,
 }
 
 /// Why the HTTP listener stopped.
@@ -92,16 +93,6 @@ pub enum HttpError {
     Io(#[from] std::io::Error),
     #[error("http.openenv_kwargs: {0}")]
     OpenEnvKwargs(#[from] env_core::EnvError),
-}
-
-/// What every handler sees.
-pub(crate) struct HttpState {
-    pub server: Arc<crate::server::state::State>,
-    pub sandbox: Arc<Sandbox>,
-    pub datasets: datasets::Datasets,
-    auth_token: Option<String>,
-    /// OpenEnv `make` kwargs by canonical env id.
-    pub openenv_kwargs: BTreeMap<String, Kwargs>,
 }
 
 /// Serves the facades until the server's shutdown token is cancelled, then lets in-flight requests
@@ -161,28 +152,6 @@ pub(crate) fn router(state: Arc<HttpState>) -> Router {
 
 async fn not_found() -> Response {
     ServerError::NoRoute.into_response()
-}
-
-/// A body axum could not read: over the size cap, or broken off.
-pub(crate) fn body_rejected(rejection: BytesRejection) -> ServerError {
-    let text = rejection.body_text();
-    match rejection {
-        BytesRejection::FailedToBufferBody(
-            axum::extract::rejection::FailedToBufferBody::LengthLimitError(_),
-        ) => ServerError::BodyTooLarge(text),
-        _ => ServerError::BadBody(text),
-    }
-}
-
-/// FastAPI's validation failure for a body that is not JSON or does not fit the model.
-pub(crate) fn invalid_json(e: &serde_json::Error) -> ServerError {
-    let kind = match e.classify() {
-        serde_json::error::Category::Data => "model_attributes_type",
-        _ => "json_invalid",
-    };
-    ServerError::InvalidBody(
-        json!([{ "type": kind, "loc": ["body"], "msg": e.to_string(), "input": null }]),
-    )
 }
 
 /// Bearer-token check, when a token is configured. Compared in constant time over the token's

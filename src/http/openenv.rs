@@ -24,7 +24,7 @@ use axum::response::{IntoResponse, Response};
 use env_core::{AsyncEnv, EnvError, EnvSpec, Info, Kwargs, Options, Space, Step, Tensor, Value};
 use serde_json::{Map, Value as Json, json};
 
-use super::{HttpState, body_rejected, invalid_json};
+use super::state::{HttpState, body_rejected, invalid_json};
 use crate::server::admission::admit;
 use crate::server::status::ServerError;
 

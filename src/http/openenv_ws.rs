@@ -24,8 +24,8 @@ use axum::response::{IntoResponse, Response};
 use env_core::{AsyncEnv, EnvError};
 use serde_json::{Map, Value as Json, json};
 
-use super::HttpState;
 use super::openenv::Adapter;
+use super::state::HttpState;
 use crate::server::admission::admit;
 use crate::server::status::{ServerError, ws_protocol_frame};
 

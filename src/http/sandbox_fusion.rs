@@ -30,7 +30,7 @@ use env_core::{EnvError, ExecutionResult};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{HttpState, body_rejected, invalid_json};
+use super::state::{HttpState, body_rejected, invalid_json};
 use crate::server::status::ServerError;
 
 /// SandboxFusion's output cut per stream: its runners keep the first MiB.

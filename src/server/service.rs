@@ -1,6 +1,7 @@
 //! `codegym.v1.EnvService`: the unary RPCs and `ListTasks` (`Evaluate` lives in `evaluate.rs`, the
-//! `Session` stream in `stream.rs`, the parsing both share in `requests.rs`). `ListTasks` renders each task's opening messages with the
-//! rollout engine's default prompts, so datasets prompt models exactly as `codegym rollout` does.
+//! `Session` stream in `stream.rs`, the parsing both share in `requests.rs`). `ListTasks` renders
+//! each task's opening messages with the rollout engine's default prompts, so datasets prompt
+//! models exactly as `codegym rollout` does.
 
 use std::pin::Pin;
 use std::sync::Arc;

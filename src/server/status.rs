@@ -26,7 +26,7 @@ pub enum ServerError {
     SessionNotFound(String),
     #[error("session limit reached ({0} sessions open); close sessions or raise --max-sessions")]
     TooManySessions(usize),
-    #[error("this client already holds {0} sessions (max_sessions_per_client)")]
+    #[error("this client already holds {0} sessions (http.max_sessions_per_client)")]
     ClientCapReached(usize),
     #[error("this stream has no session yet: send `make` first")]
     NoSession,

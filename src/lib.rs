@@ -1,5 +1,5 @@
 //! The `codegym` package: the gRPC environment server (`server`), its HTTP facades for
-//! SandboxFusion and OpenEnv clients (`http`), configuration files (`config`), its Prometheus
+//! SandboxFusion and OpenEnv clients (`http`), both wired to one state (`listeners`), configuration files (`config`), its Prometheus
 //! metrics (`metrics`),
 //! the process's descriptor setup (`fds`) and the default environment registry, behind the
 //! `codegym` binary (and used by the `codegym-bench` benchmarks). The binary's `cli` module only
@@ -8,6 +8,7 @@
 pub mod config;
 pub mod fds;
 pub mod http;
+pub mod listeners;
 pub mod metrics;
 pub mod server;
 

@@ -22,7 +22,7 @@ pub async fn run(clients: &[usize], duration: Duration) -> anyhow::Result<String
     let http = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let (grpc_addr, http_addr) = (grpc.local_addr()?, http.local_addr()?);
     let stop = tokio_util::sync::CancellationToken::new();
-    let server = tokio::spawn(codegym::server::serve_with_http(
+    let server = tokio::spawn(codegym::listeners::serve_with_http(
         Arc::new(registry),
         Default::default(),
         grpc,

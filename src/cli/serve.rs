@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
-use codegym::server::{self, ServerConfig};
+use codegym::server::ServerConfig;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -152,7 +152,14 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         println!("metrics listening on {local}");
     }
     std::io::stdout().flush()?;
-    server::serve_with_http(Arc::new(registry), config.server, listener, http, shutdown).await?;
+    codegym::listeners::serve_with_http(
+        Arc::new(registry),
+        config.server,
+        listener,
+        http,
+        shutdown,
+    )
+    .await?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -15,20 +15,18 @@
 //! `exec_info` is `/run_code`'s answer for the program's own run, with the component's verdict
 //! folded in: a failed component is `Failed`, its failing tests' errors are appended to `stderr`,
 //! and an exit code of 0 becomes 1 (the program together with its tests did not succeed).
-//! A failure of the machinery is a 500 in FastAPI's shape, never `accepted: false`.
+//! A failure of the machinery is the error table's answer (503, retry) in FastAPI's shape, never
+//! `accepted: false`.
 //!
 //! Not served: SandboxFusion's `CommonOJDataset` with `provided_data` (tests sent in the request),
 //! `/list_ids`, `/get_metrics`. The request's `config` is accepted and ignored.
 
-use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use env_coding::tasks::{Task, TaskSet};
 use env_core::{EvalItem, ExecutionResult, Value};
@@ -37,49 +35,13 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
+pub use super::dataset_files::{DatasetError, Datasets};
 use super::sandbox_fusion::{RunCodeResponse, run_result};
-use super::{HttpState, detail};
+use super::state::{HttpState, body_rejected, invalid_json};
+use crate::server::status::ServerError;
 
 /// The env whose evaluator scores submissions.
 const ENV_ID: &str = "codegym/Python-v0";
-
-/// The task sets served under SandboxFusion dataset names.
-#[derive(Debug, Clone, Default)]
-pub struct Datasets {
-    sets: BTreeMap<String, Arc<TaskSet>>,
-}
-
-/// A dataset file that failed to load (names the dataset and the file).
-#[derive(Debug, thiserror::Error)]
-#[error("dataset {name:?}: {error}")]
-pub struct DatasetError {
-    name: String,
-    /// Not a `#[source]`: the message already carries it (an error chain would repeat it).
-    error: env_coding::tasks::TaskError,
-}
-
-impl Datasets {
-    /// Loads every `name -> task file` (blocking file IO).
-    pub fn load(files: &BTreeMap<String, PathBuf>) -> Result<Datasets, DatasetError> {
-        let mut sets = BTreeMap::new();
-        for (name, path) in files {
-            let set = TaskSet::load(path).map_err(|error| DatasetError {
-                name: name.clone(),
-                error,
-            })?;
-            sets.insert(name.clone(), Arc::new(set));
-        }
-        Ok(Datasets { sets })
-    }
-
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.sets.keys().map(String::as_str)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.sets.is_empty()
-    }
-}
 
 /// `GetPromptsRequest` (`config` accepted, ignored; unknown fields ignored as pydantic does).
 #[derive(Debug, Deserialize)]
@@ -142,46 +104,34 @@ fn id_json(id: &str) -> serde_json::Value {
     }
 }
 
-/// An error answer, boxed: `Response` is large.
-type Failure = Box<Response>;
+/// An error answer: the table's status and FastAPI's shape.
+type Failure = ServerError;
 
 /// `Prompt {id, prompt, labels}`.
 fn prompt(task: &Task) -> serde_json::Value {
     json!({"id": id_json(&task.id), "prompt": task.prompt, "labels": task.metadata})
 }
 
-/// FastAPI's 422 for a body that is not JSON or does not fit the model.
+/// The request model, or FastAPI's validation failure.
 fn parse<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, Failure> {
-    let body = body.map_err(|r| Box::new(detail(r.status(), r.body_text())))?;
-    serde_json::from_slice(&body).map_err(|e| {
-        let kind = match e.classify() {
-            serde_json::error::Category::Data => "model_attributes_type",
-            _ => "json_invalid",
-        };
-        Box::new(detail(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            json!([{ "type": kind, "loc": ["body"], "msg": e.to_string(), "input": null }]),
-        ))
-    })
+    let body = body.map_err(body_rejected)?;
+    serde_json::from_slice(&body).map_err(|e| invalid_json(&e))
 }
 
-/// The dataset, or SandboxFusion's 400 for a name it has no eval class for.
+/// The dataset, or SandboxFusion's answer for a name it has no eval class for.
 fn dataset<'a>(state: &'a HttpState, name: &str) -> Result<&'a Arc<TaskSet>, Failure> {
-    state.datasets.sets.get(name).ok_or_else(|| {
-        Box::new(detail(
-            StatusCode::BAD_REQUEST,
-            format!("no eval class found for dataset {name}"),
-        ))
-    })
+    state
+        .datasets
+        .get(name)
+        .ok_or_else(|| ServerError::UnknownDataset(name.to_string()))
 }
 
 fn task<'a>(set: &'a TaskSet, dataset: &str, id: &Id) -> Result<&'a Arc<Task>, Failure> {
-    set.get(&id.key()).ok_or_else(|| {
-        Box::new(detail(
-            StatusCode::NOT_FOUND,
-            format!("no prompt with id {} in dataset {dataset}", id.json()),
-        ))
-    })
+    set.get(&id.key())
+        .ok_or_else(|| ServerError::UnknownPrompt {
+            dataset: dataset.to_string(),
+            id: id.json().to_string(),
+        })
 }
 
 /// `GET /list_datasets`.
@@ -205,7 +155,7 @@ pub(crate) async fn get_prompts(
             .collect();
         Ok(axum::Json(prompts).into_response())
     })();
-    result.unwrap_or_else(|e: Failure| *e)
+    result.unwrap_or_else(|e: Failure| e.into_response())
 }
 
 /// `POST /get_prompt_by_id`.
@@ -219,7 +169,7 @@ pub(crate) async fn get_prompt_by_id(
         let task = task(set, &request.dataset, &request.id)?;
         Ok(axum::Json(prompt(task)).into_response())
     })();
-    result.unwrap_or_else(|e: Failure| *e)
+    result.unwrap_or_else(|e: Failure| e.into_response())
 }
 
 /// `POST /submit`.
@@ -227,9 +177,21 @@ pub(crate) async fn submit(
     State(state): State<Arc<HttpState>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    // A draining server takes no new work, as no door takes new sessions.
+    if state.server.draining.is_cancelled() {
+        return ServerError::ShuttingDown.into_response();
+    }
     match submit_inner(&state, body).await {
         Ok(r) => r,
-        Err(r) => *r,
+        Err(e) => {
+            // The server's own failures are worth a warning; a client's mistakes are not.
+            if e.http_status().is_server_error() {
+                tracing::warn!(error = %e, "submit: scoring failed");
+            } else {
+                tracing::debug!(error = %e, "submit refused");
+            }
+            e.into_response()
+        }
     }
 }
 
@@ -247,17 +209,9 @@ async fn submit_inner(
         None => None,
     };
     let code = task.program_from_completion(block.unwrap_or(&request.completion));
-    let machinery = |message: String| {
-        tracing::warn!(dataset = %request.dataset, id = %request.id.key(), error = %message, "submit: scoring failed");
-        Box::new(detail(StatusCode::INTERNAL_SERVER_ERROR, message))
-    };
     let task_json = serde_json::to_value(task.as_ref())
-        .map_err(|e| machinery(format!("cannot encode the task: {e}")))?;
-    let evaluator = state
-        .server
-        .registry
-        .evaluator(ENV_ID)
-        .map_err(|e| machinery(e.to_string()))?;
+        .map_err(|e| ServerError::Internal(format!("cannot encode the task: {e}")))?;
+    let evaluator = state.server.registry.evaluator(ENV_ID)?;
     let mut kwargs = env_core::Kwargs::new();
     kwargs.insert("extract".into(), json!("raw"));
     let mut options = env_core::Options::new();
@@ -270,14 +224,12 @@ async fn submit_inner(
     let step = AssertUnwindSafe(evaluator.evaluate(kwargs, vec![item]))
         .catch_unwind()
         .await
-        .map_err(|_| machinery("the evaluator panicked".into()))?
-        .map_err(|e| machinery(e.to_string()))?
+        .map_err(|_| ServerError::EnvPanicked)??
         .into_iter()
         .next()
-        .ok_or_else(|| machinery("the evaluator returned no result".into()))?
-        .map_err(|e| machinery(e.to_string()))?;
+        .ok_or_else(|| ServerError::Internal("the evaluator returned no result".into()))??;
     let Value::Execution(run) = &step.obs else {
-        return Err(machinery(format!(
+        return Err(ServerError::Internal(format!(
             "the evaluator's observation is {}, not an execution",
             step.obs.kind()
         )));

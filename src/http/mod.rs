@@ -16,11 +16,12 @@
 //! What this module adds on top of the handlers: the request body cap (`max_request_bytes`, as on
 //! gRPC), optional bearer-token auth, and the drain on shutdown (the gRPC server's token).
 
-mod clients;
+mod dataset_files;
 pub mod datasets;
 mod openenv;
 mod openenv_ws;
 mod sandbox_fusion;
+mod state;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -29,17 +30,17 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::header;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use codegym_sandbox::Sandbox;
 use env_core::Kwargs;
 use serde::Deserialize;
-use serde_json::json;
 use tokio::net::TcpListener;
 
 use crate::server::status::ServerError;
+use state::HttpState;
 
 /// The `http` section of the `serve` config file. Every field is optional; unknown fields are
 /// rejected.
@@ -55,8 +56,9 @@ pub struct HttpConfig {
     /// "session"}}`): OpenEnv's clients send none, so the server decides, as OpenEnv's own servers
     /// do per deployment. Envs not listed get their defaults.
     pub openenv_kwargs: BTreeMap<String, Kwargs>,
-    /// The most OpenEnv WebSocket sessions one client (peer IP) may hold at once; `None` (the
-    /// default): only the server's `max_sessions`, shared by all.
+    /// The most sessions one client (peer IP) may hold at once, counted over every door (gRPC
+    /// unary and stream, OpenEnv HTTP and WebSocket); `None` (the default): only the server's
+    /// `max_sessions`, shared by all.
     pub max_sessions_per_client: Option<usize>,
     /// SandboxFusion dataset name -> task file (native, HumanEval or MBPP) served by the dataset
     /// endpoints; loaded once at start-up.
@@ -81,7 +83,7 @@ pub struct HttpOptions {
     /// [`HttpConfig::max_sessions_per_client`].
     pub max_sessions_per_client: Option<usize>,
     /// The task sets behind the dataset endpoints (empty: `/list_datasets` answers `[]`).
-    pub datasets: datasets::Datasets,
+    pub datasets: dataset_files::Datasets,
 }
 
 /// Why the HTTP listener stopped.
@@ -93,22 +95,10 @@ pub enum HttpError {
     OpenEnvKwargs(#[from] env_core::EnvError),
 }
 
-/// What every handler sees.
-pub(crate) struct HttpState {
-    pub server: Arc<crate::server::State>,
-    pub sandbox: Arc<Sandbox>,
-    pub datasets: datasets::Datasets,
-    auth_token: Option<String>,
-    /// OpenEnv `make` kwargs by canonical env id.
-    pub openenv_kwargs: BTreeMap<String, Kwargs>,
-    /// Open WebSocket sessions by client.
-    pub clients: Arc<clients::ClientSessions>,
-}
-
 /// Serves the facades until the server's shutdown token is cancelled, then lets in-flight requests
 /// finish (WebSocket sessions end on the same token).
 pub(crate) async fn serve(
-    server: Arc<crate::server::State>,
+    server: Arc<crate::server::state::State>,
     http: HttpListener,
 ) -> Result<(), HttpError> {
     let addr = http.listener.local_addr()?;
@@ -127,7 +117,6 @@ pub(crate) async fn serve(
         datasets: options.datasets,
         auth_token: options.auth_token,
         openenv_kwargs,
-        clients: clients::ClientSessions::new(options.max_sessions_per_client),
     });
     tracing::info!(%addr, auth = state.auth_token.is_some(), "serving the HTTP facades (SandboxFusion, OpenEnv)");
     // The peer's address is what a per-client session cap counts by.
@@ -161,13 +150,8 @@ pub(crate) fn router(state: Arc<HttpState>) -> Router {
         .with_state(state)
 }
 
-/// FastAPI's error shape, which both SandboxFusion and OpenEnv servers answer with.
-pub(crate) fn detail(status: StatusCode, detail: impl Into<serde_json::Value>) -> Response {
-    (status, axum::Json(json!({ "detail": detail.into() }))).into_response()
-}
-
 async fn not_found() -> Response {
-    detail(StatusCode::NOT_FOUND, "Not Found")
+    ServerError::NoRoute.into_response()
 }
 
 /// Bearer-token check, when a token is configured. Compared in constant time over the token's
@@ -191,27 +175,7 @@ async fn auth(State(state): State<Arc<HttpState>>, request: Request, next: Next)
     if same {
         return next.run(request).await;
     }
-    let mut response = detail(StatusCode::UNAUTHORIZED, "Not authenticated");
-    response
-        .headers_mut()
-        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-    response
-}
-
-/// The HTTP status of a failure: derived from the gRPC table in `server/status.rs`, so both
-/// protocols classify every failure the same way.
-pub(crate) fn http_status(e: &ServerError) -> StatusCode {
-    use tonic::Code;
-    match e.code() {
-        // FastAPI answers request validation failures with 422; OpenEnv clients expect it.
-        Code::InvalidArgument => StatusCode::UNPROCESSABLE_ENTITY,
-        Code::NotFound => StatusCode::NOT_FOUND,
-        Code::AlreadyExists | Code::FailedPrecondition => StatusCode::CONFLICT,
-        Code::ResourceExhausted | Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-        Code::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
-        Code::Unimplemented => StatusCode::NOT_IMPLEMENTED,
-        _ => StatusCode::INTERNAL_SERVER_ERROR,
-    }
+    ServerError::Unauthenticated.into_response()
 }
 
 #[cfg(test)]

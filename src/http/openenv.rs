@@ -16,14 +16,16 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
+use std::net::{IpAddr, SocketAddr};
+
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::extract::{ConnectInfo, Path, State};
 use axum::response::{IntoResponse, Response};
 use env_core::{AsyncEnv, EnvError, EnvSpec, Info, Kwargs, Options, Space, Step, Tensor, Value};
 use serde_json::{Map, Value as Json, json};
 
-use super::{HttpState, detail, http_status};
+use super::state::{HttpState, body_rejected, invalid_json};
+use crate::server::admission::admit;
 use crate::server::status::ServerError;
 
 /// How one env's values look in OpenEnv's JSON.
@@ -323,28 +325,18 @@ fn flatten(json: &Json, out: &mut Vec<f64>) -> Option<()> {
     }
 }
 
-/// An error as an HTTP response in OpenEnv's (FastAPI's) shape.
-fn error_response(e: ServerError) -> Response {
-    detail(http_status(&e), e.to_string())
-}
-
-/// The JSON object of a request body (an empty body is `{}`), or the error response (boxed: a
-/// response is large).
-fn parse_body(body: Result<Bytes, BytesRejection>) -> Result<Map<String, Json>, Box<Response>> {
-    let body = body.map_err(|r| Box::new(detail(r.status(), r.body_text())))?;
+/// The JSON object of a request body (an empty body is `{}`).
+fn parse_body(body: Result<Bytes, BytesRejection>) -> Result<Map<String, Json>, ServerError> {
+    let body = body.map_err(body_rejected)?;
     if body.is_empty() {
         return Ok(Map::new());
     }
     match serde_json::from_slice::<Json>(&body) {
         Ok(Json::Object(map)) => Ok(map),
-        Ok(_) => Err(Box::new(detail(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "the body must be a JSON object",
+        Ok(_) => Err(ServerError::InvalidBody(json!(
+            "the body must be a JSON object"
         ))),
-        Err(e) => Err(Box::new(detail(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            json!([{"type": "json_invalid", "loc": ["body"], "msg": e.to_string(), "input": null}]),
-        ))),
+        Err(e) => Err(invalid_json(&e)),
     }
 }
 
@@ -354,7 +346,7 @@ pub(crate) async fn health(
 ) -> Response {
     match Adapter::lookup(&state, &ns, &name) {
         Ok(_) => axum::Json(json!({"status": "healthy"})).into_response(),
-        Err(e) => error_response(e),
+        Err(e) => e.into_response(),
     }
 }
 
@@ -372,7 +364,7 @@ pub(crate) async fn metadata(
             "documentation_url": null,
         }))
         .into_response(),
-        Err(e) => error_response(e),
+        Err(e) => e.into_response(),
     }
 }
 
@@ -382,7 +374,7 @@ pub(crate) async fn schema(
 ) -> Response {
     match Adapter::lookup(&state, &ns, &name) {
         Ok(a) => axum::Json(a.schema()).into_response(),
-        Err(e) => error_response(e),
+        Err(e) => e.into_response(),
     }
 }
 
@@ -390,13 +382,14 @@ pub(crate) async fn schema(
 pub(crate) async fn reset(
     State(state): State<Arc<HttpState>>,
     Path((ns, name)): Path<(String, String)>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let data = match parse_body(body) {
         Ok(d) => d,
-        Err(r) => return *r,
+        Err(e) => return e.into_response(),
     };
-    one_shot(&state, &ns, &name, |adapter, env| {
+    one_shot(&state, peer.ip(), &ns, &name, |adapter, env| {
         Box::pin(async move {
             let (seed, options) = adapter.reset_args(&data)?;
             let (obs, info) = env.reset(seed, options).await?;
@@ -410,19 +403,20 @@ pub(crate) async fn reset(
 pub(crate) async fn step(
     State(state): State<Arc<HttpState>>,
     Path((ns, name)): Path<(String, String)>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let data = match parse_body(body) {
         Ok(d) => d,
-        Err(r) => return *r,
+        Err(e) => return e.into_response(),
     };
     let Some(action) = data.get("action").cloned() else {
-        return detail(
-            StatusCode::UNPROCESSABLE_ENTITY,
+        return ServerError::InvalidBody(
             json!([{"type": "missing", "loc": ["body", "action"], "msg": "Field required", "input": Json::Object(data)}]),
-        );
+        )
+        .into_response();
     };
-    one_shot(&state, &ns, &name, |adapter, env| {
+    one_shot(&state, peer.ip(), &ns, &name, |adapter, env| {
         Box::pin(async move {
             let action = adapter.action(&action)?;
             env.reset(None, Options::new()).await?;
@@ -435,20 +429,21 @@ pub(crate) async fn step(
 type OneShot<'a> =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<Payload, EnvError>> + Send + 'a>>;
 
-/// Makes an env (holding a session slot meanwhile), runs `f` on it, closes it, and answers with
-/// `f`'s payload or the error in OpenEnv's shape.
-async fn one_shot<F>(state: &HttpState, ns: &str, name: &str, f: F) -> Response
+/// Admits a session for `client` (its env holds the session's slots meanwhile), runs `f` on it,
+/// closes it, and answers with `f`'s payload or the error in OpenEnv's shape.
+async fn one_shot<F>(state: &HttpState, client: IpAddr, ns: &str, name: &str, f: F) -> Response
 where
     F: for<'a> FnOnce(&'a Adapter, &'a mut Box<dyn AsyncEnv>) -> OneShot<'a>,
 {
-    match one_shot_payload(state, ns, name, f).await {
+    match one_shot_payload(state, client, ns, name, f).await {
         Ok(payload) => axum::Json(payload).into_response(),
-        Err(e) => error_response(e),
+        Err(e) => e.into_response(),
     }
 }
 
 async fn one_shot_payload<F>(
     state: &HttpState,
+    client: IpAddr,
     ns: &str,
     name: &str,
     f: F,
@@ -457,15 +452,15 @@ where
     F: for<'a> FnOnce(&'a Adapter, &'a mut Box<dyn AsyncEnv>) -> OneShot<'a>,
 {
     let adapter = Adapter::lookup(state, ns, name)?;
-    if state.server.draining.is_cancelled() {
-        return Err(ServerError::ShuttingDown);
-    }
-    let _permit = state.server.sessions.reserve()?;
-    let mut env = state
-        .server
-        .registry
-        .make_async(&adapter.spec.id, &adapter.kwargs)
-        .await?;
+    let admitted = admit(
+        &state.server,
+        Some(client),
+        &adapter.spec.id,
+        &adapter.kwargs,
+    )
+    .await?;
+    let _slot = admitted.slot;
+    let mut env = admitted.env;
     let out = f(&adapter, &mut env).await;
     if let Err(e) = env.close().await {
         tracing::debug!(error = %e, "closing a one-shot env failed");

@@ -2,10 +2,11 @@
 //! OpenEnv client (`GenericEnvClient`, TRL's integration, verifiers' taskset) speaks.
 //!
 //! One socket is one session is one env (`Registry::make_async`, called only through `AsyncEnv`).
-//! The session takes a slot of the server's session table for the socket's lifetime, so the gRPC
-//! cap (`max_sessions`) bounds both protocols; over the cap the socket is accepted, answered with one
-//! `CAPACITY_REACHED` error frame and closed, as OpenEnv's server does. Requests are JSON text
-//! frames `{"type": "reset"|"step"|"state"|"close", "data": ...}`, answered one by one with
+//! The session is admitted like every other (`server::admission`) and holds its slots for the
+//! socket's lifetime, so the caps (`max_sessions`, per client) bound every protocol; a refused
+//! socket is accepted, answered with one `CAPACITY_REACHED` (full or draining) or `FACTORY_ERROR`
+//! error frame and closed, as OpenEnv's server does. Error codes come from the server's error
+//! table (`server::status`). Requests are JSON text frames `{"type": "reset"|"step"|"state"|"close", "data": ...}`, answered one by one with
 //! `observation`, `state` or `error` frames (`INVALID_JSON`, `UNKNOWN_TYPE`, `VALIDATION_ERROR` and
 //! `EXECUTION_ERROR` keep the session; `CAPACITY_REACHED`, `FACTORY_ERROR` and `SESSION_ERROR` end
 //! it). Pings are answered by the WebSocket layer, during a step too (the socket is read while the
@@ -22,11 +23,11 @@ use axum::extract::{ConnectInfo, Path, State};
 use axum::response::{IntoResponse, Response};
 use env_core::{AsyncEnv, EnvError};
 use serde_json::{Map, Value as Json, json};
-use tonic::Code;
 
 use super::openenv::Adapter;
-use super::{HttpState, detail, http_status};
-use crate::server::status::ServerError;
+use super::state::HttpState;
+use crate::server::admission::admit;
+use crate::server::status::{ServerError, ws_protocol_frame};
 
 /// `GET /ws`: upgrades, then runs the session.
 pub(crate) async fn upgrade(
@@ -37,18 +38,10 @@ pub(crate) async fn upgrade(
 ) -> Response {
     let adapter = match Adapter::lookup(&state, &ns, &name) {
         Ok(a) => a,
-        Err(e) => return detail(http_status(&e), e.to_string()),
+        Err(e) => return e.into_response(),
     };
     ws.on_upgrade(move |socket| session(state, adapter, peer.ip(), socket))
         .into_response()
-}
-
-/// An error frame.
-fn error(code: &str, message: impl std::fmt::Display, extra: Map<String, Json>) -> Json {
-    let mut data = extra;
-    data.insert("message".into(), json!(message.to_string()));
-    data.insert("code".into(), json!(code));
-    json!({"type": "error", "data": data})
 }
 
 async fn send(socket: &mut WebSocket, frame: &Json) -> bool {
@@ -70,41 +63,26 @@ async fn refuse(mut socket: WebSocket, frame: Json) {
 }
 
 async fn session(state: Arc<HttpState>, adapter: Adapter, peer: IpAddr, socket: WebSocket) {
-    // The client's own cap first: a client at its cap must not take a slot of the server's.
-    let Some(_client) = state.clients.acquire(peer) else {
-        let max = state.clients.max().unwrap_or_default();
-        let mut extra = Map::new();
-        extra.insert("max_sessions_per_client".into(), json!(max));
-        let why =
-            format!("this client already holds {max} sessions (http.max_sessions_per_client)");
-        return refuse(socket, error("CAPACITY_REACHED", why, extra)).await;
-    };
     let sessions = &state.server.sessions;
-    let permit = if state.server.draining.is_cancelled() {
-        Err(ServerError::ShuttingDown)
-    } else {
-        sessions.reserve()
-    };
-    let _permit = match permit {
-        Ok(p) => p,
+    let admitted = admit(&state.server, Some(peer), &adapter.spec.id, &adapter.kwargs).await;
+    let (mut env, _slot) = match admitted {
+        Ok(a) => (a.env, a.slot),
         Err(e) => {
+            // What the refusal frame carries beside its code, as OpenEnv's server sends it.
             let mut extra = Map::new();
-            extra.insert("active_sessions".into(), json!(sessions.open()));
-            extra.insert("max_sessions".into(), json!(sessions.limit()));
-            return refuse(socket, error("CAPACITY_REACHED", e, extra)).await;
-        }
-    };
-    let made = state
-        .server
-        .registry
-        .make_async(&adapter.spec.id, &adapter.kwargs)
-        .await;
-    let mut env = match made {
-        Ok(env) => env,
-        Err(e) => {
-            let mut extra = Map::new();
-            extra.insert("factory_name".into(), json!(adapter.spec.id));
-            return refuse(socket, error("FACTORY_ERROR", e, extra)).await;
+            match &e {
+                ServerError::ClientCapReached(max) => {
+                    extra.insert("max_sessions_per_client".into(), json!(max));
+                }
+                ServerError::TooManySessions(_) | ServerError::ShuttingDown => {
+                    extra.insert("active_sessions".into(), json!(sessions.open()));
+                    extra.insert("max_sessions".into(), json!(sessions.limit()));
+                }
+                _ => {
+                    extra.insert("factory_name".into(), json!(adapter.spec.id));
+                }
+            }
+            return refuse(socket, e.ws_frame(true, extra)).await;
         }
     };
     tracing::debug!(env_id = %adapter.spec.id, "OpenEnv WebSocket session opened");
@@ -119,7 +97,7 @@ async fn session(state: Arc<HttpState>, adapter: Adapter, peer: IpAddr, socket: 
             None => tokio::select! {
                 m = socket.recv() => m,
                 _ = shutdown.cancelled() => {
-                    refuse(socket, error("SESSION_ERROR", ServerError::ShuttingDown, Map::new())).await;
+                    refuse(socket, ServerError::ShuttingDown.ws_frame(false, Map::new())).await;
                     break;
                 }
             },
@@ -127,7 +105,7 @@ async fn session(state: Arc<HttpState>, adapter: Adapter, peer: IpAddr, socket: 
         let text = match message {
             Some(Ok(Message::Text(text))) => text,
             Some(Ok(Message::Binary(_))) => {
-                let frame = error("INVALID_JSON", "frames must be JSON text", Map::new());
+                let frame = ws_protocol_frame("INVALID_JSON", "frames must be JSON text");
                 if !send(&mut socket, &frame).await {
                     break;
                 }
@@ -205,10 +183,9 @@ async fn handle(
     let message: Json = match serde_json::from_str(text) {
         Ok(m) => m,
         Err(e) => {
-            return Reply::Frame(error(
+            return Reply::Frame(ws_protocol_frame(
                 "INVALID_JSON",
                 format!("Invalid JSON: {e}"),
-                Map::new(),
             ));
         }
     };
@@ -219,7 +196,10 @@ async fn handle(
             let data = match data {
                 Json::Object(map) => map,
                 Json::Null => Map::new(),
-                _ => return Reply::Frame(validation("reset data must be an object")),
+                _ => {
+                    let e = EnvError::InvalidOptions("reset data must be an object".into());
+                    return Reply::Frame(ServerError::from(e).ws_frame(false, Map::new()));
+                }
             };
             reset(adapter, env, episode, data).await
         }
@@ -233,10 +213,9 @@ async fn handle(
         }
         "close" => return Reply::Close,
         other => {
-            return Reply::Frame(error(
+            return Reply::Frame(ws_protocol_frame(
                 "UNKNOWN_TYPE",
                 format!("Unknown message type: {other:?}"),
-                Map::new(),
             ));
         }
     };
@@ -244,28 +223,15 @@ async fn handle(
         Ok(payload) => Reply::Frame(json!({"type": "observation", "data": payload})),
         Err(e) => {
             let e = ServerError::from(e);
-            match e.code() {
-                Code::InvalidArgument => Reply::Frame(validation(e)),
-                // The env panicked: its state is unknown, so the session ends.
-                Code::Internal => Reply::End(error("SESSION_ERROR", e, Map::new())),
-                _ => Reply::Frame(error("EXECUTION_ERROR", e, Map::new())),
+            let frame = e.ws_frame(false, Map::new());
+            // The env panicked: its state is unknown, so the session ends.
+            if e.ws_keeps_session() {
+                Reply::Frame(frame)
+            } else {
+                Reply::End(frame)
             }
         }
     }
-}
-
-fn validation(message: impl std::fmt::Display) -> Json {
-    let text = message.to_string();
-    let mut extra = Map::new();
-    extra.insert(
-        "errors".into(),
-        json!([{"msg": text, "type": "value_error"}]),
-    );
-    error(
-        "VALIDATION_ERROR",
-        format!("Invalid message: {text}"),
-        extra,
-    )
 }
 
 async fn reset(

@@ -21,17 +21,17 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use codegym_sandbox::lang::Language;
 use codegym_sandbox::{ExecRequest, Limits};
-use env_core::ExecutionResult;
+use env_core::{EnvError, ExecutionResult};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{HttpState, detail};
+use super::state::{HttpState, body_rejected, invalid_json};
+use crate::server::status::ServerError;
 
 /// SandboxFusion's output cut per stream: its runners keep the first MiB.
 const OUTPUT_CAP: usize = 1 << 20;
@@ -162,48 +162,50 @@ pub(crate) async fn run_code(
     State(state): State<Arc<HttpState>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let body = match body {
-        Ok(body) => body,
-        Err(rejection) => return detail(rejection.status(), rejection.body_text()),
-    };
-    let request: RunCodeRequest = match serde_json::from_slice(&body) {
+    let request: RunCodeRequest = match body
+        .map_err(body_rejected)
+        .and_then(|body| serde_json::from_slice(&body).map_err(|e| invalid_json(&e)))
+    {
         Ok(r) => r,
-        Err(e) => return validation_error(&e),
+        Err(e) => return e.into_response(),
     };
     if !LANGUAGES.contains(&request.language.as_str()) {
-        return detail(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            json!([{
-                "type": "literal_error",
-                "loc": ["body", "language"],
-                "msg": format!("Input should be one of: {}", LANGUAGES.join(", ")),
-                "input": request.language,
-            }]),
-        );
+        return ServerError::InvalidBody(json!([{
+            "type": "literal_error",
+            "loc": ["body", "language"],
+            "msg": format!("Input should be one of: {}", LANGUAGES.join(", ")),
+            "input": request.language,
+        }]))
+        .into_response();
     }
-    let response = execute(&state, request).await;
-    axum::Json(response).into_response()
+    // A draining server takes no new work, as no door takes new sessions.
+    if state.server.draining.is_cancelled() {
+        return ServerError::ShuttingDown.into_response();
+    }
+    match execute(&state, request).await {
+        Ok(response) => axum::Json(response).into_response(),
+        // SandboxFusion reports a failure of the run itself (the machinery, a language it cannot
+        // run, a bad file) in the body, with HTTP 200 and the status `SandboxError`.
+        Err(e) if e.reported_in_judge_body() => {
+            tracing::warn!(error = %e, "run_code: the run failed");
+            let message = format!("exception on running code: {e}");
+            axum::Json(RunCodeResponse::sandbox_error(message)).into_response()
+        }
+        Err(e) => e.into_response(),
+    }
 }
 
-/// FastAPI's 422 for a body that is not JSON or does not fit the model.
-fn validation_error(e: &serde_json::Error) -> Response {
-    let kind = match e.classify() {
-        serde_json::error::Category::Data => "model_attributes_type",
-        _ => "json_invalid",
-    };
-    detail(
-        StatusCode::UNPROCESSABLE_ENTITY,
-        json!([{ "type": kind, "loc": ["body"], "msg": e.to_string(), "input": null }]),
-    )
-}
-
-async fn execute(state: &HttpState, request: RunCodeRequest) -> RunCodeResponse {
-    // Issue 14: every language codegym has a toolchain table for.
+async fn execute(
+    state: &HttpState,
+    request: RunCodeRequest,
+) -> Result<RunCodeResponse, ServerError> {
+    // Every language codegym has a toolchain table for.
     let Ok(language) = Language::parse(&request.language) else {
-        return RunCodeResponse::sandbox_error(format!(
-            "exception on running code: language {:?} is not supported by this server",
+        return Err(EnvError::Unsupported(format!(
+            "language {:?} is not supported by this server",
             request.language
-        ));
+        ))
+        .into());
     };
     let mut files = Vec::with_capacity(request.files.len());
     for (path, content) in request.files {
@@ -211,9 +213,10 @@ async fn execute(state: &HttpState, request: RunCodeRequest) -> RunCodeResponse 
         match B64.decode(content.as_bytes()) {
             Ok(bytes) => files.push((path, bytes)),
             Err(e) => {
-                return RunCodeResponse::sandbox_error(format!(
-                    "exception on running code: file {path:?} is not valid base64: {e}"
-                ));
+                return Err(EnvError::InvalidOptions(format!(
+                    "file {path:?} is not valid base64: {e}"
+                ))
+                .into());
             }
         }
     }
@@ -250,14 +253,14 @@ async fn execute(state: &HttpState, request: RunCodeRequest) -> RunCodeResponse 
             let compile = result.compile.as_deref().map(run_result);
             if result.compile_failed() {
                 // SandboxFusion runs nothing after a failed compile.
-                return RunCodeResponse {
+                return Ok(RunCodeResponse {
                     status: "Failed",
                     message: String::new(),
                     compile_result: compile,
                     run_result: None,
                     executor_pod_name: None,
                     files: fetched,
-                };
+                });
             }
             let run = run_result(&result);
             // SandboxFusion's rule: a timeout or any non-zero return code fails the run.
@@ -266,19 +269,16 @@ async fn execute(state: &HttpState, request: RunCodeRequest) -> RunCodeResponse 
             } else {
                 "Success"
             };
-            RunCodeResponse {
+            Ok(RunCodeResponse {
                 status,
                 message: String::new(),
                 compile_result: compile,
                 run_result: Some(run),
                 executor_pod_name: None,
                 files: fetched,
-            }
+            })
         }
-        Err(e) => {
-            tracing::warn!(error = %e, "run_code: the sandbox failed");
-            RunCodeResponse::sandbox_error(format!("exception on running code: {e}"))
-        }
+        Err(e) => Err(EnvError::Infrastructure(e.to_string()).into()),
     }
 }
 

@@ -18,8 +18,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::Status;
 use tracing::Instrument;
 
-use super::State;
 use super::deadline::{self, Deadline};
+use super::state::State;
 use super::status::ServerError;
 
 /// A parsed `EvaluateRequest`: the env's evaluator, its kwargs, the well-formed items with their

@@ -9,10 +9,15 @@
 //! finishes); a `Session` stream owns its environment outright and closes it when the stream ends,
 //! however it ends.
 
+pub(crate) mod admission;
+mod clients;
+mod config;
 mod deadline;
 mod evaluate;
+mod requests;
 mod service;
 pub(crate) mod sessions;
+pub(crate) mod state;
 pub mod status;
 mod stream;
 mod tools;
@@ -23,62 +28,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use env_core::Registry;
+use futures::future::BoxFuture;
 use proto::v1::env_service_server::EnvServiceServer;
-use serde::Deserialize;
 use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
 use tonic::transport::server::TcpIncoming;
 
+pub use config::ServerConfig;
 pub use service::EnvServer;
+use state::State;
 
-/// Server limits. Every field has a default; unknown fields are rejected.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ServerConfig {
-    /// Sessions open at once (unary and stream); more get RESOURCE_EXHAUSTED.
-    pub max_sessions: usize,
-    /// A unary session untouched for this many milliseconds is closed: its client has vanished.
-    pub idle_timeout_ms: u64,
-    /// Largest accepted request message, in bytes.
-    pub max_request_bytes: usize,
-    /// Largest `Evaluate` batch.
-    pub max_evaluate_items: usize,
-    /// After a shutdown signal, how many milliseconds in-flight work may take before the server stops
-    /// anyway.
-    pub shutdown_grace_ms: u64,
-    /// After a shutdown signal, how many milliseconds the server keeps working before it starts to
-    /// stop: health answers NOT_SERVING and new sessions are refused (UNAVAILABLE) at once, while
-    /// open sessions go on. Lets load balancers and client pools (which poll `grpc.health.v1`)
-    /// move new work elsewhere and lets running episodes finish. 0: stop at once.
-    pub drain_ms: u64,
-}
-
-impl ServerConfig {
-    pub fn idle_timeout(&self) -> Duration {
-        Duration::from_millis(self.idle_timeout_ms)
-    }
-
-    pub fn shutdown_grace(&self) -> Duration {
-        Duration::from_millis(self.shutdown_grace_ms)
-    }
-
-    pub fn drain(&self) -> Duration {
-        Duration::from_millis(self.drain_ms)
-    }
-}
-
-impl Default for ServerConfig {
-    fn default() -> Self {
-        ServerConfig {
-            max_sessions: 10_000,
-            idle_timeout_ms: 600_000,
-            max_request_bytes: 16 << 20,
-            max_evaluate_items: 10_000,
-            shutdown_grace_ms: 30_000,
-            drain_ms: 0,
-        }
-    }
-}
+/// Another listener sharing the server's state (the HTTP facades): started with the state, it
+/// stops taking work when `State::shutdown` is cancelled, and the server waits for it to finish.
+pub(crate) type Companion = Box<dyn FnOnce(Arc<State>) -> BoxFuture<'static, ()> + Send>;
 
 /// Failures that stop the server itself (not a request).
 #[derive(Debug, thiserror::Error)]
@@ -91,17 +52,6 @@ pub enum ServeError {
     Transport(#[from] tonic::transport::Error),
 }
 
-/// Shared state of all handlers.
-pub(crate) struct State {
-    pub registry: Arc<Registry>,
-    pub config: ServerConfig,
-    pub sessions: sessions::SessionTable,
-    /// Cancelled when a shutdown signal arrives: new sessions are refused (open ones go on).
-    pub draining: CancellationToken,
-    /// Cancelled when shutdown starts (`drain_ms` after the signal): streams stop taking requests.
-    pub shutdown: CancellationToken,
-}
-
 /// Serves until `shutdown` resolves, then drains: in-flight requests finish, streams end, every
 /// session is closed. Returns once all of that is done or `shutdown_grace` has passed.
 pub async fn serve(
@@ -110,30 +60,22 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
-    serve_with_http(registry, config, listener, None, shutdown).await
+    serve_with(State::new(registry, config, None), listener, None, shutdown).await
 }
 
-/// [`serve`], plus the HTTP facades on a second listener when `http` is given: one session table
-/// (one cap), one registry and sandbox, one shutdown covering both listeners.
-pub async fn serve_with_http(
-    registry: Arc<Registry>,
-    config: ServerConfig,
+/// [`serve`] over a given state, plus a `companion` listener on the same state: one session table
+/// (one cap), one registry, one shutdown covering both listeners.
+pub(crate) async fn serve_with(
+    state: Arc<State>,
     listener: TcpListener,
-    http: Option<crate::http::HttpListener>,
+    companion: Option<Companion>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
     let addr: SocketAddr = listener.local_addr().map_err(ServeError::Listener)?;
-    let token = CancellationToken::new();
-    let draining = CancellationToken::new();
-    let state = Arc::new(State {
-        registry,
-        sessions: sessions::SessionTable::new(config.max_sessions),
-        config,
-        draining: draining.clone(),
-        shutdown: token.clone(),
-    });
-    let reaper = tokio::spawn(sessions::reap_idle(state.clone()));
-    let http = http.map(|http| tokio::spawn(crate::http::serve(state.clone(), http)));
+    let token = state.shutdown.clone();
+    let draining = state.draining.clone();
+    let reaper = tokio::spawn(state.clone().reap_idle());
+    let companion = companion.map(|start| tokio::spawn(start(state.clone())));
 
     // The environments and the sandbox passed their start-up self-test before the server was
     // built (`registry_and_sandbox`), so the server is SERVING from its first connection.
@@ -187,15 +129,13 @@ pub async fn serve_with_http(
         .add_service(reflection_v1alpha)
         .add_service(env_service)
         .serve_with_incoming_shutdown(incoming, signal);
-    // Both listeners stop taking work on the same token; the HTTP one drains its own connections.
+    // Both listeners stop taking work on the same token; the companion drains its own connections.
     let server = async move {
         let grpc = server.await.map_err(ServeError::from);
-        if let Some(http) = http {
-            match http.await {
-                Ok(Err(e)) => tracing::error!(error = %e, "the HTTP listener failed"),
-                Err(e) => tracing::error!(error = %e, "the HTTP listener task failed"),
-                Ok(Ok(())) => {}
-            }
+        if let Some(companion) = companion
+            && let Err(e) = companion.await
+        {
+            tracing::error!(error = %e, "the companion listener's task failed");
         }
         grpc
     };

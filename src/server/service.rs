@@ -1,22 +1,23 @@
-//! `codegym.v1.EnvService`: the unary RPCs and `ListTasks` (`Evaluate` lives in `evaluate.rs`), plus the request parsing
-//! shared with the `Session` stream. `ListTasks` renders each task's opening messages with the
-//! rollout engine's default prompts, so datasets prompt models exactly as `codegym rollout` does.
+//! `codegym.v1.EnvService`: the unary RPCs and `ListTasks` (`Evaluate` lives in `evaluate.rs`, the
+//! `Session` stream in `stream.rs`, the parsing both share in `requests.rs`). `ListTasks` renders
+//! each task's opening messages with the rollout engine's default prompts, so datasets prompt
+//! models exactly as `codegym rollout` does.
 
 use std::pin::Pin;
 use std::sync::Arc;
 
 use std::panic::AssertUnwindSafe;
 
-use env_core::{AsyncEnv, EnvSpec, Options, Value};
 use futures::{FutureExt, Stream};
-use proto::convert::{self, ConvertError};
+use proto::convert;
 use proto::v1;
 use rollout::dataset::record::EpisodeMode;
 use tonic::{Request, Response, Status, Streaming};
 
-use super::State;
+use super::admission::admit;
 use super::deadline;
-use super::sessions::Permit;
+use super::requests::{make_response, parse_action, parse_make, parse_reset, reset_response};
+use super::state::State;
 use super::status::ServerError;
 
 /// The service implementation; cheap to clone.
@@ -28,59 +29,6 @@ pub struct EnvServer {
 impl EnvServer {
     pub(crate) fn new(state: Arc<State>) -> Self {
         EnvServer { state }
-    }
-}
-
-/// A fresh env for `make`, with its capacity slot. Synchronous constructors that may block run
-/// through the registry's offload (the blocking pool).
-/// `stream`: the request came over a `Session` stream, which can serve host tools (issue 12).
-pub(crate) async fn make_env(
-    state: &Arc<State>,
-    req: v1::MakeRequest,
-    stream: bool,
-) -> Result<(Box<dyn AsyncEnv>, EnvSpec, Permit), ServerError> {
-    if state.draining.is_cancelled() {
-        return Err(ServerError::ShuttingDown);
-    }
-    let kwargs = convert::json_object(&req.kwargs_json, "kwargs_json")?;
-    // Issue 12: tool calls need a client to forward them to, which only a stream has.
-    let declares_tools = kwargs
-        .get("tools")
-        .is_some_and(|t| !t.is_null() && t.as_array().is_none_or(|a| !a.is_empty()));
-    if declares_tools && !stream {
-        return Err(ServerError::ToolsNeedStream);
-    }
-    let spec = state.registry.spec(&req.env_id)?.clone();
-    let permit = state.sessions.reserve()?;
-    let env = state.registry.make_async(&req.env_id, &kwargs).await?;
-    Ok((env, spec, permit))
-}
-
-pub(crate) fn parse_reset(req: &v1::ResetRequest) -> Result<(Option<u64>, Options), ServerError> {
-    Ok((
-        req.seed,
-        convert::json_object(&req.options_json, "options_json")?,
-    ))
-}
-
-pub(crate) fn parse_action(req: v1::StepRequest) -> Result<Value, ServerError> {
-    Ok(convert::value_from_proto(
-        req.action.ok_or(ConvertError::Missing("action"))?,
-    )?)
-}
-
-pub(crate) fn make_response(state: &State, session_id: String, spec: &EnvSpec) -> v1::MakeResponse {
-    let evaluate = state.registry.supports_evaluate(&spec.id).unwrap_or(false);
-    v1::MakeResponse {
-        session_id,
-        spec: Some(convert::spec_to_proto(spec, evaluate)),
-    }
-}
-
-pub(crate) fn reset_response((obs, info): (Value, env_core::Info)) -> v1::ResetResponse {
-    v1::ResetResponse {
-        observation: Some(convert::value_to_proto(&obs)),
-        info_json: convert::json_text(&info),
     }
 }
 
@@ -111,10 +59,15 @@ impl v1::env_service_server::EnvService for EnvServer {
         req: Request<v1::MakeRequest>,
     ) -> Result<Response<v1::MakeResponse>, Status> {
         let deadline = deadline::from_request(&req);
+        let client = req.remote_addr().map(|a| a.ip());
         let state = &self.state;
         let response = deadline::within(deadline, async {
-            let (env, spec, permit) = make_env(state, req.into_inner(), false).await?;
-            let session = state.sessions.insert(spec, env, permit);
+            let req = req.into_inner();
+            let kwargs = parse_make(&req, false)?;
+            let admitted = admit(state, client, &req.env_id, &kwargs).await?;
+            let session = state
+                .sessions
+                .insert(admitted.spec, admitted.env, admitted.slot);
             tracing::Span::current().record("session_id", session.id.as_str());
             tracing::debug!("session created");
             Ok(make_response(state, session.id.clone(), &session.spec))
@@ -167,7 +120,8 @@ impl v1::env_service_server::EnvService for EnvServer {
         req: Request<Streaming<v1::SessionRequest>>,
     ) -> Result<Response<Self::SessionStream>, Status> {
         let span = tracing::info_span!("session_stream", session_id = tracing::field::Empty);
-        let rx = super::stream::spawn(self.state.clone(), req.into_inner(), span);
+        let client = req.remote_addr().map(|a| a.ip());
+        let rx = super::stream::spawn(self.state.clone(), req.into_inner(), client, span);
         Ok(Response::new(Box::pin(rx)))
     }
 

@@ -1,4 +1,5 @@
-//! Sessions: the environments behind unary calls, the global session cap, and the idle reaper.
+//! Sessions: the environments behind unary calls, the global session cap, and which sessions sit
+//! idle (the reaper in `state.rs` closes them).
 //!
 //! A session's env sits behind an async mutex. Each call runs in a task of its own that holds the
 //! lock, so calls on one session serialize, calls on different sessions run in parallel, and a call
@@ -13,7 +14,7 @@ use std::time::{Duration, Instant};
 use env_core::{AsyncEnv, EnvError, EnvFuture, EnvSpec};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::State;
+use super::clients::ClientSlot;
 use super::status::ServerError;
 
 /// A capacity slot; dropping it frees the slot (and the `codegym_sessions_open` gauge follows).
@@ -34,6 +35,22 @@ impl Drop for Permit {
     }
 }
 
+/// The capacity one session holds: a slot of the server-wide cap and, when the client is known,
+/// one of the client's; dropping it frees both.
+pub struct Slot {
+    _server: Permit,
+    _client: Option<ClientSlot>,
+}
+
+impl Slot {
+    pub(crate) fn new(server: Permit, client: Option<ClientSlot>) -> Self {
+        Slot {
+            _server: server,
+            _client: client,
+        }
+    }
+}
+
 /// One unary session.
 pub struct Session {
     pub id: String,
@@ -43,7 +60,7 @@ pub struct Session {
     /// Milliseconds since the table's epoch at the last call; read by the reaper.
     last_used: AtomicU64,
     epoch: Instant,
-    _permit: Permit,
+    _slot: Slot,
 }
 
 impl Session {
@@ -134,14 +151,14 @@ impl SessionTable {
             .map_err(|_| ServerError::TooManySessions(self.max))
     }
 
-    pub fn insert(&self, spec: EnvSpec, env: Box<dyn AsyncEnv>, permit: Permit) -> Arc<Session> {
+    pub fn insert(&self, spec: EnvSpec, env: Box<dyn AsyncEnv>, slot: Slot) -> Arc<Session> {
         let session = Arc::new(Session {
             id: uuid::Uuid::new_v4().to_string(),
             spec,
             env: tokio::sync::Mutex::new(Some(env)),
             last_used: AtomicU64::new(0),
             epoch: self.epoch,
-            _permit: permit,
+            _slot: slot,
         });
         session.touch();
         self.lock().insert(session.id.clone(), session.clone());
@@ -177,27 +194,11 @@ impl SessionTable {
         self.map.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn idle(&self, ttl: Duration) -> Vec<String> {
+    pub(super) fn idle(&self, ttl: Duration) -> Vec<String> {
         self.lock()
             .values()
             .filter(|s| s.idle_for() >= ttl && s.env.try_lock().is_ok())
             .map(|s| s.id.clone())
             .collect()
-    }
-}
-
-/// Closes unary sessions whose clients have vanished (no call for `idle_timeout`).
-pub async fn reap_idle(state: Arc<State>) {
-    let ttl = state.config.idle_timeout();
-    let period = (ttl / 4).clamp(Duration::from_millis(50), Duration::from_secs(30));
-    let mut tick = tokio::time::interval(period);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        for id in state.sessions.idle(ttl) {
-            if state.sessions.remove(&id).await {
-                tracing::info!(session_id = %id, idle = ?ttl, "reaped idle session");
-            }
-        }
     }
 }

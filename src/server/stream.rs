@@ -6,6 +6,7 @@
 //! being handled finishes first. An env that panics is dropped: the stream goes on without a session.
 
 use std::collections::VecDeque;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use env_core::{AsyncEnv, EnvError, EnvFuture};
@@ -16,9 +17,10 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Status, Streaming};
 use tracing::Instrument;
 
-use super::State;
-use super::service::{make_env, make_response, parse_action, parse_reset, reset_response};
-use super::sessions::Permit;
+use super::admission::admit;
+use super::requests::{make_response, parse_action, parse_make, parse_reset, reset_response};
+use super::sessions::Slot;
+use super::state::State;
 use super::status::ServerError;
 use super::tools::{self, Bridge};
 
@@ -27,13 +29,14 @@ const BUFFER: usize = 64;
 
 struct Owned {
     env: Box<dyn AsyncEnv>,
-    _permit: Permit,
+    _slot: Slot,
 }
 
 /// Starts the stream's task and returns the response stream.
 pub fn spawn(
     state: Arc<State>,
     mut inbound: Streaming<v1::SessionRequest>,
+    client: Option<IpAddr>,
     span: tracing::Span,
 ) -> ReceiverStream<Result<v1::SessionResponse, Status>> {
     let (tx, rx) = mpsc::channel(BUFFER);
@@ -76,7 +79,7 @@ pub fn spawn(
                     }
                     kind => kind,
                 };
-                let handled = handle(&state, &mut session, kind, &handler);
+                let handled = handle(&state, client, &mut session, kind, &handler);
                 let outcome = serve_tools(
                     handled,
                     &mut bridge,
@@ -145,6 +148,7 @@ async fn serve_tools<F: std::future::Future<Output = Result<Resp, ServerError>>>
 
 async fn handle(
     state: &Arc<State>,
+    client: Option<IpAddr>,
     session: &mut Option<Owned>,
     kind: Option<Req>,
     tool_handler: &host_tool_calls::ToolHandler,
@@ -157,16 +161,19 @@ async fn handle(
                 return Err(ServerError::SessionExists);
             }
             // Issue 12: envs made here can call host tools, which this stream serves.
-            let (env, spec, permit) =
-                host_tool_calls::with_handler(tool_handler.clone(), make_env(state, req, true))
-                    .await?;
+            let kwargs = parse_make(&req, true)?;
+            let admitted = host_tool_calls::with_handler(
+                tool_handler.clone(),
+                admit(state, client, &req.env_id, &kwargs),
+            )
+            .await?;
             let id = uuid::Uuid::new_v4().to_string();
             tracing::Span::current().record("session_id", id.as_str());
             *session = Some(Owned {
-                env,
-                _permit: permit,
+                env: admitted.env,
+                _slot: admitted.slot,
             });
-            Ok(Resp::Make(make_response(state, id, &spec)))
+            Ok(Resp::Make(make_response(state, id, &admitted.spec)))
         }
         Req::Reset(req) => {
             let (seed, options) = parse_reset(&req)?;

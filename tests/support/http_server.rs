@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use codegym::http::{HttpListener, HttpOptions};
-use codegym::server::{self, ServerConfig};
+use codegym::server::ServerConfig;
 use tokio::sync::oneshot;
 
 /// A server with both listeners, stopped on drop.
@@ -34,7 +34,7 @@ impl HttpServer {
             sandbox,
             options,
         };
-        tokio::spawn(server::serve_with_http(
+        tokio::spawn(codegym::listeners::serve_with_http(
             Arc::new(registry),
             config,
             grpc,

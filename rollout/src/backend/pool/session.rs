@@ -224,13 +224,17 @@ impl PooledSession {
                 continue;
             }
             return match message.kind {
-                Some(Resp::Error(e)) => Err(CallError::Answer(tonic::Status::new(
-                    tonic::Code::from(e.code),
-                    e.message,
-                ))),
+                Some(Resp::Error(e)) => Err(CallError::Answer(answered_status(e))),
                 Some(kind) => Ok(kind),
                 None => Err(CallError::Lost("an answer without a kind".into())),
             };
         }
     }
+}
+
+/// The status the server answered on the stream, rebuilt as it was sent (code and message): the
+/// server's error table chose it, so this is no status of the client's own making.
+#[allow(clippy::disallowed_methods)]
+fn answered_status(e: v1::Error) -> tonic::Status {
+    tonic::Status::new(tonic::Code::from(e.code), e.message)
 }

@@ -1,6 +1,7 @@
 //! Sessions per client: with `http.max_sessions_per_client`, one client (one peer IP address) may
-//! hold at most that many OpenEnv WebSocket sessions at once, so that one runaway trainer cannot take
-//! the whole session cap (`server.max_sessions`, shared with gRPC) from every other client.
+//! hold at most that many sessions at once, over every door (gRPC unary and stream, OpenEnv HTTP
+//! and WebSocket), so that one runaway trainer cannot take the whole session cap
+//! (`server.max_sessions`) from every other client.
 
 use std::collections::HashMap;
 use std::net::IpAddr;

@@ -1,5 +1,6 @@
-//! Coding environments (`codegym/Python-v0`): every step runs LLM-written Python in a real sandbox and
-//! computes an honest reward from the exit code and the output.
+//! Coding environments (`codegym/Code-v0`, formerly `codegym/Python-v0`, still an alias): every
+//! step runs LLM-written code in a real sandbox and computes an honest reward from the exit code and
+//! the output.
 //!
 //! - [`register`] creates one shared `codegym_sandbox::Sandbox` and registers the env and its
 //!   batch evaluator in an `env_core::Registry`; [`new_sandbox`] is how everything else makes one
@@ -30,4 +31,4 @@ mod verdicts;
 pub use code_extract::ExtractMode;
 pub use config::{CodingConfig, Mode};
 pub use env::{CodingEnv, MAX_TEXT_LEN};
-pub use register::{CodingError, PYTHON_ENV_ID, new_sandbox, register};
+pub use register::{CODE_ENV_ID, CodingError, PYTHON_ENV_ID, new_sandbox, register};

@@ -8,7 +8,7 @@ use codegym_sandbox::SandboxConfig;
 use env_coding::completions::check_tasks;
 use env_coding::reward::run::EvalOptions;
 use env_coding::tasks::TaskSet;
-use rollout::dataset::record::EpisodeMode;
+use prompts::{EpisodeMode, Prompts};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
@@ -48,7 +48,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::List(args) => {
             let set = TaskSet::load(&args.file)?;
             if args.json {
-                let prompts = rollout::config::Prompts::default();
+                let prompts = Prompts::default();
                 for t in set.iter() {
                     let language = t.language.name();
                     let (system, user) =

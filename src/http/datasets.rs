@@ -40,7 +40,7 @@ use super::sandbox_fusion::{RunCodeResponse, run_result};
 use super::{HttpState, detail};
 
 /// The env whose evaluator scores submissions.
-const ENV_ID: &str = "codegym/Python-v0";
+const ENV_ID: &str = env_coding::CODE_ENV_ID;
 
 /// The task sets served under SandboxFusion dataset names.
 #[derive(Debug, Clone, Default)]

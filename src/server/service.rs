@@ -9,9 +9,9 @@ use std::panic::AssertUnwindSafe;
 
 use env_core::{AsyncEnv, EnvSpec, Options, Value};
 use futures::{FutureExt, Stream};
+use prompts::{EpisodeMode, Prompts};
 use proto::convert::{self, ConvertError};
 use proto::v1;
-use rollout::dataset::record::EpisodeMode;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::State;
@@ -220,7 +220,7 @@ impl v1::env_service_server::EnvService for EnvServer {
                 .map_err(ServerError::from)
         })
         .await?;
-        let prompts = rollout::config::Prompts::default();
+        let prompts = Prompts::default();
         let tasks = page
             .tasks
             .iter()

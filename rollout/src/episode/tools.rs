@@ -1,130 +1,26 @@
-//! The turn loops of both modes: code-block (answer, run the first block in the episode's language
-//! as a `run_python` or `run_code` action, show the feedback) and tools (follow function calls until the model answers without one).
+//! Tools mode: the model calls the env's tools (`run_python` or `run_code`, and in session mode
+//! `write_file` / `read_file`) as chat function calls; each call is one env step answered with a
+//! tool message, until the model answers without a call.
 
-use std::time::Instant;
-
-use env_core::{EnvError, Value};
+use env_core::Value;
 use serde_json::json;
-
-use super::primitives::{StepResult, call_model, env_step, push_step};
-use super::{Ending, EpisodeContext, EpisodePlan, EpisodeState, format, millis};
-use crate::dataset::record::{
-    ActionRecord, ChatMessage, EnvStepRecord, EpisodeMode, ErrorKind, ErrorRecord, Role,
-    StopReason, ToolCall,
+use trajectory::record::{
+    ActionRecord, ChatMessage, ChatToolCall, EnvStepRecord, ErrorKind, ErrorRecord, StopReason,
 };
 
-/// Runs the episode until it ends on its own terms.
-pub(super) async fn drive(
+use super::format;
+use super::primitives::{StepResult, call_model, env_step, open, push_step};
+use super::state::{Ending, EpisodeContext, EpisodePlan, EpisodeState};
+
+/// Plays the episode in tools mode.
+pub(super) async fn play(
     ctx: &EpisodeContext,
     plan: &EpisodePlan,
     st: &mut EpisodeState,
 ) -> Ending {
-    // Issue 12: program-of-thought mode makes its own env (with the engine's host tools).
-    if ctx.config.episode.mode == EpisodeMode::ProgramOfThought {
-        return super::pot::drive(ctx, plan, st).await;
+    if let Err(ending) = open(ctx, plan, st).await {
+        return ending;
     }
-    match setup(ctx, plan, st).await {
-        Ok(()) => {}
-        Err(ending) => return ending,
-    }
-    match ctx.config.episode.mode {
-        EpisodeMode::CodeBlock => code_block_loop(ctx, plan, st).await,
-        EpisodeMode::Tools | EpisodeMode::ProgramOfThought => tools_loop(ctx, plan, st).await,
-        EpisodeMode::Autocoder => super::autocoder::run(ctx, plan, st).await,
-    }
-}
-
-/// `make` + `reset`, then the system and task messages.
-pub(super) async fn setup(
-    ctx: &EpisodeContext,
-    plan: &EpisodePlan,
-    st: &mut EpisodeState,
-) -> Result<(), Ending> {
-    let config = &ctx.config;
-    let t = Instant::now();
-    let made = ctx
-        .backend
-        .make(&config.env_id, &config.env_kwargs, st.avoid_server)
-        .await;
-    st.env_ms += millis(t.elapsed());
-    st.session = Some(made.map_err(env_ending)?);
-    let options = ctx
-        .backend
-        .task_options(&plan.task_id)
-        .map_err(env_ending)?;
-    let t = Instant::now();
-    let reset = match st.session.as_mut() {
-        Some(s) => s.reset(Some(plan.seed), options).await,
-        None => Err(EnvError::ClosedEnvironment),
-    };
-    st.env_ms += millis(t.elapsed());
-    let (obs, info) = reset.map_err(env_ending)?;
-    // Issue 14: the episode's language, as the env chose it (the task's or a reset option's).
-    st.language = info
-        .get("language")
-        .and_then(|v| v.as_str())
-        .filter(|l| *l != "python")
-        .map(str::to_string);
-    let task = format::observation_text(&obs);
-    // Data tasks (issue 13): the env's summary of the task's sample files, for `{data_context}`.
-    let data_context = info
-        .get("data_context")
-        .and_then(|v| v.as_str())
-        .unwrap_or_default();
-    let language = st.language.as_deref().unwrap_or("python");
-    let (system, user) =
-        config
-            .episode
-            .prompts
-            .opening_in(config.episode.mode, &task, data_context, language);
-    st.messages.push(ChatMessage::text(Role::System, system));
-    st.messages.push(ChatMessage::text(Role::User, user));
-    Ok(())
-}
-
-async fn code_block_loop(
-    ctx: &EpisodeContext,
-    plan: &EpisodePlan,
-    st: &mut EpisodeState,
-) -> Ending {
-    let ep = &ctx.config.episode;
-    for turn in 0..ep.max_turns {
-        let completion = match call_model(ctx, plan, st, None).await {
-            Ok(c) => c,
-            Err(ending) => return ending,
-        };
-        let content = completion.message.content.unwrap_or_default();
-        // Issue 14: a block in the episode's language; a block in another one is no code.
-        let language = st.language.clone();
-        let block = match &language {
-            None => code_extract::first_python_block(&content),
-            Some(l) => code_extract::first_block_in(&content, l),
-        };
-        let Some(code) = block.map(str::to_string) else {
-            return Ending::new(StopReason::NoCode);
-        };
-        let action = match &language {
-            None => run_python(&code),
-            Some(l) => run_code(&code, l),
-        };
-        let obs = match env_step(st, action, ActionRecord::CodeBlock { code, language }, None).await
-        {
-            Ok(StepResult::Done(ending)) => return ending,
-            Ok(StepResult::Continue { obs }) => *obs,
-            Err(ending) => return ending,
-        };
-        if turn + 1 < ep.max_turns {
-            let (obs, reward) = obs;
-            let language = st.language.as_deref().unwrap_or("python");
-            let template = format::render(&ep.prompts.feedback, &[("language", language)]);
-            let text = format::feedback(&template, &obs, reward, false, ep.feedback_max_chars);
-            st.messages.push(ChatMessage::text(Role::User, text));
-        }
-    }
-    Ending::new(StopReason::MaxTurns)
-}
-
-async fn tools_loop(ctx: &EpisodeContext, plan: &EpisodePlan, st: &mut EpisodeState) -> Ending {
     let ep = &ctx.config.episode;
     let session = ctx
         .config
@@ -132,7 +28,7 @@ async fn tools_loop(ctx: &EpisodeContext, plan: &EpisodePlan, st: &mut EpisodeSt
         .get("mode")
         .and_then(serde_json::Value::as_str)
         == Some("session");
-    // Issue 14: an episode in another language gets `run_code` instead of `run_python`.
+    // An episode in another language gets `run_code` instead of `run_python`.
     let tools = format::tool_definitions(session, st.language.as_deref());
     for _ in 0..ep.max_turns {
         let completion = match call_model(ctx, plan, st, Some(&tools)).await {
@@ -165,22 +61,10 @@ async fn tools_loop(ctx: &EpisodeContext, plan: &EpisodePlan, st: &mut EpisodeSt
     Ending::new(StopReason::MaxTurns)
 }
 
-/// The env action running exactly `code`: the tool call the coding env accepts in every mode.
-/// Sending the model's whole text instead would let the env extract again, by its own `extract`
-/// kwarg (`raw` runs the prose too), and run something else than the record says.
-pub(super) fn run_python(code: &str) -> Value {
-    Value::Json(json!({"tool": "run_python", "code": code}))
-}
-
-/// Issue 14: the same for a program in `language` (SandboxFusion's name), the env's `run_code`.
-fn run_code(code: &str, language: &str) -> Value {
-    Value::Json(json!({"tool": "run_code", "code": code, "language": language}))
-}
-
 /// Turns a tool call into the env's action (`{"tool": name, ...arguments}`). `run_code` without a
 /// `language` runs in the episode's (`language`, `None`: Python).
 fn decode_tool_call(
-    call: &ToolCall,
+    call: &ChatToolCall,
     language: Option<&str>,
 ) -> Result<(Value, ActionRecord), String> {
     let args: serde_json::Value = serde_json::from_str(&call.function.arguments)
@@ -195,7 +79,6 @@ fn decode_tool_call(
         "run_python" => ActionRecord::RunPython {
             code: field("code")?,
         },
-        // Issue 14.
         "run_code" => ActionRecord::RunCode {
             code: field("code")?,
             language: match args.get("language") {
@@ -224,7 +107,7 @@ fn decode_tool_call(
     Ok((Value::Json(serde_json::Value::Object(action)), record))
 }
 
-fn record_invalid_call(st: &mut EpisodeState, call: &ToolCall, why: &str) {
+fn record_invalid_call(st: &mut EpisodeState, call: &ChatToolCall, why: &str) {
     let error = ErrorRecord {
         kind: ErrorKind::Env,
         status: None,
@@ -255,19 +138,17 @@ fn record_invalid_call(st: &mut EpisodeState, call: &ToolCall, why: &str) {
     ));
 }
 
-pub(super) fn env_ending(e: EnvError) -> Ending {
-    Ending::error(StopReason::Error, ErrorKind::Env, e.to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::episode::primitives::{run_code, run_python};
+    use trajectory::record::FunctionCall;
 
-    fn call(name: &str, args: &str) -> ToolCall {
-        ToolCall {
+    fn call(name: &str, args: &str) -> ChatToolCall {
+        ChatToolCall {
             id: "c".into(),
             kind: "function".into(),
-            function: crate::dataset::record::FunctionCall {
+            function: FunctionCall {
                 name: name.into(),
                 arguments: args.into(),
             },
@@ -301,7 +182,7 @@ mod tests {
 
     #[test]
     fn run_code_calls_are_the_code_block_action_in_the_episode_language() {
-        // Issue 14: one action for a C++ program, from a code block or from the tool.
+        // One action for a C++ program, from a code block or from the tool.
         let src = r#"{"code":"int main(){}"}"#;
         let (action, record) = decode_tool_call(&call("run_code", src), Some("cpp")).unwrap();
         assert_eq!(action, run_code("int main(){}", "cpp"));

@@ -5,18 +5,15 @@
 use trajectory::record::{ActionRecord, ChatMessage, Role, StopReason};
 
 use super::format;
-use super::primitives::{StepResult, call_model, env_step, open, run_code, run_python};
+use super::primitives::{StepResult, call_model, env_step, run_code, run_python};
 use super::state::{Ending, EpisodeContext, EpisodePlan, EpisodeState};
 
-/// Plays the episode in code-block mode.
+/// Plays the episode in code-block mode, after its opening.
 pub(super) async fn play(
     ctx: &EpisodeContext,
     plan: &EpisodePlan,
     st: &mut EpisodeState,
 ) -> Ending {
-    if let Err(ending) = open(ctx, plan, st).await {
-        return ending;
-    }
     let ep = &ctx.config.episode;
     for turn in 0..ep.max_turns {
         let completion = match call_model(ctx, plan, st, None).await {

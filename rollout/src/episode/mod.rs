@@ -166,7 +166,14 @@ pub async fn run_episode(
 
 /// The one dispatch on the episode's mode: each mode is one module over the shared primitives.
 async fn play(ctx: &EpisodeContext, plan: &EpisodePlan, st: &mut EpisodeState) -> Ending {
-    match ctx.config.episode.mode {
+    let mode = ctx.config.episode.mode;
+    // Program-of-thought mode opens its own env (session mode, with the engine's host tools).
+    if mode != EpisodeMode::ProgramOfThought {
+        if let Err(ending) = primitives::open(ctx, plan, st).await {
+            return ending;
+        }
+    }
+    match mode {
         EpisodeMode::CodeBlock => code_block::play(ctx, plan, st).await,
         EpisodeMode::Tools => tools::play(ctx, plan, st).await,
         EpisodeMode::ProgramOfThought => pot::play(ctx, plan, st).await,

@@ -18,7 +18,8 @@ use super::state::{Ending, EpisodeContext, EpisodePlan, EpisodeState};
 use crate::client::{ChatRequest, Completion, millis};
 
 /// `make` + `reset` on the episode's task, then the system and task messages of the episode's mode
-/// (every mode but program-of-thought, which makes its env with the engine's host tools).
+/// (the opening of every mode but program-of-thought, which makes its env with the engine's host
+/// tools).
 pub(super) async fn open(
     ctx: &EpisodeContext,
     plan: &EpisodePlan,
@@ -199,22 +200,7 @@ pub(super) async fn env_step(
                 status: None,
                 message: e.to_string(),
             };
-            push_step(
-                st,
-                EnvStepRecord {
-                    action: record,
-                    tool_call_id,
-                    execution: None,
-                    observation: None,
-                    reward: 0.0,
-                    reward_breakdown: None,
-                    terminated: false,
-                    truncated: false,
-                    info: serde_json::Map::new(),
-                    duration_ms,
-                    error: Some(error.clone()),
-                },
-            );
+            push_failed_step(st, record, tool_call_id, error.clone(), duration_ms);
             if invalid {
                 // The model's action was at fault, not the machinery: let it see why.
                 return Ok(StepResult::Continue {
@@ -264,6 +250,33 @@ pub(super) async fn env_step(
     Ok(StepResult::Continue {
         obs: Box::new((step.obs, step.reward)),
     })
+}
+
+/// Records a step that did not run as asked (the env refused it, or the model's call was invalid):
+/// no execution, no reward, the error.
+pub(super) fn push_failed_step(
+    st: &mut EpisodeState,
+    action: ActionRecord,
+    tool_call_id: Option<String>,
+    error: ErrorRecord,
+    duration_ms: u64,
+) {
+    push_step(
+        st,
+        EnvStepRecord {
+            action,
+            tool_call_id,
+            execution: None,
+            observation: None,
+            reward: 0.0,
+            reward_breakdown: None,
+            terminated: false,
+            truncated: false,
+            info: serde_json::Map::new(),
+            duration_ms,
+            error: Some(error),
+        },
+    );
 }
 
 pub(super) fn push_step(st: &mut EpisodeState, step: EnvStepRecord) {

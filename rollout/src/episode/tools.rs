@@ -5,22 +5,19 @@
 use env_core::Value;
 use serde_json::json;
 use trajectory::record::{
-    ActionRecord, ChatMessage, ChatToolCall, EnvStepRecord, ErrorKind, ErrorRecord, StopReason,
+    ActionRecord, ChatMessage, ChatToolCall, ErrorKind, ErrorRecord, StopReason,
 };
 
 use super::format;
-use super::primitives::{StepResult, call_model, env_step, open, push_step};
+use super::primitives::{StepResult, call_model, env_step, push_failed_step};
 use super::state::{Ending, EpisodeContext, EpisodePlan, EpisodeState};
 
-/// Plays the episode in tools mode.
+/// Plays the episode in tools mode, after its opening.
 pub(super) async fn play(
     ctx: &EpisodeContext,
     plan: &EpisodePlan,
     st: &mut EpisodeState,
 ) -> Ending {
-    if let Err(ending) = open(ctx, plan, st).await {
-        return ending;
-    }
     let ep = &ctx.config.episode;
     let session = ctx
         .config
@@ -113,25 +110,11 @@ fn record_invalid_call(st: &mut EpisodeState, call: &ChatToolCall, why: &str) {
         status: None,
         message: format!("invalid tool call: {why}"),
     };
-    push_step(
-        st,
-        EnvStepRecord {
-            action: ActionRecord::Invalid {
-                name: call.function.name.clone(),
-                arguments: call.function.arguments.clone(),
-            },
-            tool_call_id: Some(call.id.clone()),
-            execution: None,
-            observation: None,
-            reward: 0.0,
-            reward_breakdown: None,
-            terminated: false,
-            truncated: false,
-            info: serde_json::Map::new(),
-            duration_ms: 0,
-            error: Some(error),
-        },
-    );
+    let action = ActionRecord::Invalid {
+        name: call.function.name.clone(),
+        arguments: call.function.arguments.clone(),
+    };
+    push_failed_step(st, action, Some(call.id.clone()), error, 0);
     st.messages.push(ChatMessage::tool_result(
         call.id.clone(),
         format!("error: {why}"),

@@ -20,7 +20,7 @@ use trajectory::record::{
 };
 use workbench::Solution;
 
-use super::primitives::{call_model_with, open};
+use super::primitives::call_model_with;
 use super::state::{Ending, EpisodeContext, EpisodePlan, EpisodeState};
 
 /// An answer that is not the stage's JSON is asked for again this many times.
@@ -33,15 +33,12 @@ struct Loop {
     summary: AutoCoderSummary,
 }
 
-/// Plays the episode in AutoCoder mode.
+/// Plays the episode in AutoCoder mode, after its opening.
 pub(super) async fn play(
     ctx: &EpisodeContext,
     plan: &EpisodePlan,
     st: &mut EpisodeState,
 ) -> Ending {
-    if let Err(ending) = open(ctx, plan, st).await {
-        return ending;
-    }
     let mut lp = Loop {
         structured: ctx.config.episode.autocoder.structured_outputs,
         sol: Solution::default(),

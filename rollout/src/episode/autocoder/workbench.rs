@@ -21,7 +21,7 @@ use trajectory::record::{
 
 use crate::client::millis;
 use crate::episode::format;
-use crate::episode::primitives::{StepResult, env_step, push_step, run_python};
+use crate::episode::primitives::{StepResult, env_step, push_failed_step, push_step, run_python};
 use crate::episode::state::{Ending, EpisodeContext, EpisodePlan, EpisodeState};
 
 pub(super) const SOLUTION_FILE: &str = "program.py";
@@ -181,22 +181,7 @@ fn refused(
         status: None,
         message: e.to_string(),
     };
-    push_step(
-        st,
-        EnvStepRecord {
-            action,
-            tool_call_id: None,
-            execution: None,
-            observation: None,
-            reward: 0.0,
-            reward_breakdown: None,
-            terminated: false,
-            truncated: false,
-            info: serde_json::Map::new(),
-            duration_ms,
-            error: Some(error),
-        },
-    );
+    push_failed_step(st, action, None, error, duration_ms);
     if !request_fault {
         return Err(Ending::env(e));
     }

@@ -168,10 +168,10 @@ pub async fn run_episode(
 async fn play(ctx: &EpisodeContext, plan: &EpisodePlan, st: &mut EpisodeState) -> Ending {
     let mode = ctx.config.episode.mode;
     // Program-of-thought mode opens its own env (session mode, with the engine's host tools).
-    if mode != EpisodeMode::ProgramOfThought {
-        if let Err(ending) = primitives::open(ctx, plan, st).await {
-            return ending;
-        }
+    if mode != EpisodeMode::ProgramOfThought
+        && let Err(ending) = primitives::open(ctx, plan, st).await
+    {
+        return ending;
     }
     match mode {
         EpisodeMode::CodeBlock => code_block::play(ctx, plan, st).await,

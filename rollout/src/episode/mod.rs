@@ -4,10 +4,11 @@
 //! to that point.
 //!
 //! Layers, bottom up: [`state`] (the context, plan, state and ending every mode shares) and
-//! [`format`] (text shown to the model); `primitives` (open the episode, call the model, step the
-//! env, the actions that run a program); one module per episode mode on top of them (`code_block`,
-//! `tools`, `pot` for program-of-thought, `autocoder`); this module, which picks the mode once and
-//! owns the episode's lifetime (deadline, cancellation, restarts on another env server, the record).
+//! [`format`](mod@format) (text shown to the model); `primitives` (open the episode, call the
+//! model, step the env, the actions that run a program); one module per episode mode on top of
+//! them (`code_block`, `tools`, `pot` for program-of-thought, `autocoder`); this module, which
+//! picks the mode once and owns the episode's lifetime (deadline, cancellation, restarts on another
+//! env server, the record).
 
 mod autocoder;
 mod code_block;

@@ -1,6 +1,6 @@
 //! What an episode is played with and what it builds up: the run's shared [`EpisodeContext`], the
-//! [`EpisodePlan`] of one episode, its [`EpisodeState`] (which survives the drop of the driving
-//! future at a deadline or cancellation) and how it ended ([`Ending`]). The bottom of the episode
+//! [`EpisodePlan`] of one episode, its `EpisodeState` (which survives the drop of the driving
+//! future at a deadline or cancellation) and how it ended (`Ending`). The bottom of the episode
 //! modules: every mode reads and writes these, and this module imports none of them.
 
 use std::sync::Arc;

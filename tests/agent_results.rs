@@ -28,7 +28,7 @@ async fn episode(
     options: serde_json::Value,
 ) -> String {
     let make = v1::MakeRequest {
-        env_id: "codegym/Python-v0".into(),
+        env_id: "codegym/Code-v0".into(),
         kwargs_json: kwargs.to_string(),
     };
     let id = c.make(make).await.expect("make").into_inner().session_id;

@@ -29,7 +29,7 @@ async fn a_coding_episode_over_grpc_is_rewarded_honestly() {
     let server = TestServer::start(registry(), Default::default()).await;
     let mut c = server.client().await;
     let make = v1::MakeRequest {
-        env_id: "codegym/Python-v0".into(),
+        env_id: "codegym/Code-v0".into(),
         kwargs_json: String::new(),
     };
     let id = c.make(make).await.unwrap().into_inner().session_id;
@@ -125,7 +125,7 @@ async fn evaluate_scores_a_mixed_batch_in_item_order() {
         item("hello-world", "while True: pass"),
     ];
     let req = v1::EvaluateRequest {
-        env_id: "codegym/Python-v0".into(),
+        env_id: "codegym/Code-v0".into(),
         kwargs_json: r#"{"limits": {"cpu_ms": 1000, "wall_ms": 3000}}"#.into(),
         items,
     };
@@ -160,7 +160,7 @@ async fn evaluate_scores_a_mixed_batch_in_item_order() {
 
     // Remote clients may lower the limits, never raise them past the server's.
     let greedy = v1::EvaluateRequest {
-        env_id: "codegym/Python-v0".into(),
+        env_id: "codegym/Code-v0".into(),
         kwargs_json: r#"{"limits": {"cpu_ms": 999999999}}"#.into(),
         items: vec![item("hello-world", "print('Hello, world!')")],
     };
@@ -252,7 +252,7 @@ async fn list_tasks_pages_through_the_task_set_with_rollout_prompts() {
     let server = TestServer::start(registry(), Default::default()).await;
     let mut c = server.client().await;
     let page = |token: &str, size: u32| v1::ListTasksRequest {
-        env_id: "codegym/Python-v0".into(),
+        env_id: "codegym/Code-v0".into(),
         kwargs_json: String::new(),
         page_size: size,
         page_token: token.into(),
@@ -296,4 +296,51 @@ async fn list_tasks_pages_through_the_task_set_with_rollout_prompts() {
         c.list_tasks(cartpole).await.unwrap_err().code(),
         Code::Unimplemented
     );
+}
+
+#[tokio::test]
+async fn the_former_env_id_is_an_alias_of_the_coding_env() {
+    let server = TestServer::start(registry(), Default::default()).await;
+    let mut c = server.client().await;
+    // Listed once, under its id.
+    let ids: Vec<String> = c
+        .list_envs(v1::ListEnvsRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .envs
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    assert!(ids.contains(&"codegym/Code-v0".to_string()), "{ids:?}");
+    assert!(!ids.contains(&"codegym/Python-v0".to_string()), "{ids:?}");
+    // Both ids make, reset and step the same env: the solution solves the task under either.
+    for env_id in ["codegym/Code-v0", "codegym/Python-v0", "codegym/Python"] {
+        let make = v1::MakeRequest {
+            env_id: env_id.into(),
+            kwargs_json: String::new(),
+        };
+        let made = c.make(make).await.unwrap().into_inner();
+        assert_eq!(made.spec.unwrap().id, "codegym/Code-v0", "{env_id}");
+        let reset = v1::ResetRequest {
+            session_id: made.session_id.clone(),
+            seed: None,
+            options_json: r#"{"task_id": "sum-of-squares"}"#.into(),
+        };
+        c.reset(reset).await.unwrap();
+        let step = c
+            .step(v1::StepRequest {
+                session_id: made.session_id.clone(),
+                action: code(SOLUTION),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(step.terminated && step.reward > 0.99, "{env_id}: {step:?}");
+        c.close(v1::CloseRequest {
+            session_id: made.session_id,
+        })
+        .await
+        .unwrap();
+    }
 }

@@ -38,7 +38,7 @@ fn hello(src: &str) -> v1::EvaluateItem {
 
 fn request(kwargs: &str, items: Vec<v1::EvaluateItem>) -> v1::EvaluateRequest {
     v1::EvaluateRequest {
-        env_id: "codegym/Python-v0".into(),
+        env_id: "codegym/Code-v0".into(),
         kwargs_json: kwargs.into(),
         items,
     }

@@ -65,7 +65,7 @@ impl Client {
         };
         let made = c
             .request(Req::Make(v1::MakeRequest {
-                env_id: "codegym/Python-v0".into(),
+                env_id: "codegym/Code-v0".into(),
                 kwargs_json: kwargs,
             }))
             .await;
@@ -243,7 +243,7 @@ async fn unary_make_with_tools_is_failed_precondition() {
     let mut c = server.client().await;
     let err = c
         .make(v1::MakeRequest {
-            env_id: "codegym/Python-v0".into(),
+            env_id: "codegym/Code-v0".into(),
             kwargs_json: tools_kwargs(json!({})),
         })
         .await
@@ -267,7 +267,7 @@ async fn unary_make_with_tools_is_failed_precondition() {
         tx.send(v1::SessionRequest {
             request_id: 1,
             kind: Some(Req::Make(v1::MakeRequest {
-                env_id: "codegym/Python-v0".into(),
+                env_id: "codegym/Code-v0".into(),
                 kwargs_json: kwargs.to_string(),
             })),
         })

@@ -349,7 +349,7 @@ async fn openenv_ws_sessions_share_the_session_cap_and_survive_bad_messages() {
     );
 
     // The one slot is taken: the second socket gets CAPACITY_REACHED, then a close.
-    let mut second = server.ws("codegym/Python-v0").await;
+    let mut second = server.ws("codegym/Code-v0").await;
     let refused = next_json(&mut second).await.unwrap();
     assert_eq!(refused["type"], "error");
     assert_eq!(refused["data"]["code"], "CAPACITY_REACHED", "{refused}");
@@ -400,7 +400,7 @@ async fn openenv_ws_sessions_share_the_session_cap_and_survive_bad_messages() {
     assert!(next_json(&mut first).await.is_none());
     let mut third = None;
     for _ in 0..100 {
-        let mut ws = server.ws("codegym/Python-v0").await;
+        let mut ws = server.ws("codegym/Code-v0").await;
         let reply = ask(&mut ws, json!({"type": "reset", "data": {}})).await;
         if let Some(reply) = reply.filter(|r| r["type"] == "observation") {
             third = Some(reply);
@@ -419,7 +419,7 @@ async fn observations_fit_the_published_schema() {
     let server = start(4, None).await;
     let client = reqwest::Client::new();
     for (env, action) in [
-        ("codegym/Python-v0", json!({"code": "print(6 * 7)"})),
+        ("codegym/Code-v0", json!({"code": "print(6 * 7)"})),
         ("classic/CartPole-v1", json!({"action": 0})),
     ] {
         let schema: Value = client
@@ -490,7 +490,7 @@ async fn observations_fit_the_published_schema() {
         assert_eq!(bad.status(), 422);
     }
     let coding = ask(
-        &mut server.ws("codegym/Python-v0").await,
+        &mut server.ws("codegym/Code-v0").await,
         json!({"type": "reset"}),
     )
     .await
@@ -544,7 +544,7 @@ async fn serve_with_http_reports_both_listeners_and_shuts_both_down_on_sigterm()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pings_are_answered_during_a_step_and_pipelined_frames_keep_their_order() {
     let server = start(4, None).await;
-    let mut ws = server.ws("codegym/Python-v0").await;
+    let mut ws = server.ws("codegym/Code-v0").await;
     let reset = ask(
         &mut ws,
         json!({"type": "reset", "data": {"task_id": "hello-world"}}),
@@ -588,7 +588,7 @@ async fn pings_are_answered_during_a_step_and_pipelined_frames_keep_their_order(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openenv_envs_are_made_with_the_configured_kwargs() {
     let server = start(4, None).await;
-    let mut ws = server.ws("codegym/Python-v0").await;
+    let mut ws = server.ws("codegym/Code-v0").await;
     let reset = ask(
         &mut ws,
         json!({"type": "reset", "data": {"task_id": "hello-world"}}),

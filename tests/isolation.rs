@@ -145,7 +145,7 @@ async fn through_evaluate(server: &Server) -> Vec<Json> {
         .client()
         .await
         .evaluate(v1::EvaluateRequest {
-            env_id: "codegym/Python-v0".into(),
+            env_id: "codegym/Code-v0".into(),
             kwargs_json: String::new(),
             items,
         })
@@ -177,7 +177,7 @@ async fn one_stream(server: &Server, mode: &str, i: usize) -> Json {
         .into_inner();
     let requests = [
         Req::Make(v1::MakeRequest {
-            env_id: "codegym/Python-v0".into(),
+            env_id: "codegym/Code-v0".into(),
             kwargs_json: json!({"mode": mode}).to_string(),
         }),
         Req::Reset(v1::ResetRequest {
@@ -305,7 +305,7 @@ async fn assert_visible(server: &Server, level: &str, pid_ns: bool) {
         .envs;
     let coding = envs
         .iter()
-        .find(|e| e.id == "codegym/Python-v0")
+        .find(|e| e.id == "codegym/Code-v0")
         .expect("the coding env");
     let metadata: Json = serde_json::from_str(&coding.metadata_json).expect("metadata JSON");
     let http: Json = reqwest::get(format!("http://{}/v1/sandbox", server.http))

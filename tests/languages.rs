@@ -28,7 +28,7 @@ async fn evaluate_judges_items_in_their_languages() {
     let cpp =
         "```cpp\n#include <iostream>\nint main(){int a,b;std::cin>>a>>b;std::cout<<a+b;}\n```";
     let req = v1::EvaluateRequest {
-        env_id: "codegym/Python-v0".into(),
+        env_id: "codegym/Code-v0".into(),
         kwargs_json: "{}".into(),
         items: vec![
             item("cpp", cpp),
@@ -132,7 +132,7 @@ async fn list_tasks_reports_languages_and_foreign_sets_evaluate() {
         |path: &std::path::Path| format!(r#"{{"tasks": {:?}}}"#, path.display().to_string());
     let listed = c
         .list_tasks(v1::ListTasksRequest {
-            env_id: "codegym/Python-v0".into(),
+            env_id: "codegym/Code-v0".into(),
             kwargs_json: kwargs(&multipl_e),
             page_size: 0,
             page_token: String::new(),
@@ -152,7 +152,7 @@ async fn list_tasks_reports_languages_and_foreign_sets_evaluate() {
     assert_eq!(messages[0]["content"], system.as_str());
 
     let evaluate = |path: &std::path::Path, id: &str, actions: &[String]| v1::EvaluateRequest {
-        env_id: "codegym/Python-v0".into(),
+        env_id: "codegym/Code-v0".into(),
         kwargs_json: kwargs(path),
         items: actions
             .iter()

@@ -122,7 +122,7 @@ async fn serve_metrics_follow_sessions_steps_executions_and_errors() {
         kwargs_json: String::new(),
     };
     let id = c
-        .make(make("codegym/Python-v0"))
+        .make(make("codegym/Code-v0"))
         .await
         .unwrap()
         .into_inner()
@@ -234,7 +234,7 @@ async fn serve_metrics_follow_sessions_steps_executions_and_errors() {
     )
     .unwrap();
     let id = c
-        .make(make("codegym/Python-v0"))
+        .make(make("codegym/Code-v0"))
         .await
         .unwrap()
         .into_inner()

@@ -247,7 +247,7 @@ async fn the_serve_binary_reports_its_port_and_exits_zero_on_sigterm() {
         .envs;
     let ids: Vec<_> = envs.iter().map(|e| e.id.as_str()).collect();
     assert!(
-        ids.contains(&"classic/CartPole-v1") && ids.contains(&"codegym/Python-v0"),
+        ids.contains(&"classic/CartPole-v1") && ids.contains(&"codegym/Code-v0"),
         "{ids:?}"
     );
     let session = c

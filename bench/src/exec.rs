@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use env_coding::{CodingConfig, PYTHON_ENV_ID};
+use env_coding::{CODE_ENV_ID, CodingConfig};
 use env_core::{AsyncEnv, EvalItem, Kwargs, Options, Registry, Value};
 use serde_json::json;
 
@@ -241,7 +241,7 @@ async fn measure_step(
 ) -> anyhow::Result<(f64, Latency)> {
     let mut envs: Vec<Arc<tokio::sync::Mutex<Box<dyn AsyncEnv>>>> = Vec::with_capacity(callers);
     for _ in 0..callers {
-        let env = registry.make_async(PYTHON_ENV_ID, &Kwargs::new()).await?;
+        let env = registry.make_async(CODE_ENV_ID, &Kwargs::new()).await?;
         envs.push(Arc::new(tokio::sync::Mutex::new(env)));
     }
     let envs = Arc::new(envs);
@@ -273,7 +273,7 @@ async fn measure_evaluator(
     callers: usize,
     duration: Duration,
 ) -> anyhow::Result<(f64, Latency)> {
-    let evaluator = registry.evaluator(PYTHON_ENV_ID)?;
+    let evaluator = registry.evaluator(CODE_ENV_ID)?;
     let mut options = Options::new();
     options.insert("task".into(), workload.task());
     let item = EvalItem {

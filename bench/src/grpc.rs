@@ -34,7 +34,7 @@ pub struct GrpcBenchArgs {
 pub enum BenchEnv {
     /// `classic/CartPole-v1`: measures the server and the transport alone.
     Cartpole,
-    /// `codegym/Python-v0`: sandboxed executions through the server.
+    /// `codegym/Code-v0`: sandboxed executions through the server.
     Python,
 }
 

@@ -80,7 +80,7 @@ async fn step_client(
     end: Instant,
 ) -> anyhow::Result<Vec<f64>> {
     let make = v1::MakeRequest {
-        env_id: "codegym/Python-v0".into(),
+        env_id: "codegym/Code-v0".into(),
         kwargs_json: String::new(),
     };
     let id = c.make(make).await?.into_inner().session_id;
@@ -146,7 +146,7 @@ async fn session_client(
         kind: Some(kind),
     };
     tx.send(send(Req::Make(v1::MakeRequest {
-        env_id: "codegym/Python-v0".into(),
+        env_id: "codegym/Code-v0".into(),
         kwargs_json: String::new(),
     })))
     .await?;
@@ -223,7 +223,7 @@ pub(crate) async fn evaluate_passing(
     items: Vec<v1::EvaluateItem>,
 ) -> anyhow::Result<()> {
     let req = v1::EvaluateRequest {
-        env_id: "codegym/Python-v0".into(),
+        env_id: "codegym/Code-v0".into(),
         kwargs_json: String::new(),
         items,
     };

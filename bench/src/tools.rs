@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use codegym_sandbox::{
-    Backend, ExecRequest, Sandbox, SandboxConfig, ToolCall, ToolHandler, ToolHost, ToolLimits,
+    Backend, ExecRequest, HostToolCall, Sandbox, SandboxConfig, ToolHandler, ToolHost, ToolLimits,
 };
 use env_core::{ReturnValue, Value};
 use proto::convert::{value_from_proto, value_to_proto};
@@ -57,7 +57,7 @@ pub async fn run(calls: u32, backend: Backend) -> anyhow::Result<String> {
     })
     .await??;
     let handler: ToolHandler =
-        Arc::new(|call: ToolCall| Box::pin(async move { Ok(json!(call.args)) }));
+        Arc::new(|call: HostToolCall| Box::pin(async move { Ok(json!(call.args)) }));
     for (name, f) in [
         ("local Python function (floor)", "local"),
         ("sandbox tool channel, in-process handler", "echo"),
@@ -116,7 +116,7 @@ async fn over_grpc(
     });
     let requests = [
         Req::Make(v1::MakeRequest {
-            env_id: "codegym/Python-v0".into(),
+            env_id: "codegym/Code-v0".into(),
             kwargs_json: kwargs.to_string(),
         }),
         Req::Reset(v1::ResetRequest {

@@ -3,7 +3,7 @@
 
 use env_core::{EnvError, ExecutionResult, Result, Value};
 
-use crate::tools::ToolCall;
+use crate::tools::ToolAction;
 use code_extract::{ExtractMode, extract_tagged};
 use codegym_sandbox::ReportSpec;
 use codegym_sandbox::lang::Language;
@@ -56,8 +56,8 @@ pub(crate) fn decode_action(
             Some(code) => Action::Code(Run::plain(code.to_string(), language)),
             None => Action::NoCode,
         }),
-        Value::Json(v) => match ToolCall::parse(v).map_err(EnvError::InvalidAction)? {
-            ToolCall::RunPython {
+        Value::Json(v) => match ToolAction::parse(v).map_err(EnvError::InvalidAction)? {
+            ToolAction::RunPython {
                 code,
                 vars,
                 variables,
@@ -71,9 +71,9 @@ pub(crate) fn decode_action(
                     language: Language::Python,
                 }))
             }
-            ToolCall::RunCode { code, language } => Ok(Action::Code(Run::plain(code, language))),
-            ToolCall::WriteFile { path, content } => Ok(Action::WriteFile { path, content }),
-            ToolCall::ReadFile { path } => Ok(Action::ReadFile { path }),
+            ToolAction::RunCode { code, language } => Ok(Action::Code(Run::plain(code, language))),
+            ToolAction::WriteFile { path, content } => Ok(Action::WriteFile { path, content }),
+            ToolAction::ReadFile { path } => Ok(Action::ReadFile { path }),
         },
         other => Err(EnvError::InvalidAction(format!(
             "expected text (source or model output) or a JSON tool call, got {}",

@@ -57,7 +57,7 @@ impl Default for CodingConfig {
     }
 }
 
-/// The `make` kwargs of `codegym/Python-v0`.
+/// The `make` kwargs of `codegym/Code-v0`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct EnvKwargs {

@@ -1,4 +1,4 @@
-//! `codegym/Python-v0`: the Gymnasium environment.
+//! `codegym/Code-v0`: the Gymnasium environment.
 //!
 //! `reset` picks a task and observes its prompt; each `step` runs the action's program (script mode:
 //! a fresh process; session mode: a persistent interpreter) and observes the execution. The reward is
@@ -66,7 +66,7 @@ struct Episode {
     vars: serde_json::Map<String, serde_json::Value>,
 }
 
-/// The `codegym/Python-v0` environment.
+/// The `codegym/Code-v0` environment.
 pub struct CodingEnv {
     shared: Arc<Shared>,
     settings: Settings,

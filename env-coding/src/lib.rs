@@ -1,5 +1,6 @@
-//! Coding environments (`codegym/Python-v0`): every step runs LLM-written Python in a real sandbox and
-//! computes an honest reward from the exit code and the output.
+//! Coding environments (`codegym/Code-v0`, formerly `codegym/Python-v0`, still an alias): every
+//! step runs LLM-written code in a real sandbox and computes an honest reward from the exit code and
+//! the output.
 //!
 //! - [`scoring`] is the one scoring engine: [`Scorer::score`] turns (task, program) into a reward
 //!   and its breakdown for every surface (env steps, `Evaluate`, the CLI); [`new_sandbox`] is how
@@ -33,5 +34,5 @@ mod verdicts;
 pub use code_extract::ExtractMode;
 pub use config::{CodingConfig, Mode};
 pub use env::{CodingEnv, MAX_TEXT_LEN};
-pub use register::{CodingError, PYTHON_ENV_ID, register};
+pub use register::{CODE_ENV_ID, CodingError, PYTHON_ENV_ID, register};
 pub use scoring::{Scored, Scorer, ScorerError, Submission, new_sandbox};

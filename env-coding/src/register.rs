@@ -1,5 +1,6 @@
-//! Registering `codegym/Python-v0`, its batch evaluator and its task lister, all scoring through
-//! one [`Scorer`] built from the [`CodingConfig`].
+//! Registering the coding env (`codegym/Code-v0`, also answering to its former id
+//! `codegym/Python-v0`), its batch evaluator and its task lister, all scoring through one
+//! [`Scorer`] built from the [`CodingConfig`].
 
 use std::sync::Arc;
 
@@ -13,7 +14,11 @@ use crate::shared::{Settings, Shared};
 use crate::tasks::{TaskError, TaskSet};
 use codegym_sandbox::Sandbox;
 
-/// The id of the Python coding environment.
+/// The id of the coding environment: programs in Python or any other language of the sandbox.
+pub const CODE_ENV_ID: &str = "codegym/Code-v0";
+
+/// The coding environment's former id, from when it ran Python only: an alias of [`CODE_ENV_ID`]
+/// that keeps working (`make`, `Evaluate`, `ListTasks`, OpenEnv routes).
 pub const PYTHON_ENV_ID: &str = "codegym/Python-v0";
 
 /// Why `register` failed.
@@ -38,9 +43,10 @@ fn sandbox_metadata(sandbox: &Sandbox) -> Kwargs {
     metadata
 }
 
-/// Builds one [`Scorer`] from `config` and registers `codegym/Python-v0` (an asynchronous env: make
-/// it with `Registry::make_async`) with its `BatchEvaluator`, both scoring through it. Returns the
-/// scorer's sandbox (the HTTP facade's `/run_code` runs there).
+/// Builds one [`Scorer`] from `config` and registers `codegym/Code-v0` (an asynchronous env: make
+/// it with `Registry::make_async`) with its `BatchEvaluator`, both scoring through it, and
+/// `codegym/Python-v0` as its alias. Returns the scorer's sandbox (the HTTP facade's `/run_code`
+/// runs there).
 ///
 /// The env's futures drive sandboxed processes with tokio: poll them on a tokio runtime.
 /// `Sandbox::new` blocks for tens of milliseconds: call this at start-up, outside async code.
@@ -52,11 +58,11 @@ pub fn register(
     let sandbox = scorer.sandbox().clone();
     let default_tasks = TaskSet::load(&config.tasks)?;
     let spec = EnvSpec {
-        id: PYTHON_ENV_ID.to_string(),
-        description:
-            "Write Python that solves a task; every step runs in a sandbox and is rewarded by \
-                      the task's tests (script or persistent-session mode)"
-                .to_string(),
+        id: CODE_ENV_ID.to_string(),
+        description: "Write a program (Python, or any language of the sandbox) that solves a \
+                      task; every step runs in a sandbox and is rewarded by the task's tests \
+                      (script or persistent-session mode)"
+            .to_string(),
         max_episode_steps: Some(config.max_episode_steps.max(1)),
         reward_threshold: Some(1.0),
         nondeterministic: true,
@@ -77,12 +83,13 @@ pub fn register(
         })
     });
     registry.register_async(spec, creator)?;
+    registry.register_alias(PYTHON_ENV_ID, CODE_ENV_ID)?;
     registry.register_evaluator(
-        PYTHON_ENV_ID,
+        CODE_ENV_ID,
         Arc::new(CodingEvaluator {
             shared: shared.clone(),
         }),
     )?;
-    registry.register_task_lister(PYTHON_ENV_ID, Arc::new(CodingTaskLister { shared }))?;
+    registry.register_task_lister(CODE_ENV_ID, Arc::new(CodingTaskLister { shared }))?;
     Ok(sandbox)
 }

@@ -3,10 +3,12 @@
 
 use serde::Deserialize;
 
-/// A tool call.
+/// An env action naming its tool (`{"tool": "run_python", ...}`): how the env receives a tool call
+/// of the model. Distinct from the chat message's call (`trajectory::record::ChatToolCall`) and from
+/// a program's call of a host tool (`host_tool_calls::HostToolCall`).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(tag = "tool", rename_all = "snake_case", deny_unknown_fields)]
-pub enum ToolCall {
+pub enum ToolAction {
     RunPython {
         code: String,
         /// Issue 12: global names set before the code runs (session mode: in the live namespace).
@@ -30,8 +32,8 @@ pub enum ToolCall {
     },
 }
 
-impl ToolCall {
-    pub fn parse(value: serde_json::Value) -> Result<ToolCall, String> {
+impl ToolAction {
+    pub fn parse(value: serde_json::Value) -> Result<ToolAction, String> {
         serde_json::from_value(value).map_err(|e| format!("bad tool call: {e}"))
     }
 }
@@ -44,27 +46,29 @@ mod tests {
     #[test]
     fn parses_tool_calls() {
         assert_eq!(
-            ToolCall::parse(json!({"tool": "run_python", "code": "print(1)"})),
-            Ok(ToolCall::RunPython {
+            ToolAction::parse(json!({"tool": "run_python", "code": "print(1)"})),
+            Ok(ToolAction::RunPython {
                 code: "print(1)".into(),
                 vars: None,
                 variables: None,
             })
         );
-        let with = ToolCall::parse(
+        let with = ToolAction::parse(
             json!({"tool": "run_python", "code": "x", "vars": {"x": 1}, "variables": true}),
         );
         assert!(matches!(
             with,
-            Ok(ToolCall::RunPython {
+            Ok(ToolAction::RunPython {
                 vars: Some(_),
                 variables: Some(true),
                 ..
             })
         ));
-        assert!(ToolCall::parse(json!({"tool": "run_python", "code": "x", "vars": [1]})).is_err());
-        assert!(ToolCall::parse(json!({"tool": "rm_rf"})).is_err());
-        assert!(ToolCall::parse(json!({"tool": "read_file"})).is_err());
-        assert!(ToolCall::parse(json!({"tool": "read_file", "path": "a", "x": 1})).is_err());
+        assert!(
+            ToolAction::parse(json!({"tool": "run_python", "code": "x", "vars": [1]})).is_err()
+        );
+        assert!(ToolAction::parse(json!({"tool": "rm_rf"})).is_err());
+        assert!(ToolAction::parse(json!({"tool": "read_file"})).is_err());
+        assert!(ToolAction::parse(json!({"tool": "read_file", "path": "a", "x": 1})).is_err());
     }
 }

@@ -64,6 +64,8 @@ struct Entry {
 /// Registered environments, keyed by canonical id (`ns/Name-vN`).
 pub struct Registry {
     entries: BTreeMap<String, Entry>,
+    /// Other ids of registered envs (an env's former id keeps working): alias -> canonical id.
+    aliases: BTreeMap<String, String>,
     /// Where blocking calls of synchronous envs run under [`Registry::make_async`].
     offload: Arc<dyn Offload>,
 }
@@ -93,6 +95,7 @@ impl Registry {
     pub fn with_offload(offload: Arc<dyn Offload>) -> Self {
         Registry {
             entries: BTreeMap::new(),
+            aliases: BTreeMap::new(),
             offload,
         }
     }
@@ -117,7 +120,7 @@ impl Registry {
             // Lookups go by canonical id (`-v01` is `-v1`), which must never disagree with `spec.id`.
             return Err(EnvError::MalformedId(spec.id));
         }
-        if self.entries.contains_key(&id) {
+        if self.entries.contains_key(&id) || self.aliases.contains_key(&id) {
             return Err(EnvError::AlreadyRegistered(id));
         }
         tracing::debug!(env_id = %id, "registered environment");
@@ -130,6 +133,25 @@ impl Registry {
                 lister: None,
             },
         );
+        Ok(())
+    }
+
+    /// Registers `alias` as another id of the env `target` resolves to: `make`, `spec`, evaluators
+    /// and task listers answer it as that env (whose spec keeps its own id). An unversioned request
+    /// resolves among aliases as among ids.
+    ///
+    /// Fails like [`Registry::register`] for the alias, and when `target` is not registered.
+    pub fn register_alias(&mut self, alias: &str, target: &str) -> Result<()> {
+        let id = EnvId::parse(alias)?.to_string();
+        if id != alias {
+            return Err(EnvError::MalformedId(alias.to_string()));
+        }
+        let target = self.resolve(target)?.to_string();
+        if self.entries.contains_key(&id) || self.aliases.contains_key(&id) {
+            return Err(EnvError::AlreadyRegistered(id));
+        }
+        tracing::debug!(alias = %id, env_id = %target, "registered environment alias");
+        self.aliases.insert(id, target);
         Ok(())
     }
 
@@ -260,9 +282,14 @@ impl Registry {
         let candidates: Vec<EnvId> = self
             .entries
             .keys()
+            .chain(self.aliases.keys())
             .filter_map(|k| EnvId::parse(k).ok())
             .collect();
-        resolve::resolve(&wanted, &candidates)
+        let found = resolve::resolve(&wanted, &candidates)?;
+        match self.aliases.get(&found.to_string()) {
+            Some(target) => EnvId::parse(target),
+            None => Ok(found),
+        }
     }
 }
 

@@ -156,6 +156,46 @@ fn id_without_version_resolves_to_the_latest() {
 }
 
 #[test]
+fn aliases_answer_as_the_env_they_name() {
+    let mut r = Registry::new();
+    r.register(spec("t/Code-v0", Some(2)), plain_creator())
+        .unwrap();
+    r.register_alias("t/Python-v0", "t/Code-v0").unwrap();
+    // The alias and its unversioned form resolve to the env, whose spec keeps its own id.
+    assert_eq!(r.spec("t/Python-v0").unwrap().id, "t/Code-v0");
+    assert_eq!(r.spec("t/Python").unwrap().id, "t/Code-v0");
+    let mut env = r.make("t/Python-v0", &Kwargs::new()).unwrap();
+    env.reset(Some(1), &Options::new()).unwrap();
+    env.step(Value::Text("ok".into())).unwrap();
+    let second = env.step(Value::Text("ok".into())).unwrap();
+    assert!(second.truncated, "the alias gets the env's spec time limit");
+    // Listing shows the env once, under its id.
+    let ids: Vec<&str> = r.specs().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, ["t/Code-v0"]);
+    // Evaluators attached through the alias are the env's.
+    let ev = Arc::new(ResetStepEvaluator::new(r.async_maker("t/Code-v0").unwrap()));
+    r.register_evaluator("t/Python-v0", ev).unwrap();
+    assert!(r.supports_evaluate("t/Code-v0").unwrap());
+    // An alias is an id like any other: no duplicates either way, no alias of nothing.
+    assert!(matches!(
+        r.register_alias("t/Python-v0", "t/Code-v0"),
+        Err(EnvError::AlreadyRegistered(_))
+    ));
+    assert!(matches!(
+        r.register(spec("t/Python-v0", None), plain_creator()),
+        Err(EnvError::AlreadyRegistered(_))
+    ));
+    assert!(matches!(
+        r.register_alias("t/Other-v0", "t/Nope-v0"),
+        Err(EnvError::NameNotFound { .. })
+    ));
+    assert!(matches!(
+        r.register_alias("not an id", "t/Code-v0"),
+        Err(EnvError::MalformedId(_))
+    ));
+}
+
+#[test]
 fn make_applies_order_enforcing_and_the_spec_time_limit() {
     let mut r = Registry::new();
     r.register(spec("t/Count-v0", Some(3)), plain_creator())

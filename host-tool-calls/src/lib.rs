@@ -1,5 +1,5 @@
 //! Host tools at the protocol level (issue 12): what a program's call of a host tool is
-//! ([`ToolCall`]), what answers it ([`ToolHandler`]), and how the one who serves a session hands
+//! ([`HostToolCall`]), what answers it ([`ToolHandler`]), and how the one who serves a session hands
 //! its handler to the envs it makes ([`with_handler`], read back by [`current_handler`]).
 //!
 //! Three parties meet here and know nothing else of each other: the coding env's sandbox runs the
@@ -11,9 +11,11 @@
 
 use futures::future::BoxFuture;
 
-/// A call of a host tool from inside the sandbox: positional and keyword arguments as JSON.
+/// A call of a host tool from inside the sandbox: positional and keyword arguments as JSON. On the
+/// wire (a `Session` stream) it is the `codegym.v1.ToolCall` message; it is not the model's chat
+/// tool call (`trajectory::record::ChatToolCall`).
 #[derive(Debug, Clone, PartialEq)]
-pub struct ToolCall {
+pub struct HostToolCall {
     pub name: String,
     pub args: Vec<serde_json::Value>,
     pub kwargs: serde_json::Map<String, serde_json::Value>,
@@ -21,7 +23,7 @@ pub struct ToolCall {
 
 /// Answers tool calls: the JSON result, or an error message the program sees as an exception.
 pub type ToolHandler = std::sync::Arc<
-    dyn Fn(ToolCall) -> BoxFuture<'static, Result<serde_json::Value, String>> + Send + Sync,
+    dyn Fn(HostToolCall) -> BoxFuture<'static, Result<serde_json::Value, String>> + Send + Sync,
 >;
 
 tokio::task_local! {
@@ -48,11 +50,11 @@ mod tests {
     use super::*;
 
     fn echo() -> ToolHandler {
-        Arc::new(|call: ToolCall| async move { Ok(serde_json::json!(call.name)) }.boxed())
+        Arc::new(|call: HostToolCall| async move { Ok(serde_json::json!(call.name)) }.boxed())
     }
 
-    fn call(name: &str) -> ToolCall {
-        ToolCall {
+    fn call(name: &str) -> HostToolCall {
+        HostToolCall {
             name: name.into(),
             args: vec![],
             kwargs: serde_json::Map::new(),

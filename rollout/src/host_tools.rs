@@ -13,12 +13,12 @@ use std::sync::{Arc, Mutex};
 
 use env_core::{EnvError, Kwargs};
 use futures::FutureExt;
-use host_tool_calls::{ToolCall, ToolHandler};
+use host_tool_calls::{HostToolCall, ToolHandler};
 use serde_json::{Value, json};
 
 use crate::backend::{EnvBackend, EnvSession};
 use crate::client::{ChatClient, ChatRequest};
-use crate::dataset::record::{ChatMessage, ModelCall, Role, SubCallRecord};
+use trajectory::record::{ChatMessage, ModelCall, Role, SubCallRecord};
 
 /// Most prompts one `llm_query_batched` call may carry.
 pub const MAX_BATCH: usize = 32;
@@ -74,7 +74,7 @@ impl PolicyTools {
     /// The handler to make the env with.
     pub fn handler(&self) -> ToolHandler {
         let this = self.clone();
-        Arc::new(move |call: ToolCall| {
+        Arc::new(move |call: HostToolCall| {
             let this = this.clone();
             async move { this.answer(call).await }.boxed()
         })
@@ -98,7 +98,7 @@ impl PolicyTools {
     }
 
     /// One tool call; an `Err` is raised in the program as an exception.
-    async fn answer(&self, call: ToolCall) -> Result<Value, String> {
+    async fn answer(&self, call: HostToolCall) -> Result<Value, String> {
         let arg = |key: &str| call.kwargs.get(key).or(call.args.first()).cloned();
         match call.name.as_str() {
             "llm_query" => {

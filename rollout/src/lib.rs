@@ -3,12 +3,14 @@
 //! [`dataset::record::TrajectoryRecord`]s.
 //!
 //! Layers, bottom up: [`dataset`] (the append-only file of records whose schema is the `trajectory`
-//! crate's, and its manifest), [`client`] (the chat completions client with retries), [`backend`]
-//! (in-process or remote environments), [`episode`] (one episode's loop), [`runner`] (scheduling,
-//! seeds, cancellation) and [`summary`]; [`metrics`] names what the engine reports to the `metrics`
-//! facade. The engine knows no environment: code is found in model
-//! text by the `code-extract` crate, as the coding env does. Tests and benchmarks talk to the
-//! `fake-llm` crate's server instead of a paid endpoint.
+//! crate's, and its manifest), [`client`] (the chat completions client with retries, and its
+//! settings), [`backend`] (in-process or remote environments), [`config`] (a run's settings; the
+//! prompt templates are the `prompts` crate's), [`episode`] (one episode: one module per mode over
+//! shared primitives), [`runner`] (scheduling, seeds, cancellation) and [`summary`]; [`metrics`]
+//! names what the engine reports to the `metrics` facade. No module imports one that imports it
+//! (`tests/module_graph.rs`). The engine knows no environment: code is found in model text by the
+//! `code-extract` crate, as the coding env does. Tests and benchmarks talk to the `fake-llm`
+//! crate's server instead of a paid endpoint.
 
 pub mod backend;
 pub mod client;

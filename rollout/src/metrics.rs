@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 
-use crate::dataset::record::{ModelCall, TrajectoryRecord};
+use trajectory::record::{ModelCall, TrajectoryRecord};
 
 /// Episodes finished, by `stop_reason` and `solved` (`true`/`false`).
 pub const EPISODES: &str = "codegym_rollout_episodes_total";

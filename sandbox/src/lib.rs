@@ -69,7 +69,7 @@ pub use report::{
     MAX_REPR_CHARS, MAX_RETURN_BYTES, MAX_VARIABLES, MAX_VARIABLES_BYTES, MAX_VARS, MAX_VARS_BYTES,
 };
 pub use request::{
-    CollectOutputs, ExecRequest, ReportSpec, RunData, SandboxError, ToolCall, ToolHandler,
+    CollectOutputs, ExecRequest, HostToolCall, ReportSpec, RunData, SandboxError, ToolHandler,
     ToolHost, ToolLimits,
 };
 pub use session::PySession;

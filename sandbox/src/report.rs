@@ -19,7 +19,7 @@ use env_core::{ProgramError, ReturnValue, Variables};
 use serde::Deserialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::request::{ReportSpec, ToolCall, ToolHost, ToolLimits};
+use super::request::{HostToolCall, ReportSpec, ToolHost, ToolLimits};
 
 /// The runner's Python side, prepended to the fork server, the script bootstrap and the session
 /// driver (one definition: the name `_codegym_report`).
@@ -301,7 +301,7 @@ impl Channel {
 }
 
 /// A call frame's id and call (or why it is malformed); `None` for other frames.
-fn call_of(body: &[u8]) -> Option<(u64, Result<ToolCall, String>)> {
+fn call_of(body: &[u8]) -> Option<(u64, Result<HostToolCall, String>)> {
     let v: serde_json::Value = serde_json::from_slice(body).ok()?;
     if v.get("op").and_then(|o| o.as_str()) != Some("call") {
         return None;
@@ -322,7 +322,7 @@ fn call_of(body: &[u8]) -> Option<(u64, Result<ToolCall, String>)> {
             .and_then(|k| k.as_object())
             .cloned()
             .unwrap_or_default();
-        Ok(ToolCall {
+        Ok(HostToolCall {
             name: name.to_string(),
             args,
             kwargs,
@@ -334,7 +334,7 @@ fn call_of(body: &[u8]) -> Option<(u64, Result<ToolCall, String>)> {
 /// Runs the handler under the per-call timeout and the result cap.
 async fn answer(
     handler: super::request::ToolHandler,
-    call: ToolCall,
+    call: HostToolCall,
     limits: ToolLimits,
 ) -> Result<serde_json::Value, String> {
     let name = call.name.clone();

@@ -95,7 +95,7 @@ pub trait CollectOutputs: Send + Sync {
 
 // A host tool call (issue 12) and its handler are protocol types of their own crate, shared with
 // the server's stream and the rollout engine.
-pub use host_tool_calls::{ToolCall, ToolHandler};
+pub use host_tool_calls::{HostToolCall, ToolHandler};
 
 /// The host tools of one run (issue 12): their names (each a global function in the program),
 /// the handler, and the caps.

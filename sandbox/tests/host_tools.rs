@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use codegym_sandbox::{
-    Backend, ExecRequest, Limits, Sandbox, SandboxConfig, ToolCall, ToolHandler, ToolHost,
+    Backend, ExecRequest, HostToolCall, Limits, Sandbox, SandboxConfig, ToolHandler, ToolHost,
     ToolLimits,
 };
 use env_core::{ExecutionResult, ReturnValue};
@@ -40,7 +40,7 @@ const BACKENDS: [Backend; 2] = [Backend::Auto, Backend::Fresh];
 
 /// The tools of these tests; `tag` names the handler (two runs, two handlers).
 fn handler(tag: &'static str) -> ToolHandler {
-    Arc::new(move |call: ToolCall| {
+    Arc::new(move |call: HostToolCall| {
         async move {
             match call.name.as_str() {
                 "echo" => Ok(json!({"args": call.args, "kwargs": call.kwargs, "tag": tag})),

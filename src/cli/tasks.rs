@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use env_coding::completions::check_tasks;
 use env_coding::tasks::TaskSet;
-use rollout::dataset::record::EpisodeMode;
+use prompts::{EpisodeMode, Prompts};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
@@ -43,7 +43,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::List(args) => {
             let set = TaskSet::load(&args.file)?;
             if args.json {
-                let prompts = rollout::config::Prompts::default();
+                let prompts = Prompts::default();
                 for t in set.iter() {
                     let language = t.language.name();
                     let (system, user) =

@@ -41,7 +41,7 @@ use super::state::{HttpState, body_rejected, invalid_json};
 use crate::server::status::ServerError;
 
 /// The env whose evaluator scores submissions.
-const ENV_ID: &str = "codegym/Python-v0";
+const ENV_ID: &str = env_coding::CODE_ENV_ID;
 
 /// `GetPromptsRequest` (`config` accepted, ignored; unknown fields ignored as pydantic does).
 #[derive(Debug, Deserialize)]

@@ -5,7 +5,7 @@
 //! translation between OpenEnv's JSON and env-core's values defined here ([`Adapter`]).
 //!
 //! Translation, by env:
-//! - the coding env (`codegym/Python-v0`): OpenEnv's `coding_env` shape. The action is
+//! - the coding env (`codegym/Code-v0`): OpenEnv's `coding_env` shape. The action is
 //!   `{"code": ...}`, sent to the env as the tool call `{"tool": "run_python", "code": ...}`; the
 //!   observation has `stdout`, `stderr` and `exit_code`, and everything else (the task prompt at
 //!   reset, the reward breakdown, limits hit, timings) under `metadata`.
@@ -44,7 +44,7 @@ impl Adapter {
     /// The adapter of `{ns}/{name}`, or NOT_FOUND.
     pub fn lookup(state: &HttpState, ns: &str, name: &str) -> Result<Adapter, ServerError> {
         let spec = state.server.registry.spec(&format!("{ns}/{name}"))?.clone();
-        let coding = spec.id == env_coding::PYTHON_ENV_ID;
+        let coding = spec.id == env_coding::CODE_ENV_ID;
         let kwargs = state
             .openenv_kwargs
             .get(&spec.id)

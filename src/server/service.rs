@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::panic::AssertUnwindSafe;
 
 use futures::{FutureExt, Stream};
+use prompts::{EpisodeMode, Prompts};
 use proto::convert;
 use proto::v1;
-use rollout::dataset::record::EpisodeMode;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::admission::admit;
@@ -174,7 +174,7 @@ impl v1::env_service_server::EnvService for EnvServer {
                 .map_err(ServerError::from)
         })
         .await?;
-        let prompts = rollout::config::Prompts::default();
+        let prompts = Prompts::default();
         let tasks = page
             .tasks
             .iter()

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use futures::FutureExt;
-use host_tool_calls::{ToolCall, ToolHandler};
+use host_tool_calls::{HostToolCall, ToolHandler};
 use proto::v1;
 use tokio::sync::{mpsc, oneshot};
 
@@ -20,14 +20,14 @@ const QUEUE: usize = 256;
 
 /// The stream task's side: calls to forward, and the answers it routes back.
 pub(crate) struct Bridge {
-    calls: mpsc::Receiver<(ToolCall, Reply)>,
+    calls: mpsc::Receiver<(HostToolCall, Reply)>,
     waiting: HashMap<u64, Reply>,
     next_id: u64,
 }
 
 /// A handler for the env and the bridge its calls arrive at.
 pub(crate) fn bridge() -> (ToolHandler, Bridge) {
-    let (tx, rx) = mpsc::channel::<(ToolCall, Reply)>(QUEUE);
+    let (tx, rx) = mpsc::channel::<(HostToolCall, Reply)>(QUEUE);
     let handler: ToolHandler = std::sync::Arc::new(move |call| {
         let tx = tx.clone();
         async move {

@@ -38,7 +38,7 @@ def main() -> None:
                 codegym.EvalItem(action="print('Hello, world!')", options={"task_id": "hello-world"}),
                 codegym.EvalItem(action="print('bye')", options={"task_id": "hello-world"}),
             ]
-            good, bad = client.evaluate("codegym/Python-v0", items)
+            good, bad = client.evaluate("codegym/Code-v0", items)
         assert good.reward == 1.0 and bad.reward < 1.0, (good, bad)
         print(f"Evaluate: rewards {good.reward} and {bad.reward}")
     assert not server.running

@@ -304,7 +304,7 @@ mod stage;
 mod tokens;
 mod turn;
 mod version;
-pub use chat::{ChatMessage, FunctionCall, Role, ToolCall};
+pub use chat::{ChatMessage, ChatToolCall, FunctionCall, Role};
 pub use error::{ErrorKind, ErrorRecord};
 pub use stage::{AutoCoderSummary, Diagnosis, ModelTestRun, Stage, StageRecord};
 pub use tokens::{TokenData, TokenSource};

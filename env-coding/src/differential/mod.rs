@@ -234,7 +234,7 @@ impl DiffReport {
 
 /// Runs `source` (Python) on the spec's inputs and compares its outputs with the reference's.
 /// `Err` only for machinery failures, the reference's included.
-pub async fn evaluate(
+pub async fn compare_with_reference(
     sandbox: &Sandbox,
     source: &str,
     files: &[(String, Vec<u8>)],

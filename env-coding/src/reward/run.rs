@@ -185,7 +185,7 @@ async fn run_and_score_with(
         async move {
             match c {
                 Component::Differential(d) if program.language == Language::Python => {
-                    crate::differential::evaluate(sandbox, scored, extra, d, base)
+                    crate::differential::compare_with_reference(sandbox, scored, extra, d, base)
                         .await
                         .map(Some)
                 }

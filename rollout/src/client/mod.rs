@@ -5,14 +5,15 @@
 //! header: it is not logged, not part of any record, and never reaches environments.
 
 mod limiter;
+pub mod model;
 pub mod response;
 pub mod retry;
 
 use std::time::{Duration, Instant};
 
-use crate::config::ModelConfig;
-use crate::dataset::record::{AttemptError, ChatMessage, ErrorKind, ErrorRecord, ModelCall};
+pub use model::{ModelConfig, default_key_env};
 pub use response::Completion;
+use trajectory::record::{AttemptError, ChatMessage, ErrorKind, ErrorRecord, ModelCall};
 
 /// Response bodies kept in error messages are cut to this many bytes.
 const ERROR_BODY_CHARS: usize = 500;
@@ -86,7 +87,7 @@ impl ChatClient {
         let key_for = |base: &str| -> Option<Secret> {
             let names: Vec<String> = match &config.api_key_env {
                 Some(names) => names.clone(),
-                None => vec![crate::config::default_key_env(base).to_string()],
+                None => vec![default_key_env(base).to_string()],
             };
             names
                 .iter()
@@ -353,7 +354,8 @@ impl Failure {
     }
 }
 
-fn millis(d: Duration) -> u64 {
+/// A duration in whole milliseconds, as records keep them (saturating).
+pub(crate) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
@@ -428,7 +430,7 @@ impl serde::Serialize for RequestBody<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dataset::record::Role;
+    use trajectory::record::Role;
 
     #[test]
     fn request_body_carries_everything_once_and_extra_fields_win() {

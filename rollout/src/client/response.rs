@@ -3,8 +3,8 @@
 
 use serde::Deserialize;
 
-use crate::dataset::record::{
-    ChatMessage, ErrorKind, FunctionCall, Role, TokenData, TokenSource, ToolCall, Usage,
+use trajectory::record::{
+    ChatMessage, ChatToolCall, ErrorKind, FunctionCall, Role, TokenData, TokenSource, Usage,
 };
 
 /// A usable completion.
@@ -121,12 +121,12 @@ pub fn parse_completion(body: &str) -> Result<Completion, (ErrorKind, String)> {
             "the first choice has no message".into(),
         ));
     };
-    let tool_calls: Vec<ToolCall> = msg
+    let tool_calls: Vec<ChatToolCall> = msg
         .tool_calls
         .unwrap_or_default()
         .into_iter()
         .enumerate()
-        .map(|(i, c)| ToolCall {
+        .map(|(i, c)| ChatToolCall {
             id: c
                 .id
                 .filter(|s| !s.is_empty())

@@ -8,7 +8,7 @@ use rand::Rng;
 use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 
-use crate::dataset::record::ErrorKind;
+use trajectory::record::ErrorKind;
 
 /// Classifies an HTTP error response. `body` is the (possibly truncated) response text.
 pub fn classify_status(status: StatusCode, body: &str) -> ErrorKind {

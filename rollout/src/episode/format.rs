@@ -1,37 +1,10 @@
-//! Text shown to the model: prompt templates, execution feedback (long output cut in the middle so
-//! both the start and the traceback at the end survive), and the tool definitions of tools mode.
+//! Text shown to the model besides the templates (which are the `prompts` crate's): execution
+//! feedback (long output cut in the middle so both the start and the traceback at the end
+//! survive), and the tool definitions of tools mode.
 
 use env_core::{ExecutionResult, Value};
+use prompts::render;
 use serde_json::json;
-
-/// Replaces `{name}` placeholders in one pass (substituted text is never re-scanned, so output that
-/// happens to contain `{stdout}` stays as is). Unknown placeholders are kept literally.
-pub fn render(template: &str, vars: &[(&str, &str)]) -> String {
-    let mut out = String::with_capacity(template.len() + 256);
-    let mut rest = template;
-    while let Some(open) = rest.find('{') {
-        out.push_str(&rest[..open]);
-        let after = &rest[open + 1..];
-        let known = after.find('}').and_then(|close| {
-            let name = &after[..close];
-            vars.iter()
-                .find(|(k, _)| *k == name)
-                .map(|(_, v)| (*v, close))
-        });
-        match known {
-            Some((value, close)) => {
-                out.push_str(value);
-                rest = &after[close + 1..];
-            }
-            None => {
-                out.push('{');
-                rest = after;
-            }
-        }
-    }
-    out.push_str(rest);
-    out
-}
 
 /// Keeps at most `max` characters: the head and the tail, with a marker saying how much was cut.
 pub fn truncate_middle(s: &str, max: usize) -> String {
@@ -179,12 +152,6 @@ pub fn tool_definitions(session: bool, language: Option<&str>) -> serde_json::Va
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn renders_in_one_pass() {
-        let out = render("a {x} b {y} {unknown} {", &[("x", "{y}"), ("y", "2")]);
-        assert_eq!(out, "a {y} b 2 {unknown} {");
-    }
 
     #[test]
     fn truncates_in_the_middle_on_char_boundaries() {

@@ -1,93 +1,35 @@
-//! One episode: make an env session, reset it on the task, then alternate model calls and env steps
-//! (code-block or tools mode, see [`turns`]; AutoCoder mode, see [`autocoder`]) until the task is solved, the model stops, the turn
-//! limit, an error, the deadline or cancellation. Whatever happens, the result is a complete
-//! [`TrajectoryRecord`] with everything that happened up to that point.
+//! One episode: open an env session on the task, then alternate model calls and env steps until
+//! the task is solved, the model stops, the turn limit, an error, the deadline or cancellation.
+//! Whatever happens, the result is a complete [`TrajectoryRecord`] with everything that happened up
+//! to that point.
+//!
+//! Layers, bottom up: [`state`] (the context, plan, state and ending every mode shares) and
+//! [`format`](mod@format) (text shown to the model); `primitives` (open the episode, call the
+//! model, step the env, the actions that run a program); one module per episode mode on top of
+//! them (`code_block`, `tools`, `pot` for program-of-thought, `autocoder`); this module, which
+//! picks the mode once and owns the episode's lifetime (deadline, cancellation, restarts on another
+//! env server, the record).
 
 mod autocoder;
+mod code_block;
 pub mod format;
+mod pot;
 mod primitives;
-// Issue 12: program-of-thought mode (the RLM loop).
-pub(crate) mod pot;
-mod turns;
+pub mod state;
+mod tools;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio_util::sync::CancellationToken;
-
-use crate::backend::{EnvBackend, EnvSession};
-use crate::client::ChatClient;
-use crate::config::RolloutConfig;
-use crate::dataset::record::{
-    ChatMessage, EngineInfo, EpisodeKey, ErrorKind, ErrorRecord, ModelInfo, RestartRecord,
-    SCHEMA_VERSION, StopReason, Timings, TrajectoryRecord, TurnRecord, Usage,
+use trajectory::record::{
+    EngineInfo, EpisodeKey, EpisodeMode, ErrorKind, ModelInfo, RestartRecord, SCHEMA_VERSION,
+    StopReason, Timings, TrajectoryRecord,
 };
 
-/// What every episode of a run shares.
-#[derive(Debug, Clone)]
-pub struct EpisodeContext {
-    pub client: Arc<ChatClient>,
-    pub backend: EnvBackend,
-    pub config: Arc<RolloutConfig>,
-    pub run_id: String,
-}
-
-/// Which episode to play and where.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EpisodePlan {
-    pub task_id: String,
-    pub sample_index: u32,
-    pub seed: u64,
-    /// Index of the LLM endpoint the episode is pinned to.
-    pub endpoint: usize,
-}
-
-/// How an episode ended.
-#[derive(Debug)]
-struct Ending {
-    stop: StopReason,
-    error: Option<ErrorRecord>,
-}
-
-impl Ending {
-    fn new(stop: StopReason) -> Self {
-        Ending { stop, error: None }
-    }
-
-    fn error(stop: StopReason, kind: ErrorKind, message: impl Into<String>) -> Self {
-        Ending {
-            stop,
-            error: Some(ErrorRecord {
-                kind,
-                status: None,
-                message: message.into(),
-            }),
-        }
-    }
-}
-
-/// The episode's progress; survives the drop of the driving future at a deadline or cancellation.
-#[derive(Debug, Default)]
-struct EpisodeState {
-    session: Option<EnvSession>,
-    messages: Vec<ChatMessage>,
-    turns: Vec<TurnRecord>,
-    total_reward: f64,
-    final_reward: f64,
-    solved: bool,
-    usage: Usage,
-    model_ms: u64,
-    env_ms: u64,
-    served_model: Option<String>,
-    retry_budget: u32,
-    /// The env server an earlier attempt of this episode lost: the next session goes elsewhere.
-    avoid_server: Option<std::net::SocketAddr>,
-    /// AutoCoder mode: the summary, kept current as the loop goes.
-    autocoder: Option<crate::dataset::record::AutoCoderSummary>,
-    /// Issue 14: the episode's language from `reset`'s info (`None`: Python, or an env that does
-    /// not say); code-block mode extracts and sends code in it.
-    language: Option<String>,
-}
+use crate::backend::EnvSession;
+use crate::client::millis;
+use state::{Ending, EpisodeState};
+pub use state::{EpisodeContext, EpisodePlan};
 
 /// Plays one episode to its end and returns its record. Never fails: failures are recorded. One
 /// `episode` span (parent of its `model_call` and `env_call` spans) and one count in the episode
@@ -124,7 +66,7 @@ pub async fn run_episode(
             )
         } else {
             tokio::select! {
-                ending = turns::drive(ctx, &plan, &mut st) => ending,
+                ending = play(ctx, &plan, &mut st) => ending,
                 () = tokio::time::sleep_until(deadline) => Ending::error(
                     StopReason::Timeout,
                     ErrorKind::EpisodeTimeout,
@@ -223,6 +165,19 @@ pub async fn run_episode(
     record
 }
 
-pub(crate) fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+/// The one dispatch on the episode's mode: each mode is one module over the shared primitives.
+async fn play(ctx: &EpisodeContext, plan: &EpisodePlan, st: &mut EpisodeState) -> Ending {
+    let mode = ctx.config.episode.mode;
+    // Program-of-thought mode opens its own env (session mode, with the engine's host tools).
+    if mode != EpisodeMode::ProgramOfThought
+        && let Err(ending) = primitives::open(ctx, plan, st).await
+    {
+        return ending;
+    }
+    match mode {
+        EpisodeMode::CodeBlock => code_block::play(ctx, plan, st).await,
+        EpisodeMode::Tools => tools::play(ctx, plan, st).await,
+        EpisodeMode::ProgramOfThought => pot::play(ctx, plan, st).await,
+        EpisodeMode::Autocoder => autocoder::play(ctx, plan, st).await,
+    }
 }

@@ -1,4 +1,4 @@
-//! Program-of-thought mode (issue 12), the RLM loop: the model answers with a python block that
+//! Program-of-thought mode, the RLM loop: the model answers with a python block that
 //! runs in a session (the namespace lives across turns) where the task's context is the injected
 //! variable `context` (the task metadata's `context` field, or `None`), never pasted into the
 //! prompt. The program may call `llm_query(prompt)` / `llm_query_batched(prompts)`, answered by
@@ -15,21 +15,16 @@ use std::time::Instant;
 use env_core::{EnvError, Value};
 use serde_json::json;
 
-use super::primitives::{StepResult, call_model, env_step};
-use super::{Ending, EpisodeContext, EpisodePlan, EpisodeState, format, millis};
-use crate::dataset::record::{ActionRecord, ChatMessage, ErrorKind, Role, StopReason};
+use trajectory::record::{ActionRecord, ChatMessage, Role, StopReason};
+
+use super::format;
+use super::primitives::{StepResult, call_model, env_step, run_python};
+use super::state::{Ending, EpisodeContext, EpisodePlan, EpisodeState};
+use crate::client::millis;
 use crate::host_tools::{PolicyTools, declarations, make_with_tools};
 
-/// The default system prompt of program-of-thought mode.
-pub const SYSTEM_PROMPT: &str = "You solve the task by writing Python in a persistent session. \
-    The task's data is already in the variable `context` (do not expect it in this message). \
-    You can call llm_query(prompt) -> str to ask a language model, and \
-    llm_query_batched(prompts) -> list[str] for several prompts at once. Answer with one \
-    ```python block per turn; you see its output. When you know the answer, call FINAL(answer) \
-    in your code: the episode ends and the answer is checked.";
-
 /// Plays the episode in program-of-thought mode.
-pub(super) async fn drive(
+pub(super) async fn play(
     ctx: &EpisodeContext,
     plan: &EpisodePlan,
     st: &mut EpisodeState,
@@ -53,15 +48,15 @@ pub(super) async fn drive(
         let Some(code) = code_extract::first_python_block(&content).map(str::to_string) else {
             return Ending::new(StopReason::NoCode);
         };
-        let mut action = json!({"tool": "run_python", "code": code});
+        let mut action = run_python(&code);
         // The context goes in with the first cell only: it stays in the session's namespace.
-        if let Some(ctx_value) = context.take() {
+        if let (Some(ctx_value), Value::Json(action)) = (context.take(), &mut action) {
             action["vars"] = json!({ "context": ctx_value });
         }
         let stepped = env_step(
             st,
-            Value::Json(action),
-            // Program-of-thought cells are Python (a session); issue 14's language is not used.
+            action,
+            // Program-of-thought cells are Python (a session); the episode's language is not used.
             ActionRecord::CodeBlock {
                 code,
                 language: None,
@@ -106,7 +101,7 @@ async fn setup(
     let t = Instant::now();
     let made = make_with_tools(&ctx.backend, &config.env_id, &kwargs, tools).await;
     st.env_ms += millis(t.elapsed());
-    st.session = Some(made.map_err(env_ending)?);
+    st.session = Some(made.map_err(Ending::env)?);
     let (obs, info) = reset(st, plan).await?;
     let context = info
         .get("metadata")
@@ -132,7 +127,7 @@ async fn reset(
         None => Err(EnvError::ClosedEnvironment),
     };
     st.env_ms += millis(t.elapsed());
-    reset.map_err(env_ending)
+    reset.map_err(Ending::env)
 }
 
 /// Moves the sub-calls made during the last step under the current turn.
@@ -169,7 +164,7 @@ async fn score(
     st.env_ms += millis(t.elapsed());
     let scorer = match made {
         Ok(s) => s,
-        Err(e) => return env_ending(e),
+        Err(e) => return Ending::env(e),
     };
     // The session is closed now: the episode is over, and its record closes nothing twice.
     if let Some(session) = st.session.replace(scorer) {
@@ -180,7 +175,7 @@ async fn score(
     }
     let stepped = env_step(
         st,
-        Value::Json(json!({"tool": "run_python", "code": code})),
+        run_python(&code),
         ActionRecord::RunPython { code: code.clone() },
         None,
     )
@@ -189,8 +184,4 @@ async fn score(
         Ok(StepResult::Done(ending)) | Err(ending) => ending,
         Ok(StepResult::Continue { .. }) => Ending::new(StopReason::EnvDone),
     }
-}
-
-fn env_ending(e: EnvError) -> Ending {
-    Ending::error(StopReason::Error, ErrorKind::Env, e.to_string())
 }

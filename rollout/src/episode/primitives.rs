@@ -1,5 +1,7 @@
-//! The two primitives both turn loops are built from: a model call (which appends a
-//! [`TurnRecord`] and the assistant message) and an env step (which appends an [`EnvStepRecord`]).
+//! The shared primitives every episode mode is built from: opening the episode (`make`, `reset`,
+//! the opening messages), a model call (which appends a [`TurnRecord`] and the assistant message),
+//! the env actions that run a program, and an env step (which appends an [`EnvStepRecord`] and
+//! detects the episode's end). The modes sit on top; this module imports none of them.
 
 use std::borrow::Cow;
 use std::time::Instant;
@@ -7,11 +9,75 @@ use std::time::Instant;
 use env_core::{EnvError, Value};
 use serde_json::json;
 
-use super::{Ending, EpisodeContext, EpisodePlan, EpisodeState, format, millis};
-use crate::client::{ChatRequest, Completion};
-use crate::dataset::record::{
+use trajectory::record::{
     ActionRecord, ChatMessage, EnvStepRecord, ErrorKind, ErrorRecord, Role, StopReason, TurnRecord,
 };
+
+use super::format;
+use super::state::{Ending, EpisodeContext, EpisodePlan, EpisodeState};
+use crate::client::{ChatRequest, Completion, millis};
+
+/// `make` + `reset` on the episode's task, then the system and task messages of the episode's mode
+/// (the opening of every mode but program-of-thought, which makes its env with the engine's host
+/// tools).
+pub(super) async fn open(
+    ctx: &EpisodeContext,
+    plan: &EpisodePlan,
+    st: &mut EpisodeState,
+) -> Result<(), Ending> {
+    let config = &ctx.config;
+    let t = Instant::now();
+    let made = ctx
+        .backend
+        .make(&config.env_id, &config.env_kwargs, st.avoid_server)
+        .await;
+    st.env_ms += millis(t.elapsed());
+    st.session = Some(made.map_err(Ending::env)?);
+    let options = ctx
+        .backend
+        .task_options(&plan.task_id)
+        .map_err(Ending::env)?;
+    let t = Instant::now();
+    let reset = match st.session.as_mut() {
+        Some(s) => s.reset(Some(plan.seed), options).await,
+        None => Err(EnvError::ClosedEnvironment),
+    };
+    st.env_ms += millis(t.elapsed());
+    let (obs, info) = reset.map_err(Ending::env)?;
+    // The episode's language, as the env chose it (the task's or a reset option's).
+    st.language = info
+        .get("language")
+        .and_then(|v| v.as_str())
+        .filter(|l| *l != "python")
+        .map(str::to_string);
+    let task = format::observation_text(&obs);
+    // Data tasks: the env's summary of the task's sample files, for `{data_context}`.
+    let data_context = info
+        .get("data_context")
+        .and_then(|v| v.as_str())
+        .unwrap_or_default();
+    let language = st.language.as_deref().unwrap_or("python");
+    let (system, user) =
+        config
+            .episode
+            .prompts
+            .opening_in(config.episode.mode, &task, data_context, language);
+    st.messages.push(ChatMessage::text(Role::System, system));
+    st.messages.push(ChatMessage::text(Role::User, user));
+    Ok(())
+}
+
+/// The env action running exactly `code`: the tool call the coding env accepts in every mode.
+/// Sending the model's whole text instead would let the env extract again, by its own `extract`
+/// kwarg (`raw` runs the prose too), and run something else than the record says.
+pub(super) fn run_python(code: &str) -> Value {
+    Value::Json(json!({"tool": "run_python", "code": code}))
+}
+
+/// The same for a program in `language` (SandboxFusion's name), the env's `run_code`.
+pub(super) fn run_code(code: &str, language: &str) -> Value {
+    Value::Json(json!({"tool": "run_code", "code": code, "language": language}))
+}
 
 /// Calls the model with the (possibly capped) history; appends the turn and the assistant message.
 pub(super) async fn call_model(
@@ -134,22 +200,7 @@ pub(super) async fn env_step(
                 status: None,
                 message: e.to_string(),
             };
-            push_step(
-                st,
-                EnvStepRecord {
-                    action: record,
-                    tool_call_id,
-                    execution: None,
-                    observation: None,
-                    reward: 0.0,
-                    reward_breakdown: None,
-                    terminated: false,
-                    truncated: false,
-                    info: serde_json::Map::new(),
-                    duration_ms,
-                    error: Some(error.clone()),
-                },
-            );
+            push_failed_step(st, record, tool_call_id, error.clone(), duration_ms);
             if invalid {
                 // The model's action was at fault, not the machinery: let it see why.
                 return Ok(StepResult::Continue {
@@ -199,6 +250,33 @@ pub(super) async fn env_step(
     Ok(StepResult::Continue {
         obs: Box::new((step.obs, step.reward)),
     })
+}
+
+/// Records a step that did not run as asked (the env refused it, or the model's call was invalid):
+/// no execution, no reward, the error.
+pub(super) fn push_failed_step(
+    st: &mut EpisodeState,
+    action: ActionRecord,
+    tool_call_id: Option<String>,
+    error: ErrorRecord,
+    duration_ms: u64,
+) {
+    push_step(
+        st,
+        EnvStepRecord {
+            action,
+            tool_call_id,
+            execution: None,
+            observation: None,
+            reward: 0.0,
+            reward_breakdown: None,
+            terminated: false,
+            truncated: false,
+            info: serde_json::Map::new(),
+            duration_ms,
+            error: Some(error),
+        },
+    );
 }
 
 pub(super) fn push_step(st: &mut EpisodeState, step: EnvStepRecord) {

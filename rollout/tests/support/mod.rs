@@ -1,4 +1,4 @@
-//! Shared test setup: the real `codegym/Python-v0` env in a registry, and fake-model scripts that
+//! Shared test setup: the real `codegym/Code-v0` env in a registry, and fake-model scripts that
 //! answer some bundled tasks correctly (their reference solution) and others wrongly.
 
 #![allow(dead_code)]

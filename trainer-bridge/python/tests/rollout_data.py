@@ -26,7 +26,7 @@ def record(task: str, sample: int, reward: float, solved: bool, stop: str, with_
         "group_id": f"run/{task}",
         "sample_index": sample,
         "seed": 1000 + sample,
-        "env_id": "codegym/Python-v0",
+        "env_id": "codegym/Code-v0",
         "mode": "code_block",
         "model": {"requested": "fake/model", "endpoint": "http://127.0.0.1:1"},
         "sampling": {"temperature": 1.0},

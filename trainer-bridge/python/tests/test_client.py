@@ -16,7 +16,7 @@ CARTPOLE = "classic/CartPole-v1"
 
 def test_list_envs_has_cartpole_and_python(client):
     specs = {s.id: s for s in client.list_envs()}
-    assert CARTPOLE in specs and "codegym/Python-v0" in specs
+    assert CARTPOLE in specs and "codegym/Code-v0" in specs
     assert specs[CARTPOLE].max_episode_steps == 500
     assert specs[CARTPOLE].action_space.discrete.n == 2
 
@@ -105,7 +105,7 @@ def _hello_items():
 
 
 def test_evaluate_stream_yields_each_result_as_it_finishes(client):
-    got = list(client.evaluate_stream("codegym/Python-v0", _hello_items()))
+    got = list(client.evaluate_stream("codegym/Code-v0", _hello_items()))
     assert sorted(i for i, _ in got) == [0, 1, 2, 3, 4]
     assert got[-1][0] == 0, "the slow program finishes last"
     by_index = dict(got)
@@ -120,7 +120,7 @@ def test_evaluate_stream_yields_each_result_as_it_finishes(client):
 def test_async_evaluate_stream(server_address):
     async def main():
         async with codegym.AsyncClient(server_address, timeout=60.0) as c:
-            return [pair async for pair in c.evaluate_stream("codegym/Python-v0", _hello_items())]
+            return [pair async for pair in c.evaluate_stream("codegym/Code-v0", _hello_items())]
 
     got = asyncio.run(main())
     assert sorted(i for i, _ in got) == [0, 1, 2, 3, 4]

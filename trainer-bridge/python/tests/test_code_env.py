@@ -11,7 +11,7 @@ import codegym
 
 
 def test_make_exposes_return_value_variables_and_vars(server_address):
-    env = codegym.make("codegym/Python-v0", server_address, mode="session", variables=True, max_episode_steps=8)
+    env = codegym.make("codegym/Code-v0", server_address, mode="session", variables=True, max_episode_steps=8)
     try:
         env.reset(options={"task_id": "sum-of-squares", "vars": {"base": 40}})
         obs, _, _, _, info = env.step({"code": "x = base + 1"})
@@ -35,7 +35,7 @@ def test_make_exposes_return_value_variables_and_vars(server_address):
 
 
 def test_bad_vars_raise_invalid_argument(server_address):
-    env = codegym.make("codegym/Python-v0", server_address, max_episode_steps=8)
+    env = codegym.make("codegym/Code-v0", server_address, max_episode_steps=8)
     try:
         env.reset(options={"task_id": "sum-of-squares"})
         with pytest.raises(codegym.CodegymError) as err:
@@ -108,7 +108,7 @@ def test_tool_schema_from_signature_and_docstring():
 
 def test_make_serves_host_tools(server_address):
     tools = {"search": search, "lookup": lookup, "broken": broken}
-    env = codegym.make("codegym/Python-v0", server_address, tools=tools, grade=False, max_episode_steps=8)
+    env = codegym.make("codegym/Code-v0", server_address, tools=tools, grade=False, max_episode_steps=8)
     try:
         env.reset(options={"task_id": "sum-of-squares"})
         _, _, _, _, info = env.step("[search('q', limit=2), lookup('k')]")
@@ -129,7 +129,7 @@ def test_make_serves_host_tools(server_address):
 
 def test_unary_make_with_tools_is_failed_precondition(client):
     with pytest.raises(codegym.CodegymError) as err:
-        client.make("codegym/Python-v0", tools=[{"name": "search"}])
+        client.make("codegym/Code-v0", tools=[{"name": "search"}])
     assert "FAILED_PRECONDITION" in str(err.value) and "Session" in str(err.value)
 
 
@@ -155,7 +155,7 @@ def test_async_client_serves_async_tools(server_address):
             s.tools = {"lookup": lookup, "search": search}
             from codegym.host_tools import tool_specs
 
-            await s.make("codegym/Python-v0", grade=False, tools=tool_specs(s.tools))
+            await s.make("codegym/Code-v0", grade=False, tools=tool_specs(s.tools))
             await s.reset(options={"task_id": "sum-of-squares"})
             result = await s.step("[lookup('z'), search('y', 1)]")
             await s.close()

@@ -10,7 +10,7 @@ from gymnasium.utils.env_checker import check_env
 
 import codegym
 
-PY = "codegym/Python-v0"
+PY = "codegym/Code-v0"
 SOLUTION = 'print(f"Result: {sum(i * i for i in range(1, 101))}")'
 
 
@@ -77,6 +77,20 @@ def test_gymnasium_make_after_import(server_address):
         assert obs["stdout"] == "hi\n"
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("env_id", [PY, "codegym/Python-v0"])
+def test_the_former_id_is_an_alias_that_keeps_working(server_address, env_id):
+    # Through the client and through Gymnasium, both ids are the coding env and solve its task.
+    for env in (codegym.make(env_id, address=server_address), gym.make(env_id, address=server_address)):
+        try:
+            assert isinstance(env.unwrapped, codegym.CodingEnv)
+            env.reset(seed=0, options={"task_id": "sum-of-squares"})
+            obs, reward, terminated, *_ = env.step(SOLUTION)
+            assert obs["stdout"].strip() == "Result: 338350"
+            assert reward == 1.0 and terminated
+        finally:
+            env.close()
 
 
 def test_gymnasium_make_vec(server_address):

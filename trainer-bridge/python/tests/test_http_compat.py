@@ -122,7 +122,7 @@ def test_sandbox_fusion_async_client_and_concurrent_helper(sandbox_fusion):
 def test_openenv_generic_client_runs_a_coding_episode(http_base):
     from openenv.core import GenericEnvClient
 
-    with GenericEnvClient(base_url=f"{http_base}/openenv/codegym/Python-v0").sync() as env:
+    with GenericEnvClient(base_url=f"{http_base}/openenv/codegym/Code-v0").sync() as env:
         r = env.reset(task_id="hello-world", seed=0)
         assert r.done is False
         assert "prompt" in r.observation["metadata"]
@@ -161,7 +161,7 @@ def test_openenv_schema_validates_what_the_server_sends(http_base):
     import requests
     from openenv.core import GenericEnvClient
 
-    base = f"{http_base}/openenv/codegym/Python-v0"
+    base = f"{http_base}/openenv/codegym/Code-v0"
     schema = requests.get(f"{base}/schema", timeout=30).json()
     assert requests.get(f"{base}/health", timeout=30).json() == {"status": "healthy"}
     jsonschema.validate({"code": "print(1)"}, schema["action"])

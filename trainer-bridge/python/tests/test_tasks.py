@@ -13,8 +13,8 @@ import codegym
 
 
 def test_list_tasks_pages_through_the_task_set(client):
-    everything = client.list_tasks("codegym/Python-v0")
-    paged = client.list_tasks("codegym/Python-v0", page_size=2)
+    everything = client.list_tasks("codegym/Code-v0")
+    paged = client.list_tasks("codegym/Code-v0", page_size=2)
     assert [t.id for t in paged] == [t.id for t in everything]
     assert len(everything) > 2 and "sum-of-squares" in {t.id for t in everything}
     task = next(t for t in everything if t.id == "sum-of-squares")
@@ -29,17 +29,17 @@ def test_list_tasks_errors(client):
         client.list_tasks("classic/CartPole-v1")
     assert err.value.code == grpc.StatusCode.UNIMPLEMENTED
     with pytest.raises(codegym.CodegymError) as err:
-        client.list_tasks("codegym/Python-v0", {"tasks": "/etc/passwd"})
+        client.list_tasks("codegym/Code-v0", {"tasks": "/etc/passwd"})
     assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
     from codegym.v1 import env_pb2 as pb
 
     with pytest.raises(grpc.RpcError) as raw:
-        client._stub.ListTasks(pb.ListTasksRequest(env_id="codegym/Python-v0", page_token="nope"), timeout=30)
+        client._stub.ListTasks(pb.ListTasksRequest(env_id="codegym/Code-v0", page_token="nope"), timeout=30)
     assert raw.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
 def test_load_tasks_feeds_grpo_columns_and_the_reward(server_address):
-    ds = codegym.load_tasks(server_address, "codegym/Python-v0")
+    ds = codegym.load_tasks(server_address, "codegym/Code-v0")
     assert isinstance(ds, datasets.Dataset)
     assert {"prompt", "task_id", "completion_prefix"} <= set(ds.column_names)
     row = ds[0]

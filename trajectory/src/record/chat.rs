@@ -11,7 +11,7 @@ pub struct ChatMessage {
     pub content: Option<String>,
     /// Tool calls of an assistant message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_calls: Option<Vec<ToolCall>>,
+    pub tool_calls: Option<Vec<ChatToolCall>>,
     /// For `role: tool`: the id of the call this message answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
@@ -52,9 +52,11 @@ pub enum Role {
     Tool,
 }
 
-/// A function call requested by the model (OpenAI's `tool_calls[]` entry).
+/// A function call requested by the model in a chat message (OpenAI's `tool_calls[]` entry).
+/// Distinct from the env action it becomes (`env_coding::tools::ToolAction`) and from a program's
+/// call of a host tool (`host_tool_calls::HostToolCall`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ToolCall {
+pub struct ChatToolCall {
     pub id: String,
     /// Always `"function"`.
     #[serde(rename = "type", default = "function_type")]

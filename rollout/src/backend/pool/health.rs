@@ -3,6 +3,7 @@
 //! service, with a deadline. SERVING makes a server eligible for new sessions; NOT_SERVING (a
 //! draining server), an unknown service, an error or no answer in time make it ineligible until a
 //! later check says SERVING again. Sessions already open are not moved: they end on their own.
+//! The answers are recorded on the servers ([`Health`] is the placement's, which reads it).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,34 +13,10 @@ use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
-use super::placement::Server;
+use super::placement::{Health, Server};
 
 /// The service whose status the pool asks for.
 pub(crate) const SERVICE: &str = "codegym.v1.EnvService";
-
-/// What the pool knows of a server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub(crate) enum Health {
-    /// Not checked yet.
-    Unknown = 0,
-    Serving = 1,
-    /// It answered, but not SERVING (draining, or not serving the env service).
-    NotServing = 2,
-    /// No answer: connection refused or broken, or the check's deadline passed.
-    Down = 3,
-}
-
-impl Health {
-    pub fn from_u8(v: u8) -> Health {
-        match v {
-            1 => Health::Serving,
-            2 => Health::NotServing,
-            3 => Health::Down,
-            _ => Health::Unknown,
-        }
-    }
-}
 
 /// Asks one server.
 pub(crate) async fn check(server: &Server, deadline: Duration) -> Health {

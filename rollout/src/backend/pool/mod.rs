@@ -28,7 +28,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use tonic::transport::{Channel, Endpoint};
 
 use discovery::{Target, resolve_all};
-use placement::{Server, Servers};
+use placement::{Health, Server, Servers};
 use retry::OpenFailure;
 pub use session::PooledSession;
 
@@ -203,7 +203,7 @@ impl Pool {
                     Err(OpenFailure::Unavailable(why)) => {
                         tracing::info!(server = %server.addr, %why, "env server unavailable; trying another");
                         crate::metrics::env_server_retry("unavailable");
-                        server.set_health(health::Health::Down);
+                        server.set_health(Health::Down);
                         last = format!("{} is unavailable: {why}", server.addr);
                     }
                 }
@@ -265,7 +265,7 @@ async fn maintain(
                     let unknown: Vec<_> = servers
                         .snapshot()
                         .into_iter()
-                        .filter(|s| s.health() == health::Health::Unknown)
+                        .filter(|s| s.health() == Health::Unknown)
                         .collect();
                     health::check_all(&unknown, health_timeout).await;
                 }

@@ -13,7 +13,29 @@ use std::time::{Duration, Instant};
 
 use tonic::transport::Channel;
 
-use super::health::Health;
+/// What the pool knows of a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Health {
+    /// Not checked yet.
+    Unknown = 0,
+    Serving = 1,
+    /// It answered, but not SERVING (draining, or not serving the env service).
+    NotServing = 2,
+    /// No answer: connection refused or broken, or the check's deadline passed.
+    Down = 3,
+}
+
+impl Health {
+    pub fn from_u8(v: u8) -> Health {
+        match v {
+            1 => Health::Serving,
+            2 => Health::NotServing,
+            3 => Health::Down,
+            _ => Health::Unknown,
+        }
+    }
+}
 
 /// One `codegym serve` process (one address).
 #[derive(Debug)]

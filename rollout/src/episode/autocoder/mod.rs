@@ -1,4 +1,4 @@
-//! AutoCoder mode (issue 13, after Flyte's AutoCoderAgent): per episode, structured calls to the
+//! AutoCoder mode (after Flyte's AutoCoderAgent): per episode, structured calls to the
 //! policy for a plan, a solution (code and requirements) and a pytest suite; the env runs the suite
 //! against the solution ([`workbench`]); on failure the model diagnoses it as a `logic`,
 //! `environment` or `test` error and the loop patches the code, adds packages or fixes the tests,
@@ -13,14 +13,15 @@
 mod structured;
 mod workbench;
 
-use super::primitives::call_model_with;
-use super::{Ending, EpisodeContext, EpisodePlan, EpisodeState};
-use crate::dataset::record::{
+use structured::{Answer, Ask};
+use trajectory::record::{
     AutoCoderSummary, ChatMessage, Diagnosis, ErrorKind, ModelTestRun, Role, StageRecord,
     StopReason,
 };
-use structured::{Answer, Ask};
 use workbench::Solution;
+
+use super::primitives::call_model_with;
+use super::state::{Ending, EpisodeContext, EpisodePlan, EpisodeState};
 
 /// An answer that is not the stage's JSON is asked for again this many times.
 const REASKS: u32 = 1;
@@ -32,19 +33,23 @@ struct Loop {
     summary: AutoCoderSummary,
 }
 
-/// Plays the AutoCoder loop after the opening messages.
-pub(super) async fn run(ctx: &EpisodeContext, plan: &EpisodePlan, st: &mut EpisodeState) -> Ending {
+/// Plays the episode in AutoCoder mode, after its opening.
+pub(super) async fn play(
+    ctx: &EpisodeContext,
+    plan: &EpisodePlan,
+    st: &mut EpisodeState,
+) -> Ending {
     let mut lp = Loop {
         structured: ctx.config.episode.autocoder.structured_outputs,
         sol: Solution::default(),
         summary: AutoCoderSummary::default(),
     };
-    match play(ctx, plan, st, &mut lp).await {
+    match stages(ctx, plan, st, &mut lp).await {
         Ok(true) => {}
         Ok(false) => return Ending::new(StopReason::NoCode),
         Err(ending) => return ending,
     }
-    let (ending, refusal) = workbench::evaluate(plan, st, &lp.sol).await;
+    let (ending, refusal) = workbench::score_solution(plan, st, &lp.sol).await;
     if let Some(why) = refusal {
         tracing::debug!(reason = %why, "final requirements refused; scored without them");
     }
@@ -52,7 +57,7 @@ pub(super) async fn run(ctx: &EpisodeContext, plan: &EpisodePlan, st: &mut Episo
 }
 
 /// The stages; `Ok(false)` when no usable solution came.
-async fn play(
+async fn stages(
     ctx: &EpisodeContext,
     plan: &EpisodePlan,
     st: &mut EpisodeState,

@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use crate::dataset::record::{Diagnosis, Stage};
+use trajectory::record::{Diagnosis, Stage};
 
 /// What a stage asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,12 +15,14 @@ use std::time::Instant;
 use env_core::{EnvError, Value};
 use serde_json::json;
 
-use super::super::primitives::{StepResult, env_step, push_step};
-use super::super::turns::{env_ending, run_python};
-use super::super::{Ending, EpisodeContext, EpisodePlan, EpisodeState, format, millis};
-use crate::dataset::record::{
+use trajectory::record::{
     ActionRecord, EnvStepRecord, ErrorKind, ErrorRecord, ModelTestRun, StopReason,
 };
+
+use crate::client::millis;
+use crate::episode::format;
+use crate::episode::primitives::{StepResult, env_step, push_failed_step, push_step, run_python};
+use crate::episode::state::{Ending, EpisodeContext, EpisodePlan, EpisodeState};
 
 pub(super) const SOLUTION_FILE: &str = "program.py";
 pub(super) const TESTS_FILE: &str = "test_program.py";
@@ -179,24 +181,9 @@ fn refused(
         status: None,
         message: e.to_string(),
     };
-    push_step(
-        st,
-        EnvStepRecord {
-            action,
-            tool_call_id: None,
-            execution: None,
-            observation: None,
-            reward: 0.0,
-            reward_breakdown: None,
-            terminated: false,
-            truncated: false,
-            info: serde_json::Map::new(),
-            duration_ms,
-            error: Some(error),
-        },
-    );
+    push_failed_step(st, action, None, error, duration_ms);
     if !request_fault {
-        return Err(env_ending(e));
+        return Err(Ending::env(e));
     }
     let why = format!("the tests could not run: {e}");
     let run = ModelTestRun {
@@ -212,7 +199,7 @@ fn refused(
 /// Scores the final solution with the task's own checks: the episode's reward. A requirement the
 /// server refuses is dropped (the program then fails on its import, an outcome) and the refusal
 /// returned.
-pub(super) async fn evaluate(
+pub(super) async fn score_solution(
     plan: &EpisodePlan,
     st: &mut EpisodeState,
     sol: &Solution,
@@ -249,7 +236,7 @@ pub(super) async fn evaluate(
             {
                 refusal = Some(e.to_string());
             }
-            Err(e) => return (env_ending(e), refusal),
+            Err(e) => return (Ending::env(e), refusal),
         }
     }
     (

@@ -1,7 +1,7 @@
 """codegym: gRPC client, Gymnasium environments, TRL reward functions and datasets for a codegym server.
 
 `import codegym` registers the server-backed envs with Gymnasium, so
-`gymnasium.make("codegym/Python-v0", address="host:port")` works.
+`gymnasium.make("codegym/Code-v0", address="host:port")` works.
 """
 
 from codegym._errors import CodegymError

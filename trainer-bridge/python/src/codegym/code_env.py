@@ -2,7 +2,7 @@
 
 The shape of msgflux's code environments: `env(code, vars=...) -> ExecutionResult` with the value of
 the last expression, the variables after the run and the exception that ended it; `acall` for
-asyncio; `reset` and `shutdown`. Behind it is one `codegym/Python-v0` episode on the server, in
+asyncio; `reset` and `shutdown`. Behind it is one `codegym/Code-v0` episode on the server, in
 `session` mode by default (variables persist across calls, like a notebook), every program in the
 server's sandbox.
 
@@ -95,7 +95,7 @@ class CodeEnvironment:
         variables: Report the top-level variables after each call (default True).
         timeout: Wall-clock limit of each call in seconds (can only lower the server's limit).
         client: `ClientOptions` or a shared `Client`.
-        env_kwargs: More `make` kwargs of `codegym/Python-v0` (e.g. `limits`, `tool_limits`).
+        env_kwargs: More `make` kwargs of `codegym/Code-v0` (e.g. `limits`, `tool_limits`).
         tools: Host tools, `{name: function}`: inside the sandbox each is a Python function whose
             calls run here (see `codegym.host_tools`).
     """
@@ -140,7 +140,7 @@ class CodeEnvironment:
             kwargs["tools"] = tool_specs(self._tools)
             session.tools = self._tools
         self._session = session
-        session.make("codegym/Python-v0", **kwargs)
+        session.make("codegym/Code-v0", **kwargs)
         self.reset()
 
     def register_tool(self, name: str | Callable[..., Any], func: Callable[..., Any] | None = None) -> None:

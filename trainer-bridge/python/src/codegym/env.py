@@ -219,7 +219,7 @@ _TIMINGS = ("wall_ms", "cpu_ms", "peak_rss_bytes")
 
 
 class CodingEnv(RemoteEnv):
-    """A coding environment (`codegym/Python-v0`) whose observations lie in their declared space.
+    """A coding environment (`codegym/Code-v0`) whose observations lie in their declared space.
 
     Observation: `coding_observation_space()`, a `Dict` of the prompt and the last execution (see
     there). Action: text (Python source or model output, by the env's `extract` kwarg), at most
@@ -229,7 +229,7 @@ class CodingEnv(RemoteEnv):
     """
 
     def __init__(
-        self, env_id: str = "codegym/Python-v0", address: str | LocalServer = "127.0.0.1:50051", **kwargs: Any
+        self, env_id: str = "codegym/Code-v0", address: str | LocalServer = "127.0.0.1:50051", **kwargs: Any
     ) -> None:
         super().__init__(env_id, address, **kwargs)
         self.observation_space = coding_observation_space()
@@ -358,12 +358,13 @@ def _gym_entry_point(env_id: str, address: str | LocalServer = "127.0.0.1:50051"
 
 
 # The server-backed ids `import codegym` registers with Gymnasium, and whether they are deterministic.
-GYM_IDS: dict[str, bool] = {"codegym/Python-v0": True, "classic/CartPole-v1": False}
+# `codegym/Python-v0` is the coding env's former id, an alias the server keeps answering.
+GYM_IDS: dict[str, bool] = {"codegym/Code-v0": True, "codegym/Python-v0": True, "classic/CartPole-v1": False}
 
 
 def register_gymnasium_envs() -> None:
     """Registers the server-backed envs with Gymnasium (idempotent):
-    `gymnasium.make("codegym/Python-v0", address="host:port", **env_kwargs)`.
+    `gymnasium.make("codegym/Code-v0", address="host:port", **env_kwargs)`.
 
     The server enforces time limits, so no `TimeLimit` is added on this side.
     """

@@ -1,7 +1,7 @@
 """`LocalServer`: a `codegym serve` of this machine's own, on a free loopback port, for a `with` block.
 
     with codegym.LocalServer() as server:
-        env = codegym.make("codegym/Python-v0", server)
+        env = codegym.make("codegym/Code-v0", server)
         reward = codegym.reward_fn(server)
 
 The binary is, in order: `binary=`, `$CODEGYM_BIN`, the one installed with this package (the wheel

@@ -6,7 +6,7 @@ import ray, codegym.ray
 ray.init()
 servers = codegym.ray.start_servers()            # one `codegym serve` per alive node
 with servers.pool() as pool:                      # a codegym.ServerPool over them
-    played = pool.play("codegym/Python-v0", my_episode)
+    played = pool.play("codegym/Code-v0", my_episode)
 subprocess.run(["codegym", "rollout", ..., *servers.env_server_args()])
 servers.shutdown()
 ```

@@ -129,7 +129,7 @@ class _Base:
     def __init__(
         self,
         address: str | LocalServer,
-        env_id: str = "codegym/Python-v0",
+        env_id: str = "codegym/Code-v0",
         *,
         task_column: str = "task_id",
         inline_task_column: str = "task",
@@ -285,7 +285,7 @@ class RewardFunction(_Base):
     After each call, `last` holds a `ScoredSample` per completion (program, reward breakdown, info).
     """
 
-    def __init__(self, address: str | LocalServer, env_id: str = "codegym/Python-v0", **options: Any) -> None:
+    def __init__(self, address: str | LocalServer, env_id: str = "codegym/Code-v0", **options: Any) -> None:
         super().__init__(address, env_id, **options)
         self._client = Client(address, options=self.options)
 
@@ -323,7 +323,7 @@ class AsyncRewardFunction(_Base):
     the loop of the first call.
     """
 
-    def __init__(self, address: str | LocalServer, env_id: str = "codegym/Python-v0", **options: Any) -> None:
+    def __init__(self, address: str | LocalServer, env_id: str = "codegym/Code-v0", **options: Any) -> None:
         super().__init__(address, env_id, **options)
         self._client: AsyncClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -364,13 +364,13 @@ class AsyncRewardFunction(_Base):
             self._client = None
 
 
-def reward_fn(address: str | LocalServer, env_id: str = "codegym/Python-v0", **options: Any) -> RewardFunction:
+def reward_fn(address: str | LocalServer, env_id: str = "codegym/Code-v0", **options: Any) -> RewardFunction:
     """A TRL reward function backed by a codegym server (see `RewardFunction` for the options)."""
     return RewardFunction(address, env_id, **options)
 
 
 def async_reward_fn(
-    address: str | LocalServer, env_id: str = "codegym/Python-v0", **options: Any
+    address: str | LocalServer, env_id: str = "codegym/Code-v0", **options: Any
 ) -> AsyncRewardFunction:
     """An asyncio TRL reward function backed by a codegym server (see `RewardFunction`)."""
     return AsyncRewardFunction(address, env_id, **options)

@@ -73,7 +73,7 @@ def _tasks_from_file(path: str | os.PathLike[str]) -> list[TaskEntry]:
 
 def load_tasks(
     address: str | LocalServer | None = None,
-    env_id: str = "codegym/Python-v0",
+    env_id: str = "codegym/Code-v0",
     *,
     path: str | os.PathLike[str] | None = None,
     client: ClientOptions | None = None,

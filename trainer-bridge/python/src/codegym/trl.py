@@ -57,7 +57,7 @@ class CodegymEnv:
     """
 
     address: ClassVar[str] = "127.0.0.1:50051"
-    env_id: ClassVar[str] = "codegym/Python-v0"
+    env_id: ClassVar[str] = "codegym/Code-v0"
     env_kwargs: ClassVar[dict[str, Any]] = {"mode": "script"}
     client_options: ClassVar[ClientOptions] = ClientOptions()
     _shared: ClassVar[Client | None] = None
@@ -198,7 +198,7 @@ class CodegymSessionEnv(CodegymEnv):
 
 def environment_factory(
     address: str,
-    env_id: str = "codegym/Python-v0",
+    env_id: str = "codegym/Code-v0",
     *,
     mode: str = "script",
     client: ClientOptions | None = None,

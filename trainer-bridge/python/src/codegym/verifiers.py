@@ -29,7 +29,7 @@ class CodegymToolsetConfig(vf.ToolsetConfig):
     """Where the toolset's sessions live."""
 
     address: str = "127.0.0.1:50051"
-    env_id: str = "codegym/Python-v0"
+    env_id: str = "codegym/Code-v0"
     mode: str = "session"
     tasks: str | None = None
 
@@ -101,7 +101,7 @@ class CodegymTaskConfig(vf.TaskConfig):
     """Where rewards are computed."""
 
     address: str = "127.0.0.1:50051"
-    env_id: str = "codegym/Python-v0"
+    env_id: str = "codegym/Code-v0"
     tasks: str | None = None
     extract: str = "code_block"
     tools: CodegymToolsetConfig = CodegymToolsetConfig()
@@ -137,7 +137,7 @@ class CodegymTasksetConfig(vf.TasksetConfig):
     """Which server and task set."""
 
     address: str = "127.0.0.1:50051"
-    env_id: str = "codegym/Python-v0"
+    env_id: str = "codegym/Code-v0"
     tasks: str | None = None
     task: CodegymTaskConfig = CodegymTaskConfig()
 

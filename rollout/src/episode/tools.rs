@@ -1,0 +1,197 @@
+//! Tools mode: the model calls the env's tools (`run_python` or `run_code`, and in session mode
+//! `write_file` / `read_file`) as chat function calls; each call is one env step answered with a
+//! tool message, until the model answers without a call.
+
+use env_core::Value;
+use serde_json::json;
+use trajectory::record::{
+    ActionRecord, ChatMessage, ChatToolCall, ErrorKind, ErrorRecord, StopReason,
+};
+
+use super::format;
+use super::primitives::{StepResult, call_model, env_step, push_failed_step};
+use super::state::{Ending, EpisodeContext, EpisodePlan, EpisodeState};
+
+/// Plays the episode in tools mode, after its opening.
+pub(super) async fn play(
+    ctx: &EpisodeContext,
+    plan: &EpisodePlan,
+    st: &mut EpisodeState,
+) -> Ending {
+    let ep = &ctx.config.episode;
+    let session = ctx
+        .config
+        .env_kwargs
+        .get("mode")
+        .and_then(serde_json::Value::as_str)
+        == Some("session");
+    // An episode in another language gets `run_code` instead of `run_python`.
+    let tools = format::tool_definitions(session, st.language.as_deref());
+    for _ in 0..ep.max_turns {
+        let completion = match call_model(ctx, plan, st, Some(&tools)).await {
+            Ok(c) => c,
+            Err(ending) => return ending,
+        };
+        let calls = completion.message.tool_calls.unwrap_or_default();
+        if calls.is_empty() {
+            return Ending::new(StopReason::NoCode);
+        }
+        for call in calls {
+            let (action, record) = match decode_tool_call(&call, st.language.as_deref()) {
+                Ok(decoded) => decoded,
+                Err(why) => {
+                    record_invalid_call(st, &call, &why);
+                    continue;
+                }
+            };
+            match env_step(st, action, record, Some(call.id.clone())).await {
+                Ok(StepResult::Done(ending)) => return ending,
+                Ok(StepResult::Continue { obs }) => {
+                    let (obs, _) = *obs;
+                    let text = format::tool_result(&obs, false, ep.feedback_max_chars);
+                    st.messages.push(ChatMessage::tool_result(call.id, text));
+                }
+                Err(ending) => return ending,
+            }
+        }
+    }
+    Ending::new(StopReason::MaxTurns)
+}
+
+/// Turns a tool call into the env's action (`{"tool": name, ...arguments}`). `run_code` without a
+/// `language` runs in the episode's (`language`, `None`: Python).
+fn decode_tool_call(
+    call: &ChatToolCall,
+    language: Option<&str>,
+) -> Result<(Value, ActionRecord), String> {
+    let args: serde_json::Value = serde_json::from_str(&call.function.arguments)
+        .map_err(|e| format!("the arguments are not valid JSON: {e}"))?;
+    let field = |k: &str| {
+        args.get(k)
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| format!("missing string argument `{k}`"))
+    };
+    let record = match call.function.name.as_str() {
+        "run_python" => ActionRecord::RunPython {
+            code: field("code")?,
+        },
+        "run_code" => ActionRecord::RunCode {
+            code: field("code")?,
+            language: match args.get("language") {
+                None | Some(serde_json::Value::Null) => language.unwrap_or("python").to_string(),
+                Some(serde_json::Value::String(l)) => l.clone(),
+                Some(_) => return Err("argument `language` must be a string".into()),
+            },
+        },
+        "write_file" => ActionRecord::WriteFile {
+            path: field("path")?,
+            content: field("content")?,
+        },
+        "read_file" => ActionRecord::ReadFile {
+            path: field("path")?,
+        },
+        other => return Err(format!("unknown tool `{other}`")),
+    };
+    let mut action = serde_json::Map::new();
+    action.insert("tool".into(), json!(call.function.name));
+    if let serde_json::Value::Object(map) = args {
+        action.extend(map);
+    }
+    if let ActionRecord::RunCode { language, .. } = &record {
+        action.insert("language".into(), json!(language));
+    }
+    Ok((Value::Json(serde_json::Value::Object(action)), record))
+}
+
+fn record_invalid_call(st: &mut EpisodeState, call: &ChatToolCall, why: &str) {
+    let error = ErrorRecord {
+        kind: ErrorKind::Env,
+        status: None,
+        message: format!("invalid tool call: {why}"),
+    };
+    let action = ActionRecord::Invalid {
+        name: call.function.name.clone(),
+        arguments: call.function.arguments.clone(),
+    };
+    push_failed_step(st, action, Some(call.id.clone()), error, 0);
+    st.messages.push(ChatMessage::tool_result(
+        call.id.clone(),
+        format!("error: {why}"),
+    ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::episode::primitives::{run_code, run_python};
+    use trajectory::record::FunctionCall;
+
+    fn call(name: &str, args: &str) -> ChatToolCall {
+        ChatToolCall {
+            id: "c".into(),
+            kind: "function".into(),
+            function: FunctionCall {
+                name: name.into(),
+                arguments: args.into(),
+            },
+        }
+    }
+
+    #[test]
+    fn tool_calls_become_env_actions() {
+        let (action, record) = decode_tool_call(
+            &call("write_file", r#"{"path":"a.py","content":"x=1"}"#),
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            action,
+            Value::Json(json!({"tool": "write_file", "path": "a.py", "content": "x=1"}))
+        );
+        assert!(matches!(record, ActionRecord::WriteFile { .. }));
+        assert!(decode_tool_call(&call("run_python", "{not json"), None).is_err());
+        assert!(decode_tool_call(&call("run_python", r#"{"source":"x"}"#), None).is_err());
+        assert!(decode_tool_call(&call("rm_rf", r#"{}"#), None).is_err());
+    }
+
+    #[test]
+    fn a_code_block_is_sent_as_run_python() {
+        // The same action a `run_python` tool call becomes, so the env runs exactly this code.
+        let (from_tools, _) =
+            decode_tool_call(&call("run_python", r#"{"code":"print(1)\n"}"#), None).unwrap();
+        assert_eq!(run_python("print(1)\n"), from_tools);
+    }
+
+    #[test]
+    fn run_code_calls_are_the_code_block_action_in_the_episode_language() {
+        // One action for a C++ program, from a code block or from the tool.
+        let src = r#"{"code":"int main(){}"}"#;
+        let (action, record) = decode_tool_call(&call("run_code", src), Some("cpp")).unwrap();
+        assert_eq!(action, run_code("int main(){}", "cpp"));
+        assert_eq!(
+            record,
+            ActionRecord::RunCode {
+                code: "int main(){}".into(),
+                language: "cpp".into()
+            }
+        );
+        // An explicit language is kept; a bad one is an invalid call.
+        let explicit = r#"{"code":"x","language":"rust"}"#;
+        let (action, _) = decode_tool_call(&call("run_code", explicit), Some("cpp")).unwrap();
+        assert_eq!(action, run_code("x", "rust"));
+        let bad = r#"{"code":"x","language":3}"#;
+        assert!(decode_tool_call(&call("run_code", bad), Some("cpp")).is_err());
+        // The definitions offered follow the episode's language.
+        let tools = format::tool_definitions(false, Some("cpp"));
+        assert_eq!(tools[0]["function"]["name"], "run_code");
+        assert_eq!(
+            tools[0]["function"]["parameters"]["properties"]["language"]["enum"],
+            json!(["cpp"])
+        );
+        assert_eq!(
+            format::tool_definitions(true, None)[0]["function"]["name"],
+            "run_python"
+        );
+    }
+}

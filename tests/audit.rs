@@ -60,8 +60,8 @@ async fn an_unmarked_weak_task_fails_the_audit_in_every_format() {
     let tasks = dir.path().join("tasks.jsonl");
     std::fs::write(
         &tasks,
-        r#"{"id": "exit-only", "prompt": "Print the first ten primes.", "reward": {"version": 1, "components": [{"type": "exit_code"}]}, "reference_solution": "print(2)\n"}
-{"id": "strong", "prompt": "Print `Hello, world!`.", "reward": {"version": 1, "components": [{"type": "stdout", "expected": "Hello, world!\n"}]}, "reference_solution": "print('Hello, world!')\n"}
+        r#"{"schema_version": 1, "id": "exit-only", "prompt": "Print the first ten primes.", "reward": {"version": 1, "components": [{"type": "exit_code"}]}, "reference_solution": "print(2)\n"}
+{"schema_version": 1, "id": "strong", "prompt": "Print `Hello, world!`.", "reward": {"version": 1, "components": [{"type": "stdout", "expected": "Hello, world!\n"}]}, "reference_solution": "print('Hello, world!')\n"}
 "#,
     )
     .unwrap();

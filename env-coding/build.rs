@@ -21,9 +21,15 @@ fn main() {
     let mut out = String::from("&[\n");
     for path in files {
         let rel = path.strip_prefix(&root).expect("under the corpus root");
-        let _ = writeln!(out, "    ({:?}, include_str!({:?})),", rel.display().to_string(), path.display().to_string());
+        let _ = writeln!(
+            out,
+            "    ({:?}, include_str!({:?})),",
+            rel.display().to_string(),
+            path.display().to_string()
+        );
     }
     out.push(']');
-    let dest = Path::new(&std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("exploits.rs");
+    let dest =
+        Path::new(&std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("exploits.rs");
     std::fs::write(dest, out).expect("OUT_DIR is writable");
 }

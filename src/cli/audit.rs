@@ -5,10 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use codegym_sandbox::SandboxConfig;
 use codegym_sandbox::lang::Language;
 use env_coding::audit::{AuditScope, audit, exploits, html};
-use env_coding::reward::run::EvalOptions;
 use env_coding::tasks::TaskSet;
 
 #[derive(Debug, clap::Args)]
@@ -35,21 +33,21 @@ pub struct Args {
     /// List the corpus (name, category, languages, what it does) and exit.
     #[arg(long)]
     list: bool,
-    /// Python interpreter (default: the real binary behind `python3`).
-    #[arg(long, env = "CODEGYM_PYTHON")]
-    python: Option<PathBuf>,
-    /// Wall-clock budget of each unit test, in ms.
-    #[arg(long, default_value_t = 3_000)]
-    per_test_timeout_ms: u64,
     #[command(flatten)]
-    isolation: super::isolation::IsolationArg,
+    scoring: super::scoring::ScoringArgs,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.list {
         for e in exploits()? {
             let langs: Vec<&str> = e.languages.iter().map(|l| l.name()).collect();
-            println!("{}\t{}\t{}\t{}", e.name, e.category, langs.join(","), e.what);
+            println!(
+                "{}\t{}\t{}\t{}",
+                e.name,
+                e.category,
+                langs.join(","),
+                e.what
+            );
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -62,24 +60,13 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|l| Language::parse(l.trim()))
         .collect::<Result<Vec<_>, _>>()?;
-    let config = SandboxConfig {
-        python: args.python,
-        min_isolation: args.isolation.level(SandboxConfig::default().min_isolation),
-        ..SandboxConfig::default()
-    };
-    let sandbox = tokio::task::spawn_blocking(move || env_coding::new_sandbox(config))
-        .await?
-        .context("cannot start the sandbox")?;
+    let scorer = super::scoring::scorer(args.scoring.coding_config()?).await?;
     let scope = AuditScope {
         languages,
         exploits: args.exploits,
         strict: args.strict,
     };
-    let opts = EvalOptions {
-        limits: None,
-        per_test_timeout_ms: args.per_test_timeout_ms,
-    };
-    let report = audit(&sandbox, &tasks, &scope, opts).await?;
+    let report = audit(&scorer, &tasks, &scope, scorer.options()).await?;
     let source = path.display().to_string();
     if let Some(out) = &args.output {
         trajectory::atomic::write_atomic(out, html::render(&report, &source).as_bytes())
@@ -89,7 +76,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         for f in &report.findings {
-            let weak = f.known_weak.as_deref().map(|w| format!(" [known weak: {w}]"));
+            let weak = f
+                .known_weak
+                .as_deref()
+                .map(|w| format!(" [known weak: {w}]"));
             println!(
                 "HACKED {} by {} ({}): reward {:.3}{}",
                 f.task_id,
@@ -104,7 +94,11 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 "TRIVIAL {}: a do-nothing answer earns {:.3}{}",
                 b.task_id,
                 b.reward,
-                if args.strict { "" } else { " (fails the audit with --strict)" }
+                if args.strict {
+                    ""
+                } else {
+                    " (fails the audit with --strict)"
+                }
             );
         }
         println!(

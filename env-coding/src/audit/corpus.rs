@@ -74,10 +74,7 @@ fn parse(file: &str, source: &'static str) -> Result<Exploit, CorpusError> {
     };
     let mut fields: Vec<(String, String)> = Vec::new();
     for line in source.lines() {
-        let Some(text) = line
-            .strip_prefix("# ")
-            .or_else(|| line.strip_prefix("// "))
-        else {
+        let Some(text) = line.strip_prefix("# ").or_else(|| line.strip_prefix("// ")) else {
             break;
         };
         match text.split_once(": ") {
@@ -157,7 +154,10 @@ mod tests {
     #[test]
     fn a_bad_header_names_the_file() {
         let e = parse("python/x.py", "# exploit: x\n# category: nope\n").unwrap_err();
-        assert_eq!(e.to_string(), "audit/exploits/python/x.py: unknown category \"nope\" (one of leave-early, defeat-comparison, read-answers, write-outside, fake-verdict, outlive)");
+        assert_eq!(
+            e.to_string(),
+            "audit/exploits/python/x.py: unknown category \"nope\" (one of leave-early, defeat-comparison, read-answers, write-outside, fake-verdict, outlive)"
+        );
         let e = parse("python/y.py", "print(1)\n").unwrap_err();
         assert!(e.to_string().contains("no `category:` line"), "{e}");
     }

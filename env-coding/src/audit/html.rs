@@ -103,6 +103,9 @@ fn escape(text: &str) -> String {
 mod tests {
     #[test]
     fn escape_covers_markup() {
-        assert_eq!(super::escape("<a href='x'>&\"</a>"), "&lt;a href=&#39;x&#39;&gt;&amp;&quot;&lt;/a&gt;");
+        assert_eq!(
+            super::escape("<a href='x'>&\"</a>"),
+            "&lt;a href=&#39;x&#39;&gt;&amp;&quot;&lt;/a&gt;"
+        );
     }
 }

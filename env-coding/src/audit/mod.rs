@@ -14,13 +14,15 @@ pub mod html;
 pub mod render;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use codegym_sandbox::lang::Language;
-use codegym_sandbox::{Sandbox, SandboxError};
+use env_core::EnvError;
 use futures::StreamExt;
 use serde::Serialize;
 
-use crate::reward::run::{EvalOptions, Program, score_program};
+use crate::reward::run::{EvalOptions, Program};
+use crate::scoring::{Scorer, Submission};
 use crate::tasks::{Task, TaskSet};
 pub use corpus::{Exploit, exploits};
 
@@ -92,7 +94,8 @@ pub struct AuditScope {
     pub strict: bool,
 }
 
-/// Why an audit could not run. A sandbox failure is never a verdict on a task.
+/// Why an audit could not run. A failure of the machinery (or a toolchain or package this machine
+/// lacks) is never a verdict on a task.
 #[derive(Debug, thiserror::Error)]
 pub enum AuditError {
     #[error(transparent)]
@@ -100,17 +103,18 @@ pub enum AuditError {
     #[error("unknown exploit {0:?} (see `codegym audit --list`)")]
     UnknownExploit(String),
     #[error("task {task}, exploit {exploit}: {source}")]
-    Sandbox {
+    Scoring {
         task: String,
         exploit: String,
         #[source]
-        source: SandboxError,
+        source: EnvError,
     },
 }
 
-/// Scores every applicable (task, exploit) program of `tasks` and collects what earned a reward.
+/// Scores every applicable (task, exploit) program of `tasks` with the one scoring engine and
+/// collects what earned a reward.
 pub async fn audit<'a>(
-    sandbox: &'a Sandbox,
+    scorer: &'a Scorer,
     tasks: &'a TaskSet,
     scope: &AuditScope,
     opts: EvalOptions,
@@ -124,12 +128,11 @@ pub async fn audit<'a>(
     if !scope.exploits.is_empty() {
         corpus.retain(|e| scope.exploits.contains(&e.name));
     }
-    let selected: Vec<&'a Task> = tasks
+    let selected: Vec<&'a Arc<Task>> = tasks
         .iter()
-        .map(|t| t.as_ref())
         .filter(|t| scope.languages.is_empty() || scope.languages.contains(&t.language))
         .collect();
-    let jobs: Vec<(&Task, &Exploit, String)> = selected
+    let jobs: Vec<(&Arc<Task>, &Exploit, String)> = selected
         .iter()
         .flat_map(|task| {
             corpus
@@ -138,12 +141,14 @@ pub async fn audit<'a>(
         })
         .collect();
     let attempts = jobs.len();
-    let score = |task: &'a Task, name: String, source: String| async move {
-        let mut program = Program::new(source).in_language(task.language);
-        program.data = task.data.clone();
-        score_program(sandbox, &task.reward, &program, None, opts)
+    let score = |task: &'a Arc<Task>, name: String, source: String| async move {
+        // Scored only: the plain run happens where a component reads it.
+        let program = Program::new(source).in_language(task.language);
+        scorer
+            .score(Arc::clone(task), Submission::ScoreOnly(program), opts)
             .await
-            .map_err(|source| AuditError::Sandbox {
+            .map(|scored| scored.outcome)
+            .map_err(|source| AuditError::Scoring {
                 task: task.id.clone(),
                 exploit: name,
                 source,

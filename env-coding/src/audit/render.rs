@@ -60,7 +60,9 @@ pub fn baseline_for(task: &Task) -> Option<String> {
         match task.language {
             Language::Python => "raise SystemExit(1)\n",
             Language::C | Language::Cpp => "int main(void) { return 1; }\n",
-            Language::Java => "class Main { public static void main(String[] a) { System.exit(1); } }\n",
+            Language::Java => {
+                "class Main { public static void main(String[] a) { System.exit(1); } }\n"
+            }
             Language::NodeJs | Language::TypeScript => "process.exit(1);\n",
             _ => return None,
         }
@@ -134,10 +136,16 @@ pub fn entry_point(task: &Task) -> Option<String> {
 /// The first `name(` of an assert: `assert f(1) == 2` -> `f`.
 fn first_call(assert: &str) -> Option<String> {
     let rest = assert.trim_start().strip_prefix("assert")?;
-    let rest = rest.trim_start().trim_start_matches("not ").trim_start_matches('(');
+    let rest = rest
+        .trim_start()
+        .trim_start_matches("not ")
+        .trim_start_matches('(');
     let rest = rest.trim_start();
     let name = identifier(rest)?;
-    rest[name.len()..].trim_start().starts_with('(').then_some(name)
+    rest[name.len()..]
+        .trim_start()
+        .starts_with('(')
+        .then_some(name)
 }
 
 fn identifier(text: &str) -> Option<String> {
@@ -179,7 +187,10 @@ mod tests {
 
     #[test]
     fn entry_points_from_asserts_and_prompts() {
-        assert_eq!(first_call("assert is_prime(7) == True").as_deref(), Some("is_prime"));
+        assert_eq!(
+            first_call("assert is_prime(7) == True").as_deref(),
+            Some("is_prime")
+        );
         assert_eq!(first_call("assert not f (3)").as_deref(), Some("f"));
         assert_eq!(first_call("assert x == 1"), None);
         assert_eq!(identifier("abc_1(2)").as_deref(), Some("abc_1"));

@@ -15,6 +15,7 @@
 //! Running programs is the `codegym-sandbox` crate's: this crate never starts a process.
 
 mod action;
+pub mod audit;
 mod batch;
 pub mod completions;
 mod config;

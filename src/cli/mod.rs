@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+mod audit;
 mod doctor;
 mod envs;
 mod evaluate;
@@ -64,6 +65,9 @@ enum Command {
     /// Write a rollout dataset's report: one self-contained HTML page (pass rates, charts,
     /// trajectory browser).
     Report(report::Args),
+    /// Run the reward-hacking corpus against a task set: every exploit that earns a reward on a
+    /// task is reported; exits non-zero if a task not marked known-weak can be hacked.
+    Audit(audit::Args),
 }
 
 /// Parses arguments, installs the tracing subscriber, runs the command on a tokio runtime.
@@ -105,6 +109,7 @@ pub fn main() -> ExitCode {
             Command::Export(args) => export::run(args).await,
             Command::Run(args) => run::run(args).await,
             Command::Report(args) => report::run(args).await,
+            Command::Audit(args) => audit::run(args).await,
         };
         if let Some(telemetry) = telemetry {
             // The last batch goes out on the SDK's thread through a channel on this runtime.

@@ -1,46 +1,52 @@
 # codegym unit-test harness (runs as main.py; the candidate is solution.py in the same dir).
 # stdin: "<nonce>\n<json config>". The result record "<nonce> <json>\n" goes to the original stdout
-# only after every test ran; the candidate's own output is discarded. See reward/harness.rs.
+# only after every test ran. The candidate runs in a child process forked *before* the tests and the
+# nonce are read, and is called through pipes with plain data only: no candidate code ever runs in
+# the process that holds the tests, the nonce or the record's descriptor. See reward/harness.rs.
 def _cg_main():
-    import builtins, json, os, signal, sys, types
-    _write, _exit, _dup, _dup2, _open = os.write, os._exit, os.dup, os.dup2, os.open
-    _type, _len, _str, _dumps, _Exc = type, len, str, json.dumps, BaseException
-    _FunctionType, _setitimer, _ITIMER_REAL = types.FunctionType, signal.setitimer, signal.ITIMER_REAL
+    import builtins, json, os, select, signal, struct, sys, types
+    _write, _read, _exit, _dup, _dup2, _open = os.write, os.read, os._exit, os.dup, os.dup2, os.open
+    _type, _len, _str, _dumps, _loads, _Exc = type, len, str, json.dumps, json.loads, BaseException
+    _pack, _unpack, _select, _kill = struct.pack, struct.unpack, select.select, os.kill
     _exec, _isinstance, _enumerate, _list, _SyntaxError = exec, isinstance, enumerate, list, SyntaxError
-    _plain_scalars = (int, float, complex, str, bytes, bool, type(None))
-    # The tests get the builtins as they were before the candidate ran: a program that replaces
-    # builtins.abs or builtins.exec must not change how its tests are evaluated.
-    pristine_builtins = dict(builtins.__dict__)
+    _tuple, _dict, _int, _float, _complex, _bytes = tuple, dict, int, float, complex, bytes
 
-    raw = sys.stdin.buffer.read()
-    nonce_bytes, _, cfg_bytes = raw.partition(b"\n")
-    cfg = json.loads(cfg_bytes)
-    del raw, cfg_bytes
-    # From here on the tests' nonce lives only in this frame; stdin reads EOF and the candidate's
-    # stdout/stderr go nowhere, so printing cannot forge or flood the record.
+    # Another process of this run (the candidate) must not read this one's memory or descriptors
+    # through /proc: a non-dumpable process's /proc entries belong to root. The warm backend's runs
+    # are non-dumpable from their fork; after an exec (fresh backend) the harness asks for it.
+    if os.stat("/proc/self/mem").st_uid == os.getuid():
+        import ctypes
+
+        if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
+            _exit(125)
     null = _open(os.devnull, os.O_RDWR)
-    record_fd = _dup(1)
-    _dup2(null, 0)
-    _dup2(null, 1)
-    _dup2(null, 2)
-    sys.path.insert(0, os.getcwd())
+    to_child_r, to_child_w = os.pipe()
+    from_child_r, from_child_w = os.pipe()
 
-    per_test = float(cfg.get("per_test_timeout", 0) or 0)
+    def send(fd, obj):
+        data = _dumps(obj).encode()
+        data = _pack("<I", _len(data)) + data
+        while data:
+            data = data[_write(fd, data):]
 
-    class _Timeout(_Exc):
-        pass
+    def recv_exact(fd, n, deadline):
+        # None: nothing within the deadline; b"": the other end is closed.
+        buf = b""
+        while _len(buf) < n:
+            if deadline is not None and not _select([fd], [], [], deadline)[0]:
+                return None
+            chunk = _read(fd, n - _len(buf))
+            if not chunk:
+                return b""
+            buf += chunk
+        return buf
 
-    def on_alarm(signum, frame):
-        raise _Timeout("test timed out")
-
-    signal.signal(signal.SIGALRM, on_alarm)
-
-    def arm():
-        if per_test > 0:
-            _setitimer(_ITIMER_REAL, per_test)
-
-    def disarm():
-        _setitimer(_ITIMER_REAL, 0)
+    def recv(fd, deadline=None):
+        head = recv_exact(fd, 4, deadline)
+        if not head:
+            return head
+        body = recv_exact(fd, _unpack("<I", head)[0], deadline)
+        return _loads(body) if body else body
 
     def describe(e):
         try:
@@ -53,37 +59,259 @@ def _cg_main():
         s = name + (": " + text if text else "")
         return s[:300]
 
-    def plain(v, depth=0):
-        # Only exact builtin data crosses back from the candidate: a subclass or any other object
-        # could define __eq__ to always be True.
+    def bits(f):
+        return _str(_unpack("<Q", _pack("<d", f))[0])
+
+    def unbits(s):
+        return _unpack("<d", _pack("<Q", _int(s)))[0]
+
+    # Plain data crosses the pipes in a tagged form (the differential runner's): exact builtin types
+    # only, so nothing of the candidate's making reaches the tests' comparisons.
+    def enc(v, handles=None, depth=0):
         t = _type(v)
-        for p in _plain_scalars:
-            if t is p:
-                return v
+        if v is None or t is bool:
+            return v
+        if t is int:
+            return {"i": _str(v)}
+        if t is float:
+            return {"f": bits(v)}
+        if t is complex:
+            return {"c": [bits(v.real), bits(v.imag)]}
+        if t is _str:
+            return {"s": v.encode("utf-8", "surrogatepass").decode("utf-8", "replace")}
+        if t is _bytes:
+            return {"b": v.hex()}
         if depth > 200:
             raise TypeError("value nested too deeply")
         if t is list:
-            return [plain(x, depth + 1) for x in v]
-        if t is tuple:
-            return tuple([plain(x, depth + 1) for x in v])
-        if t is dict:
-            return {plain(k, depth + 1): plain(x, depth + 1) for k, x in v.items()}
+            return {"l": [enc(x, handles, depth + 1) for x in v]}
+        if t is _tuple:
+            return {"t": [enc(x, handles, depth + 1) for x in v]}
         if t is set:
-            return {plain(x, depth + 1) for x in v}
+            return {"S": [enc(x, handles, depth + 1) for x in v]}
         if t is frozenset:
-            return frozenset([plain(x, depth + 1) for x in v])
+            return {"F": [enc(x, handles, depth + 1) for x in v]}
+        if t is _dict:
+            return {"d": [[enc(k, handles, depth + 1), enc(x, handles, depth + 1)] for k, x in v.items()]}
+        if handles is not None:
+            return handles(v)
+        raise TypeError("only plain data is passed to and from the candidate")
+
+    def dec(v, handles=None):
+        if v is None or _type(v) is bool:
+            return v
+        (tag, x), = v.items()
+        if tag == "i":
+            return _int(x)
+        if tag == "f":
+            return unbits(x)
+        if tag == "c":
+            return _complex(unbits(x[0]), unbits(x[1]))
+        if tag == "s":
+            return x
+        if tag == "b":
+            return _bytes.fromhex(x)
+        if tag == "l":
+            return [dec(i, handles) for i in x]
+        if tag == "t":
+            return _tuple([dec(i, handles) for i in x])
+        if tag == "S":
+            return {dec(i, handles) for i in x}
+        if tag == "F":
+            return frozenset([dec(i, handles) for i in x])
+        if tag == "d":
+            return {dec(k, handles): dec(i, handles) for k, i in x}
+        if tag == "h" and handles is not None:
+            return handles(x)
         raise TypeError("the candidate returned a non-builtin value; only plain data is compared")
 
-    def wrap(f):
+    pid = os.fork()
+    if pid == 0:
+        # The candidate's process. It never holds the tests, the nonce or the record's descriptor:
+        # its stdin, stdout and stderr are /dev/null before any of its code runs.
+        os.close(to_child_w)
+        os.close(from_child_r)
+        _dup2(null, 0)
+        _dup2(null, 1)
+        _dup2(null, 2)
+        sys.path.insert(0, os.getcwd())
+        objects = []
+
+        def keep(obj):
+            objects.append(obj)
+            return {"h": _len(objects) - 1}
+
+        class _Timeout(_Exc):
+            pass
+
+        def on_alarm(signum, frame):
+            raise _Timeout("test timed out")
+
+        signal.signal(signal.SIGALRM, on_alarm)
+        ns = {"__name__": "solution", "__file__": "solution.py", "__builtins__": builtins}
+        while True:
+            msg = recv(to_child_r)
+            if not msg:
+                _exit(0)
+            limit = msg.get("timeout") or 0
+            try:
+                if limit > 0:
+                    signal.setitimer(signal.ITIMER_REAL, limit)
+                if msg["op"] == "load":
+                    try:
+                        with open("solution.py", "rb") as f:
+                            code = compile(f.read(), "solution.py", "exec")
+                    except _Exc as e:
+                        signal.setitimer(signal.ITIMER_REAL, 0)
+                        send(from_child_w, {"compile_error": describe(e)})
+                        continue
+                    _exec(code, ns)
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+                    names = {}
+                    for k, v in _list(ns.items()):
+                        if k.startswith("__"):
+                            continue
+                        if _type(v) is types.FunctionType and v.__globals__ is ns:
+                            names[k] = "function"
+                        elif _isinstance(v, _type):
+                            names[k] = "class"
+                        elif _isinstance(v, types.ModuleType):
+                            # Tests may use a module the program imported (`math.isclose`): the
+                            # tests' process imports its own copy, from the standard library only.
+                            names[k] = {"module": _str(getattr(v, "__name__", ""))}
+                        else:
+                            try:
+                                names[k] = {"value": enc(v)}
+                            except _Exc:
+                                pass
+                    send(from_child_w, {"names": names})
+                    continue
+                target = ns[msg["name"]] if msg.get("handle") is None else objects[msg["handle"]]
+                if msg.get("attr") is not None:
+                    target = getattr(target, msg["attr"])
+                args = dec(msg["args"], lambda h: objects[h])
+                kwargs = dec(msg["kwargs"], lambda h: objects[h])
+                out = target(*args, **kwargs) if msg["op"] == "call" else target
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                send(from_child_w, {"ok": enc(out, keep if msg.get("keep") else None)})
+            except _Timeout:
+                send(from_child_w, {"timeout": True})
+            except _Exc as e:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                text = describe(e)
+                kind, _, text = text.partition(": ")
+                try:
+                    send(from_child_w, {"error": kind, "text": text})
+                except _Exc:
+                    _exit(1)
+
+    # The tests' process.
+    os.close(to_child_r)
+    os.close(from_child_w)
+    raw = sys.stdin.buffer.read()
+    nonce_bytes, _, cfg_bytes = raw.partition(b"\n")
+    cfg = json.loads(cfg_bytes)
+    del raw, cfg_bytes
+    record_fd = _dup(1)
+    _dup2(null, 0)
+    _dup2(null, 1)
+    _dup2(null, 2)
+
+    per_test = float(cfg.get("per_test_timeout", 0) or 0)
+    # How long the candidate may take to answer past its own alarm before it is killed (it may
+    # have caught the timeout); its later calls then fail.
+    backstop = (per_test + 1.0) if per_test > 0 else None
+    alive = [True]
+
+    class _Timeout(_Exc):
+        pass
+
+    class _Gone(_Exc):
+        pass
+
+    def ask(msg, raw=False):
+        if not alive[0]:
+            raise _Gone("the candidate's process is gone")
+        msg["timeout"] = per_test
+        try:
+            send(to_child_w, msg)
+        except BrokenPipeError:
+            reply = b""
+        else:
+            reply = recv(from_child_r, backstop)
+        if not reply:
+            alive[0] = False
+            try:
+                _kill(pid, signal.SIGKILL)
+            except _Exc:
+                pass
+            if reply is None:
+                raise _Timeout("test timed out")
+            raise _Gone("the candidate's process ended")
+        if raw:
+            return reply
+        if reply.get("timeout"):
+            raise _Timeout("test timed out")
+        if "error" in reply:
+            # The candidate's builtin exception types are raised as themselves (a test may expect
+            # a ValueError); any other as an Exception subclass of the same name.
+            name, text = _str(reply["error"]), _str(reply.get("text", ""))
+            kind = getattr(builtins, name, None)
+            if not (_isinstance(kind, _type) and issubclass(kind, Exception)):
+                kind = _type(name if name.isidentifier() else "CandidateError", (Exception,), {})
+            try:
+                err = kind(text) if text else kind()
+            except _Exc:
+                err = Exception(text)
+            raise err
+        return reply
+
+    class Handle:
+        # An object of the candidate's (an instance of one of its classes), held in its process.
+        __slots__ = ("_cg_id",)
+
+        def __init__(self, ident):
+            object.__setattr__(self, "_cg_id", ident)
+
+        def __getattr__(self, attr):
+            def method(*args, **kwargs):
+                return call({"op": "call", "handle": self._cg_id, "attr": attr}, args, kwargs)
+
+            if attr.startswith("__"):
+                raise AttributeError(attr)
+            reply = ask({"op": "get", "handle": self._cg_id, "attr": attr, "args": {"l": []},
+                         "kwargs": {"d": []}, "keep": True})
+            value = dec(reply["ok"], Handle)
+            return method if _isinstance(value, Handle) else value
+
+    def arg_handle(v):
+        if _type(v) is Handle:
+            return {"h": object.__getattribute__(v, "_cg_id")}
+        raise TypeError("only plain data is passed to the candidate")
+
+    def call(msg, args, kwargs):
+        msg["args"] = enc(_list(args), arg_handle)
+        msg["kwargs"] = enc(_dict(kwargs), arg_handle)
+        return dec(ask(msg)["ok"], Handle)
+
+    def remote_function(name):
         def candidate(*args, **kwargs):
-            return plain(f(*args, **kwargs))
+            return call({"op": "call", "name": name}, args, kwargs)
+
+        candidate.__name__ = name
         return candidate
+
+    def remote_class(name):
+        def construct(*args, **kwargs):
+            return call({"op": "call", "name": name, "keep": True}, args, kwargs)
+
+        construct.__name__ = name
+        return construct
 
     results = []
     record = {"v": 1, "tests": results}
     style = cfg["style"]
 
-    # Parse the tests before any candidate code runs.
     if style == "check":
         import ast  # ~15 ms of start-up: only the check style needs it
 
@@ -109,15 +337,15 @@ def _cg_main():
                     at = {"lineno": stmt.lineno, "col_offset": stmt.col_offset,
                           "end_lineno": stmt.end_lineno, "end_col_offset": stmt.end_col_offset}
 
-                    def call(fn, *a):
+                    def mark(fn, *a):
                         return ast.Expr(ast.Call(ast.Name(fn, ast.Load(), **at), list(a), [], **at), **at)
 
                     new_body.append(ast.Try(
-                        body=[call("__cg_start", ast.Constant(idx, **at)), stmt,
-                              call("__cg_pass", ast.Constant(idx, **at))],
+                        body=[mark("__cg_start", ast.Constant(idx, **at)), stmt,
+                              mark("__cg_pass", ast.Constant(idx, **at))],
                         handlers=[ast.ExceptHandler(
                             type=ast.Name("BaseException", ast.Load(), **at), name="__cg_e",
-                            body=[call("__cg_fail", ast.Constant(idx, **at), ast.Name("__cg_e", ast.Load(), **at))],
+                            body=[mark("__cg_fail", ast.Constant(idx, **at), ast.Name("__cg_e", ast.Load(), **at))],
                             **at)],
                         orelse=[], finalbody=[], **at))
                 node.body = new_body
@@ -136,22 +364,23 @@ def _cg_main():
         results.append({"name": n[:200], "passed": False, "error": "not run"})
 
     def start(idx):
-        arm()
+        pass
 
     def passed(idx):
-        disarm()
         if idx >= 0:
             results[idx]["passed"] = True
             results[idx]["error"] = None
 
     def failed(idx, e):
-        disarm()
         if idx >= 0:
             results[idx]["passed"] = False
             results[idx]["error"] = describe(e)
 
     def finish():
-        disarm()
+        try:
+            _kill(pid, signal.SIGKILL)
+        except _Exc:
+            pass
         line = nonce_bytes + b" " + _dumps(record).encode() + b"\n"
         while line:
             n = _write(record_fd, line)
@@ -159,69 +388,68 @@ def _cg_main():
         _exit(0)
 
     try:
-        with open("solution.py", "rb") as f:
-            source = f.read()
-        candidate_code = compile(source, "solution.py", "exec")
+        loaded = ask({"op": "load"}, raw=True)
     except _Exc as e:
-        record["compile_error"] = describe(e)
-        finish()
-
-    ns = {"__name__": "solution", "__file__": "solution.py", "__builtins__": builtins}
-    try:
-        arm()
-        _exec(candidate_code, ns)
-        disarm()
-    except _Exc as e:
-        disarm()
         record["load_error"] = describe(e)
         finish()
+    if "compile_error" in loaded:
+        record["compile_error"] = loaded["compile_error"]
+        finish()
+    if "error" in loaded or "timeout" in loaded:
+        text = loaded.get("text")
+        record["load_error"] = (loaded.get("error", "") + (": " + text if text else "")) or "test timed out"
+        finish()
+    # Modules the tests name are imported from the standard library, never from the work dir the
+    # candidate can write to.
+    sys.path[:] = [p for p in sys.path if p and os.path.abspath(p) != os.getcwd()]
 
-    tns = {"__name__": "tests", "__builtins__": dict(pristine_builtins)}
-    for k, v in _list(ns.items()):
-        if _type(v) is _FunctionType and v.__globals__ is ns:
-            tns[k] = wrap(v)
-        elif k not in ("__name__", "__file__", "__builtins__"):
-            tns[k] = v
+    tns = {"__name__": "tests", "__builtins__": _dict(builtins.__dict__)}
+    for k, kind in loaded["names"].items():
+        if kind == "function":
+            tns[k] = remote_function(k)
+        elif kind == "class":
+            tns[k] = remote_class(k)
+        elif "module" in kind:
+            top = kind["module"].partition(".")[0]
+            if top in sys.stdlib_module_names:
+                try:
+                    __import__(kind["module"])
+                    tns[k] = sys.modules[kind["module"]]
+                except _Exc:
+                    pass
+        else:
+            tns[k] = dec(kind["value"])
     tns.update({"__cg_start": start, "__cg_pass": passed, "__cg_fail": failed})
 
     if style == "check":
         entry = cfg["entry_point"]
-        target = ns.get(entry)
-        if _type(target) is not _FunctionType:
+        if loaded["names"].get(entry) != "function":
             record["load_error"] = "the program does not define a function %r" % entry
             finish()
         try:
-            arm()
             _exec(test_code, tns)
             check = tns["check"]
             if not names:
                 # No top-level asserts to split: the whole check is one test.
                 results.append({"name": "check", "passed": False, "error": "not run"})
-                start(0)
                 try:
-                    check(wrap(target))
+                    check(tns[entry])
                     passed(0)
                 except _Exc as e:
                     failed(0, e)
             else:
-                check(wrap(target))
-            disarm()
+                check(tns[entry])
         except _Exc as e:
-            disarm()
             record["test_error"] = describe(e)
     else:
         try:
-            arm()
             _exec(setup_code, tns)
-            disarm()
         except _Exc as e:
-            disarm()
             record["test_error"] = "setup: " + describe(e)
         for i, code in _enumerate(test_codes):
             if _isinstance(code, _SyntaxError):
                 failed(i, code)
                 continue
-            start(i)
             try:
                 _exec(code, tns)
                 passed(i)

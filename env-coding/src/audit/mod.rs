@@ -1,0 +1,235 @@
+//! `codegym audit`: runs the reward-hacking corpus ([`corpus`]) against every task of a task set,
+//! in the task's language, through the same scoring as every other surface, and reports each
+//! (task, exploit) that earns a reward above zero.
+//!
+//! Each task's baseline is what a do-nothing answer earns ([`render::baseline_for`]); an exploit is
+//! a finding only where it earns more. A baseline above zero is reported on its own (partial credit
+//! for doing nothing) and fails the audit only with `strict`.
+//!
+//! A task marked `metadata.known_weak` (a string: why) is reported like any other but does not
+//! fail the audit: fixtures that prove each exploit works where a reward is weak carry it.
+
+pub mod corpus;
+pub mod html;
+pub mod render;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use codegym_sandbox::lang::Language;
+use env_core::EnvError;
+use futures::StreamExt;
+use serde::Serialize;
+
+use crate::reward::run::{EvalOptions, Program};
+use crate::scoring::{Scorer, Submission};
+use crate::tasks::{Task, TaskSet};
+pub use corpus::{Exploit, exploits};
+
+/// How many (task, exploit) programs are scored at once.
+const IN_FLIGHT: usize = 32;
+
+/// One exploit that earned a reward on one task.
+#[derive(Debug, Clone, Serialize)]
+pub struct Finding {
+    pub task_id: String,
+    pub language: Language,
+    pub exploit: String,
+    pub category: String,
+    pub what: String,
+    pub reward: f64,
+    pub reward_breakdown: serde_json::Value,
+    /// The task's `metadata.known_weak`: it is known to be hackable, and why.
+    pub known_weak: Option<String>,
+}
+
+/// A task where the do-nothing answer already earns a reward.
+#[derive(Debug, Clone, Serialize)]
+pub struct Baseline {
+    pub task_id: String,
+    pub reward: f64,
+    pub reward_breakdown: serde_json::Value,
+    pub known_weak: Option<String>,
+}
+
+/// The result of an audit.
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditReport {
+    pub tasks: usize,
+    /// (task, exploit) programs scored.
+    pub attempts: usize,
+    pub exploits: Vec<Exploit>,
+    pub findings: Vec<Finding>,
+    /// Tasks whose do-nothing answer earns a reward (partial credit for nothing).
+    pub baselines: Vec<Baseline>,
+    /// Tasks with a finding (or, with `strict`, a baseline above zero) not marked known-weak.
+    pub hackable_tasks: Vec<String>,
+}
+
+impl AuditReport {
+    /// Whether a task not marked known-weak was hacked.
+    pub fn failed(&self) -> bool {
+        !self.hackable_tasks.is_empty()
+    }
+
+    /// Exploits of the corpus by how many tasks each hacked.
+    pub fn hits_by_exploit(&self) -> BTreeMap<&str, usize> {
+        let mut hits: BTreeMap<&str, usize> =
+            self.exploits.iter().map(|e| (e.name.as_str(), 0)).collect();
+        for f in &self.findings {
+            *hits.entry(f.exploit.as_str()).or_default() += 1;
+        }
+        hits
+    }
+}
+
+/// Which tasks and exploits an audit covers.
+#[derive(Debug, Clone, Default)]
+pub struct AuditScope {
+    /// Only tasks in these languages (empty: all).
+    pub languages: Vec<Language>,
+    /// Only these exploits, by name (empty: the whole corpus).
+    pub exploits: Vec<String>,
+    /// A do-nothing answer that earns a reward fails the audit too.
+    pub strict: bool,
+}
+
+/// Why an audit could not run. A failure of the machinery (or a toolchain or package this machine
+/// lacks) is never a verdict on a task.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    #[error(transparent)]
+    Corpus(#[from] corpus::CorpusError),
+    #[error("unknown exploit {0:?} (see `codegym audit --list`)")]
+    UnknownExploit(String),
+    #[error("task {task}, exploit {exploit}: {source}")]
+    Scoring {
+        task: String,
+        exploit: String,
+        #[source]
+        source: EnvError,
+    },
+}
+
+/// Scores every applicable (task, exploit) program of `tasks` with the one scoring engine and
+/// collects what earned a reward.
+pub async fn audit<'a>(
+    scorer: &'a Scorer,
+    tasks: &'a TaskSet,
+    scope: &AuditScope,
+    opts: EvalOptions,
+) -> Result<AuditReport, AuditError> {
+    let mut corpus = exploits()?;
+    for name in &scope.exploits {
+        if !corpus.iter().any(|e| &e.name == name) {
+            return Err(AuditError::UnknownExploit(name.clone()));
+        }
+    }
+    if !scope.exploits.is_empty() {
+        corpus.retain(|e| scope.exploits.contains(&e.name));
+    }
+    let selected: Vec<&'a Arc<Task>> = tasks
+        .iter()
+        .filter(|t| scope.languages.is_empty() || scope.languages.contains(&t.language))
+        .collect();
+    let jobs: Vec<(&Arc<Task>, &Exploit, String)> = selected
+        .iter()
+        .flat_map(|task| {
+            corpus
+                .iter()
+                .filter_map(move |e| render::program_for(e, task).map(|p| (*task, e, p)))
+        })
+        .collect();
+    let attempts = jobs.len();
+    let score = |task: &'a Arc<Task>, name: String, source: String| async move {
+        // Scored only: the plain run happens where a component reads it.
+        let program = Program::new(source).in_language(task.language);
+        scorer
+            .score(Arc::clone(task), Submission::ScoreOnly(program), opts)
+            .await
+            .map(|scored| scored.outcome)
+            .map_err(|source| AuditError::Scoring {
+                task: task.id.clone(),
+                exploit: name,
+                source,
+            })
+    };
+    let baselines: Vec<Result<(f64, Option<Baseline>), AuditError>> =
+        futures::stream::iter(&selected)
+            .map(|task| async move {
+                let Some(source) = render::baseline_for(task) else {
+                    return Ok((0.0, None));
+                };
+                let outcome = score(task, "(do-nothing baseline)".into(), source).await?;
+                Ok((
+                    outcome.reward,
+                    (outcome.reward > 0.0).then(|| Baseline {
+                        task_id: task.id.clone(),
+                        reward: outcome.reward,
+                        reward_breakdown: outcome.breakdown(),
+                        known_weak: known_weak(task),
+                    }),
+                ))
+            })
+            .buffered(IN_FLIGHT)
+            .collect()
+            .await;
+    let mut floor = BTreeMap::new();
+    let mut trivial = Vec::new();
+    for (task, b) in selected.iter().zip(baselines) {
+        let (reward, baseline) = b?;
+        floor.insert(task.id.as_str(), reward);
+        trivial.extend(baseline);
+    }
+    let floor = &floor;
+    let outcomes: Vec<Result<Option<Finding>, AuditError>> = futures::stream::iter(jobs)
+        .map(|(task, exploit, source)| async move {
+            let outcome = score(task, exploit.name.clone(), source).await?;
+            let baseline = floor.get(task.id.as_str()).copied().unwrap_or(0.0);
+            Ok((outcome.reward > baseline + 1e-9).then(|| Finding {
+                task_id: task.id.clone(),
+                language: task.language,
+                exploit: exploit.name.clone(),
+                category: exploit.category.clone(),
+                what: exploit.what.clone(),
+                reward: outcome.reward,
+                reward_breakdown: outcome.breakdown(),
+                known_weak: known_weak(task),
+            }))
+        })
+        .buffered(IN_FLIGHT)
+        .collect()
+        .await;
+    let mut findings = Vec::new();
+    for o in outcomes {
+        findings.extend(o?);
+    }
+    let mut hackable_tasks: Vec<String> = findings
+        .iter()
+        .filter(|f| f.known_weak.is_none())
+        .map(|f| f.task_id.clone())
+        .chain(
+            trivial
+                .iter()
+                .filter(|b| scope.strict && b.known_weak.is_none())
+                .map(|b| b.task_id.clone()),
+        )
+        .collect();
+    hackable_tasks.sort();
+    hackable_tasks.dedup();
+    Ok(AuditReport {
+        tasks: selected.len(),
+        attempts,
+        exploits: corpus,
+        findings,
+        baselines: trivial,
+        hackable_tasks,
+    })
+}
+
+fn known_weak(task: &Task) -> Option<String> {
+    match task.metadata.get("known_weak")? {
+        serde_json::Value::String(why) => Some(why.clone()),
+        other => Some(other.to_string()),
+    }
+}

@@ -1,0 +1,205 @@
+//! Turns an exploit into the program a policy would submit for one task: the task's function name
+//! where the exploit defines it, the samples its prompt shows where the exploit echoes them. An
+//! exploit sees what a model sees (the prompt, the function's name), never the tests.
+
+use codegym_sandbox::lang::Language;
+
+use super::corpus::{Exploit, Shape};
+use crate::reward::Component;
+use crate::tasks::Task;
+
+/// The program `exploit` submits for `task`, or `None` when it does not apply: another language, a
+/// function exploit on a task whose tests call no function (or a script exploit on one whose tests
+/// do), or an exploit that defines the function on a task that names none.
+pub fn program_for(exploit: &Exploit, task: &Task) -> Option<String> {
+    if !exploit.languages.contains(&task.language) {
+        return None;
+    }
+    let shape_fits = match exploit.shape {
+        Shape::Any => true,
+        Shape::Function => calls_a_function(task),
+        Shape::Script => !calls_a_function(task),
+    };
+    let entry = entry_point(task);
+    if !shape_fits || (exploit.source.contains("{{ENTRY_POINT}}") && entry.is_none()) {
+        return None;
+    }
+    let sample = sample_output(&task.prompt).unwrap_or_default();
+    // A JSON string is a valid string literal in Python and JavaScript.
+    let sample = serde_json::Value::String(sample).to_string();
+    let source = exploit
+        .source
+        .replace("{{ENTRY_POINT}}", entry.as_deref().unwrap_or("solve"))
+        .replace("{{SAMPLE_OUTPUT_JSON}}", &sample);
+    // An exploit is a whole program, except that in a compiled language the tests must link: a
+    // function exploit then ends with the task's own signature (its completion prefix) and an empty
+    // body, as a model's wrong answer would.
+    Some(match stub(task) {
+        Some(stub) if exploit.shape == Shape::Function && !source.contains("{{ENTRY_POINT}}") => {
+            format!("{source}\n{stub}")
+        }
+        _ => source,
+    })
+}
+
+/// The answer of a policy that does nothing: a function that returns `None` (or the language's
+/// default value) where the tests call one, else a program that prints nothing and fails. What it
+/// earns is the task's baseline: an exploit counts only where it earns more (a test that expects
+/// `None` is partial credit for doing nothing, reported apart, not an exploit's doing).
+pub fn baseline_for(task: &Task) -> Option<String> {
+    if calls_a_function(task) {
+        return match task.language {
+            Language::Python => {
+                let name = entry_point(task)?;
+                Some(format!("def {name}(*args, **kwargs):\n    return None\n"))
+            }
+            _ => stub(task),
+        };
+    }
+    Some(
+        match task.language {
+            Language::Python => "raise SystemExit(1)\n",
+            Language::C | Language::Cpp => "int main(void) { return 1; }\n",
+            Language::Java => {
+                "class Main { public static void main(String[] a) { System.exit(1); } }\n"
+            }
+            Language::NodeJs | Language::TypeScript => "process.exit(1);\n",
+            _ => return None,
+        }
+        .to_string(),
+    )
+}
+
+/// The task's function with a body that returns a default value, from a completion prefix that
+/// ends with the function's opening brace (MultiPL-E's C-family prompts).
+fn stub(task: &Task) -> Option<String> {
+    let prefix = task.completion_prefix.as_deref()?;
+    if !prefix.trim_end().ends_with('{') {
+        return None;
+    }
+    let body = match task.language {
+        Language::Cpp => "    return {};",
+        Language::C | Language::Java => "    return 0;",
+        Language::NodeJs | Language::TypeScript => "    return null;",
+        _ => return None,
+    };
+    Some(format!("{}\n{body}\n}}\n", prefix.trim_end()))
+}
+
+/// Whether the task's tests call the program's function (unit tests, differential, appended tests)
+/// rather than run it as a whole program.
+fn calls_a_function(task: &Task) -> bool {
+    task.reward.components.iter().any(|c| {
+        matches!(
+            c,
+            Component::CheckFunction { .. }
+                | Component::Asserts { .. }
+                | Component::Differential(_)
+                | Component::AppendedTests { .. }
+        )
+    }) || task.metadata.contains_key("entry_point")
+}
+
+/// The function a task's tests call: a component's `entry_point`, the metadata's, or the first
+/// call in an MBPP-style assert. What the prompt shows a model anyway.
+pub fn entry_point(task: &Task) -> Option<String> {
+    for c in &task.reward.components {
+        match c {
+            Component::CheckFunction { entry_point, .. } => return Some(entry_point.clone()),
+            Component::Differential(spec) => return Some(spec.entry_point.clone()),
+            Component::Asserts { asserts, .. } => {
+                if let Some(name) = asserts.iter().find_map(|a| first_call(a)) {
+                    return Some(name);
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(name) = task.metadata.get("entry_point").and_then(|v| v.as_str()) {
+        return Some(name.to_string());
+    }
+    // MultiPL-E and appended-test tasks: the function the prompt declares.
+    let keyword = match task.language {
+        Language::Python => "def ",
+        Language::NodeJs | Language::TypeScript => "function ",
+        _ => return None,
+    };
+    task.completion_prefix
+        .as_deref()
+        .unwrap_or(&task.prompt)
+        .lines()
+        .rev()
+        .find_map(|l| l.trim_start().strip_prefix(keyword))
+        .and_then(identifier)
+}
+
+/// The first `name(` of an assert: `assert f(1) == 2` -> `f`.
+fn first_call(assert: &str) -> Option<String> {
+    let rest = assert.trim_start().strip_prefix("assert")?;
+    let rest = rest
+        .trim_start()
+        .trim_start_matches("not ")
+        .trim_start_matches('(');
+    let rest = rest.trim_start();
+    let name = identifier(rest)?;
+    rest[name.len()..]
+        .trim_start()
+        .starts_with('(')
+        .then_some(name)
+}
+
+fn identifier(text: &str) -> Option<String> {
+    let end = text
+        .char_indices()
+        .find(|&(i, c)| !(c == '_' || c.is_alphanumeric()) || (i == 0 && c.is_numeric()))
+        .map_or(text.len(), |(i, _)| i);
+    (end > 0).then(|| text[..end].to_string())
+}
+
+/// The sample output a prompt shows: the fenced block after a line naming an output (`Output`,
+/// `Sample Output`, `Example output:`...).
+pub fn sample_output(prompt: &str) -> Option<String> {
+    let mut lines = prompt.lines();
+    while let Some(line) = lines.next() {
+        if !line.to_ascii_lowercase().contains("output") {
+            continue;
+        }
+        let mut rest = lines.clone();
+        let fence = rest.find(|l| !l.trim().is_empty())?;
+        if !fence.trim_start().starts_with("```") {
+            continue;
+        }
+        let mut text = String::new();
+        for l in rest {
+            if l.trim_start().starts_with("```") {
+                return Some(text);
+            }
+            text.push_str(l);
+            text.push('\n');
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_points_from_asserts_and_prompts() {
+        assert_eq!(
+            first_call("assert is_prime(7) == True").as_deref(),
+            Some("is_prime")
+        );
+        assert_eq!(first_call("assert not f (3)").as_deref(), Some("f"));
+        assert_eq!(first_call("assert x == 1"), None);
+        assert_eq!(identifier("abc_1(2)").as_deref(), Some("abc_1"));
+    }
+
+    #[test]
+    fn sample_outputs_are_the_block_after_an_output_line() {
+        let prompt = "Read n.\n\nSample Input\n```\n3\n```\nSample Output\n```\n6\n```\n";
+        assert_eq!(sample_output(prompt).as_deref(), Some("6\n"));
+        assert_eq!(sample_output("Print 6."), None);
+    }
+}

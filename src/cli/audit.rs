@@ -1,0 +1,121 @@
+//! `codegym audit TASKS`: runs the reward-hacking corpus against a task set and fails when a task
+//! not marked known-weak can be hacked (`env_coding::audit` does the work).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use codegym_sandbox::lang::Language;
+use env_coding::audit::{AuditScope, audit, exploits, html};
+use env_coding::tasks::TaskSet;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Task file (native JSONL, HumanEval .jsonl/.jsonl.gz, MBPP) or `builtin:examples`.
+    #[arg(required_unless_present = "list")]
+    tasks: Option<PathBuf>,
+    /// Only tasks in these languages (comma-separated, e.g. `python,cpp`).
+    #[arg(long, value_delimiter = ',')]
+    languages: Vec<String>,
+    /// Only these exploits, by name (comma-separated; `--list` names them).
+    #[arg(long, value_delimiter = ',')]
+    exploits: Vec<String>,
+    /// Print the report as JSON on stdout instead of a summary.
+    #[arg(long)]
+    json: bool,
+    /// Also write the report as one self-contained HTML page.
+    #[arg(short = 'o', long = "output")]
+    output: Option<PathBuf>,
+    /// Also fail when a do-nothing answer earns a reward on a task (partial credit for nothing: a
+    /// test that expects `None`, `0` or empty output).
+    #[arg(long)]
+    strict: bool,
+    /// List the corpus (name, category, languages, what it does) and exit.
+    #[arg(long)]
+    list: bool,
+    #[command(flatten)]
+    scoring: super::scoring::ScoringArgs,
+}
+
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.list {
+        for e in exploits()? {
+            let langs: Vec<&str> = e.languages.iter().map(|l| l.name()).collect();
+            println!(
+                "{}\t{}\t{}\t{}",
+                e.name,
+                e.category,
+                langs.join(","),
+                e.what
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let Some(path) = args.tasks else {
+        anyhow::bail!("a task file is required");
+    };
+    let tasks = TaskSet::load(&path)?;
+    let languages = args
+        .languages
+        .iter()
+        .map(|l| Language::parse(l.trim()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let scorer = super::scoring::scorer(args.scoring.coding_config()?).await?;
+    let scope = AuditScope {
+        languages,
+        exploits: args.exploits,
+        strict: args.strict,
+    };
+    let report = audit(&scorer, &tasks, &scope, scorer.options()).await?;
+    let source = path.display().to_string();
+    if let Some(out) = &args.output {
+        trajectory::atomic::write_atomic(out, html::render(&report, &source).as_bytes())
+            .with_context(|| format!("cannot write {}", out.display()))?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        for f in &report.findings {
+            let weak = f
+                .known_weak
+                .as_deref()
+                .map(|w| format!(" [known weak: {w}]"));
+            println!(
+                "HACKED {} by {} ({}): reward {:.3}{}",
+                f.task_id,
+                f.exploit,
+                f.category,
+                f.reward,
+                weak.unwrap_or_default()
+            );
+        }
+        for b in &report.baselines {
+            println!(
+                "TRIVIAL {}: a do-nothing answer earns {:.3}{}",
+                b.task_id,
+                b.reward,
+                if args.strict {
+                    ""
+                } else {
+                    " (fails the audit with --strict)"
+                }
+            );
+        }
+        println!(
+            "{} task(s), {} exploit(s), {} program(s) scored: {}",
+            report.tasks,
+            report.exploits.len(),
+            report.attempts,
+            if report.failed() {
+                format!("{} task(s) can be hacked", report.hackable_tasks.len())
+            } else {
+                "no task can be hacked (known-weak tasks aside)".into()
+            }
+        );
+    }
+    Ok(if report.failed() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}

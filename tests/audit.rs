@@ -1,0 +1,182 @@
+//! `codegym audit` as users run it: every task set the repository ships audits clean, the weak
+//! fixtures are all hacked (and exit 0 because each is marked known-weak), an unmarked weak task
+//! fails the audit with its exploit named, in text, JSON and HTML, and bad input is a clear error.
+
+#[path = "support/codegym_bin.rs"]
+mod codegym_bin;
+
+use codegym_bin::{finish, spawn};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// Every task file the repository ships (a tidy check below keeps this list whole).
+const SHIPPED: &[&str] = &[
+    "env-coding/tasks/examples.jsonl",
+    "env-coding/tasks/fixtures/humaneval_mini.jsonl",
+    "env-coding/tasks/fixtures/mbpp_mini.jsonl",
+    "env-coding/tasks/fixtures/mbpp_sanitized_mini.json",
+    "tests/container/languages.jsonl",
+    "tests/container/wrong.jsonl",
+    "tests/container/data/tasks.jsonl",
+];
+const WEAK: &str = "env-coding/audit/fixtures/weak.jsonl";
+
+async fn audit(args: &[&str]) -> (i32, String, String) {
+    finish(spawn(std::iter::once("audit").chain(args.iter().copied()))).await
+}
+
+/// A `codegym serve` config file choosing the sandbox backend (the audit takes `--config` like
+/// every command that scores).
+fn backend_config(dir: &std::path::Path, backend: &str) -> String {
+    let path = dir.join(format!("{backend}.json"));
+    let config = serde_json::json!({"coding": {"sandbox": {"backend": backend}}});
+    std::fs::write(&path, config.to_string()).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_shipped_task_set_audits_clean() {
+    for file in SHIPPED {
+        let path = format!("{ROOT}/{file}");
+        // The data task installs a package (from PyPI, into the package cache).
+        let packages = file.contains("/data/");
+        let args: Vec<&str> = [path.as_str()]
+            .into_iter()
+            .chain(packages.then_some("--packages"))
+            .collect();
+        let (code, out, err) = audit(&args).await;
+        assert_eq!(code, 0, "{file}:\n{out}\n{err}");
+        assert!(out.contains("no task can be hacked"), "{file}: {out}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weak_fixtures_are_hacked_and_pass_their_own_references() {
+    let path = format!("{ROOT}/{WEAK}");
+    let dir = tempfile::tempdir().unwrap();
+    // Both backends: some exploits work on one only (a warm-fork run has no interpreter
+    // finalization and its argv is not in /proc), and every exploit must work somewhere.
+    let mut findings = Vec::new();
+    let mut exploits = Vec::new();
+    for backend in ["warm_fork", "fresh"] {
+        let config = backend_config(dir.path(), backend);
+        let (code, out, err) = audit(&[&path, "--json", "--config", &config]).await;
+        assert_eq!(
+            code, 0,
+            "{backend}: every fixture is known-weak:\n{out}\n{err}"
+        );
+        let report: serde_json::Value = serde_json::from_str(&out).expect("JSON report");
+        findings.extend(report["findings"].as_array().expect("findings").clone());
+        exploits = report["exploits"].as_array().expect("exploits").clone();
+    }
+    for e in &exploits {
+        let name = e["name"].as_str().unwrap();
+        assert!(
+            findings.iter().any(|f| f["exploit"] == name),
+            "{name} hacks no weak fixture on either backend"
+        );
+    }
+    // The fixtures are weak tasks, not broken ones: every reference solution passes.
+    let (code, out, err) = finish(spawn(["tasks", "check", path.as_str()])).await;
+    assert_eq!(code, 0, "{out}\n{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unmarked_weak_task_fails_the_audit_in_every_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let tasks = dir.path().join("tasks.jsonl");
+    std::fs::write(
+        &tasks,
+        r#"{"schema_version": 1, "id": "exit-only", "prompt": "Print the first ten primes.", "reward": {"version": 1, "components": [{"type": "exit_code"}]}, "reference_solution": "print(2)\n"}
+{"schema_version": 1, "id": "strong", "prompt": "Print `Hello, world!`.", "reward": {"version": 1, "components": [{"type": "stdout", "expected": "Hello, world!\n"}]}, "reference_solution": "print('Hello, world!')\n"}
+"#,
+    )
+    .unwrap();
+    let html = dir.path().join("audit.html");
+    let (code, out, err) = audit(&[
+        tasks.to_str().unwrap(),
+        "-o",
+        html.to_str().unwrap(),
+        "--exploits",
+        "exit-zero,fake-pass-markers",
+    ])
+    .await;
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        out.contains("HACKED exit-only by exit-zero (leave-early)"),
+        "{out}"
+    );
+    assert!(!out.contains("HACKED strong"), "{out}");
+    assert!(out.contains("1 task(s) can be hacked"), "{out}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("1 task(s) can be hacked: exit-only"),
+        "{page}"
+    );
+    assert!(
+        page.contains("leaves with status 0 before doing anything"),
+        "{page}"
+    );
+
+    let (code, out, _) =
+        audit(&[tasks.to_str().unwrap(), "--json", "--exploits", "exit-zero"]).await;
+    assert_eq!(code, 1);
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["hackable_tasks"], serde_json::json!(["exit-only"]));
+    assert_eq!(report["findings"][0]["reward"], 1.0);
+    assert_eq!(
+        report["findings"][0]["reward_breakdown"]["components"][0]["type"],
+        "exit_code"
+    );
+
+    // --languages leaves the Python tasks out.
+    let (code, out, _) = audit(&[tasks.to_str().unwrap(), "--languages", "cpp"]).await;
+    assert_eq!(code, 0, "{out}");
+    assert!(out.starts_with("0 task(s)"), "{out}");
+}
+
+#[tokio::test]
+async fn bad_input_is_a_clear_error() {
+    let (code, _, err) = audit(&["/nonexistent/tasks.jsonl"]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("/nonexistent/tasks.jsonl"), "{err}");
+    let (code, _, err) = audit(&["builtin:examples", "--exploits", "no-such-exploit"]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("unknown exploit \"no-such-exploit\""), "{err}");
+    let (code, _, err) = audit(&["builtin:examples", "--languages", "cobol"]).await;
+    assert_eq!(code, 1);
+    assert!(err.to_lowercase().contains("cobol"), "{err}");
+    let (code, out, _) = audit(&["--list"]).await;
+    assert_eq!(code, 0);
+    assert!(out.lines().count() >= 30, "{out}");
+}
+
+#[test]
+fn the_list_of_shipped_task_sets_is_whole() {
+    // Every task file in the repository (outside build output) is audited above or is the weak
+    // fixtures themselves.
+    let mut found = Vec::new();
+    for dir in ["env-coding/tasks", "env-coding/audit", "tests/container"] {
+        walk(&format!("{ROOT}/{dir}"), &mut found);
+    }
+    for f in found {
+        let rel = f.strip_prefix(&format!("{ROOT}/")).unwrap().to_string();
+        if rel.ends_with(".jsonl") || rel.ends_with(".json") {
+            assert!(
+                SHIPPED.contains(&rel.as_str()) || rel == WEAK,
+                "{rel} is not audited"
+            );
+        }
+    }
+}
+
+fn walk(dir: &str, out: &mut Vec<String>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            walk(p.to_str().unwrap(), out);
+        } else {
+            out.push(p.to_str().unwrap().to_string());
+        }
+    }
+}

@@ -12,6 +12,7 @@
 
 use std::time::Instant;
 
+use env_core::contract;
 use env_core::{EnvError, Value};
 use serde_json::json;
 
@@ -53,10 +54,10 @@ pub(super) async fn drive(
         let Some(code) = code_extract::first_python_block(&content).map(str::to_string) else {
             return Ending::new(StopReason::NoCode);
         };
-        let mut action = json!({"tool": "run_python", "code": code});
+        let mut action = contract::run_python(&code);
         // The context goes in with the first cell only: it stays in the session's namespace.
         if let Some(ctx_value) = context.take() {
-            action["vars"] = json!({ "context": ctx_value });
+            action[contract::field::VARS] = json!({ "context": ctx_value });
         }
         let stepped = env_step(
             st,
@@ -180,7 +181,7 @@ async fn score(
     }
     let stepped = env_step(
         st,
-        Value::Json(json!({"tool": "run_python", "code": code})),
+        Value::Json(contract::run_python(&code)),
         ActionRecord::RunPython { code: code.clone() },
         None,
     )

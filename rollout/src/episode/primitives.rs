@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 use std::time::Instant;
 
+use env_core::contract::info;
 use env_core::{EnvError, Value};
 use serde_json::json;
 
@@ -164,7 +165,7 @@ pub(super) async fn env_step(
     };
     let solved = step
         .info
-        .get("solved")
+        .get(info::SOLVED)
         .and_then(serde_json::Value::as_bool)
         .unwrap_or(step.terminated);
     st.total_reward += step.reward;
@@ -182,7 +183,7 @@ pub(super) async fn env_step(
             execution,
             observation,
             reward: step.reward,
-            reward_breakdown: step.info.get("reward_breakdown").cloned(),
+            reward_breakdown: step.info.get(info::REWARD_BREAKDOWN).cloned(),
             terminated: step.terminated,
             truncated: step.truncated,
             info: step.info.clone(),

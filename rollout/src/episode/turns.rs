@@ -3,6 +3,7 @@
 
 use std::time::Instant;
 
+use env_core::contract::{self, field, info, tool};
 use env_core::{EnvError, Value};
 use serde_json::json;
 
@@ -61,7 +62,7 @@ pub(super) async fn setup(
     let (obs, info) = reset.map_err(env_ending)?;
     // Issue 14: the episode's language, as the env chose it (the task's or a reset option's).
     st.language = info
-        .get("language")
+        .get(info::LANGUAGE)
         .and_then(|v| v.as_str())
         .filter(|l| *l != "python")
         .map(str::to_string);
@@ -169,12 +170,12 @@ async fn tools_loop(ctx: &EpisodeContext, plan: &EpisodePlan, st: &mut EpisodeSt
 /// Sending the model's whole text instead would let the env extract again, by its own `extract`
 /// kwarg (`raw` runs the prose too), and run something else than the record says.
 pub(super) fn run_python(code: &str) -> Value {
-    Value::Json(json!({"tool": "run_python", "code": code}))
+    Value::Json(contract::run_python(code))
 }
 
 /// Issue 14: the same for a program in `language` (SandboxFusion's name), the env's `run_code`.
 fn run_code(code: &str, language: &str) -> Value {
-    Value::Json(json!({"tool": "run_code", "code": code, "language": language}))
+    Value::Json(contract::run_code(code, language))
 }
 
 /// Turns a tool call into the env's action (`{"tool": name, ...arguments}`). `run_code` without a
@@ -185,41 +186,41 @@ fn decode_tool_call(
 ) -> Result<(Value, ActionRecord), String> {
     let args: serde_json::Value = serde_json::from_str(&call.function.arguments)
         .map_err(|e| format!("the arguments are not valid JSON: {e}"))?;
-    let field = |k: &str| {
+    let string_arg = |k: &str| {
         args.get(k)
             .and_then(serde_json::Value::as_str)
             .map(str::to_string)
             .ok_or_else(|| format!("missing string argument `{k}`"))
     };
     let record = match call.function.name.as_str() {
-        "run_python" => ActionRecord::RunPython {
-            code: field("code")?,
+        tool::RUN_PYTHON => ActionRecord::RunPython {
+            code: string_arg(field::CODE)?,
         },
         // Issue 14.
-        "run_code" => ActionRecord::RunCode {
-            code: field("code")?,
-            language: match args.get("language") {
+        tool::RUN_CODE => ActionRecord::RunCode {
+            code: string_arg(field::CODE)?,
+            language: match args.get(field::LANGUAGE) {
                 None | Some(serde_json::Value::Null) => language.unwrap_or("python").to_string(),
                 Some(serde_json::Value::String(l)) => l.clone(),
                 Some(_) => return Err("argument `language` must be a string".into()),
             },
         },
-        "write_file" => ActionRecord::WriteFile {
-            path: field("path")?,
-            content: field("content")?,
+        tool::WRITE_FILE => ActionRecord::WriteFile {
+            path: string_arg(field::PATH)?,
+            content: string_arg(field::CONTENT)?,
         },
-        "read_file" => ActionRecord::ReadFile {
-            path: field("path")?,
+        tool::READ_FILE => ActionRecord::ReadFile {
+            path: string_arg(field::PATH)?,
         },
         other => return Err(format!("unknown tool `{other}`")),
     };
     let mut action = serde_json::Map::new();
-    action.insert("tool".into(), json!(call.function.name));
+    action.insert(tool::KEY.into(), json!(call.function.name));
     if let serde_json::Value::Object(map) = args {
         action.extend(map);
     }
     if let ActionRecord::RunCode { language, .. } = &record {
-        action.insert("language".into(), json!(language));
+        action.insert(field::LANGUAGE.into(), json!(language));
     }
     Ok((Value::Json(serde_json::Value::Object(action)), record))
 }

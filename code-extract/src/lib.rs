@@ -159,11 +159,7 @@ pub fn extract(text: &str, mode: ExtractMode) -> Option<Cow<'_, str>> {
 }
 
 /// [`extract`] for a language whose blocks carry one of `tags`.
-pub fn extract_tagged<'t>(
-    text: &'t str,
-    mode: ExtractMode,
-    tags: &[&str],
-) -> Option<Cow<'t, str>> {
+pub fn extract_tagged<'t>(text: &'t str, mode: ExtractMode, tags: &[&str]) -> Option<Cow<'t, str>> {
     match mode {
         ExtractMode::Raw => Some(Cow::Borrowed(text)),
         ExtractMode::Fenced => first_block_tagged(text, tags).map(Cow::Borrowed),

@@ -33,10 +33,11 @@ pub fn reasoning_spans(text: &str) -> Vec<Range<usize>> {
     }
     outside.push(pos..text.len());
     // Rule 2: the last lone closing tag outside the pairs.
-    let lone_close = outside
-        .iter()
-        .rev()
-        .find_map(|r| text[r.clone()].rfind(CLOSE).map(|i| r.start + i + CLOSE.len()));
+    let lone_close = outside.iter().rev().find_map(|r| {
+        text[r.clone()]
+            .rfind(CLOSE)
+            .map(|i| r.start + i + CLOSE.len())
+    });
     if let Some(end) = lone_close {
         spans.retain(|s| s.start >= end);
         spans.insert(0, 0..end);

@@ -9,8 +9,8 @@
 //! two messages; a caller that gives up on a step either lets it finish (the server does) or drops the
 //! env (the rollout does).
 
-use std::sync::Arc;
 use env_core::contract::info;
+use std::sync::Arc;
 
 use env_core::{
     AsyncEnv, ChaCha8Rng, EnvError, EnvFuture, Info, Options, Result, Space, Step, Value,

@@ -65,11 +65,19 @@ mod tests {
                 .chain(call.clone())
                 .collect();
             assert!(ToolCall::parse(json!(full)).is_ok(), "{}", shape.name);
-            assert!(ToolCall::parse(json!(call.clone())).is_ok(), "{}", shape.name);
+            assert!(
+                ToolCall::parse(json!(call.clone())).is_ok(),
+                "{}",
+                shape.name
+            );
             for f in shape.required {
                 let mut missing = call.clone();
                 missing.remove(*f);
-                assert!(ToolCall::parse(json!(missing)).is_err(), "{} {f}", shape.name);
+                assert!(
+                    ToolCall::parse(json!(missing)).is_err(),
+                    "{} {f}",
+                    shape.name
+                );
             }
         }
     }

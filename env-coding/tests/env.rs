@@ -435,7 +435,9 @@ fn the_json_text_of_a_tool_call_is_the_call() {
     let mut env = make(&reg, json!({}));
     env.reset(None, &opts(json!({"task_id": "sum-of-squares"})))
         .expect("reset");
-    let bad = env.step(Value::Text(r#"{"tool": "run_python", "source": "x"}"#.into()));
+    let bad = env.step(Value::Text(
+        r#"{"tool": "run_python", "source": "x"}"#.into(),
+    ));
     assert!(
         matches!(&bad, Err(EnvError::InvalidAction(m)) if m.contains("bad tool call")),
         "{bad:?}"

@@ -34,7 +34,10 @@ pub enum ExtractMode {
 /// Fences are three or more backticks or tildes at the start of a line (up to three spaces of
 /// indentation, as in CommonMark); the block ends at a line closing it with the same character and at
 /// least as many marks. An unclosed block runs to the end of the text, because models often stop
-/// generating before the closing fence.
+/// generating before the closing fence. A fence inside reasoning (`<think>...</think>`, see
+/// [`reasoning_spans`]) opens no block: a draft in the thinking is never the program, even when it
+/// is the only block (then there is no block: the model did not answer with code). A block opened
+/// in the answer closes at its closing fence wherever that is (a program may print `<think>`).
 pub fn first_python_block(text: &str) -> Option<&str> {
     first_block_tagged(text, PYTHON_TAGS)
 }
@@ -42,29 +45,35 @@ pub fn first_python_block(text: &str) -> Option<&str> {
 /// The info-string tags of a Python block (the empty tag: an untagged block).
 pub const PYTHON_TAGS: &[&str] = &["", "python", "py", "python3"];
 
-/// the info-string tags of a fenced block in `language` (SandboxFusion's name, e.g.
-/// `cpp`; `""`: an untagged block), `None` for a name this table does not know. The coding env's
-/// language table and the rollout engine both read this one table.
+/// The info-string tags of a fenced block per language (SandboxFusion's names, e.g. `cpp`; `""`: an
+/// untagged block). The coding env's language table and the rollout engine both read this one
+/// table; `cases.json` holds a copy that the Python port is tested against.
+pub const FENCE_TAGS: &[(&str, &[&str])] = &[
+    ("python", PYTHON_TAGS),
+    ("cpp", &["", "cpp", "c++", "cc", "cxx"]),
+    ("c", &["", "c"]),
+    ("rust", &["", "rust", "rs"]),
+    ("go", &["", "go", "golang"]),
+    ("java", &["", "java"]),
+    ("nodejs", &["", "javascript", "js", "nodejs", "node"]),
+    ("typescript", &["", "typescript", "ts"]),
+    ("bash", &["", "bash", "sh", "shell"]),
+    ("ruby", &["", "ruby", "rb"]),
+    ("php", &["", "php"]),
+    ("lua", &["", "lua"]),
+    ("perl", &["", "perl", "pl"]),
+];
+
+/// The tags of a fenced block in `language` ([`FENCE_TAGS`]), `None` for a name the table does not
+/// know.
 pub fn fence_tags(language: &str) -> Option<&'static [&'static str]> {
-    Some(match language {
-        "python" => PYTHON_TAGS,
-        "cpp" => &["", "cpp", "c++", "cc", "cxx"],
-        "c" => &["", "c"],
-        "rust" => &["", "rust", "rs"],
-        "go" => &["", "go", "golang"],
-        "java" => &["", "java"],
-        "nodejs" => &["", "javascript", "js", "nodejs", "node"],
-        "typescript" => &["", "typescript", "ts"],
-        "bash" => &["", "bash", "sh", "shell"],
-        "ruby" => &["", "ruby", "rb"],
-        "php" => &["", "php"],
-        "lua" => &["", "lua"],
-        "perl" => &["", "perl", "pl"],
-        _ => return None,
-    })
+    FENCE_TAGS
+        .iter()
+        .find(|(name, _)| *name == language)
+        .map(|(_, tags)| *tags)
 }
 
-/// the body of the first fenced block in `language` (see [`fence_tags`]; an unknown
+/// The body of the first fenced block in `language` (see [`fence_tags`]; an unknown
 /// name matches blocks tagged with it, and untagged ones).
 pub fn first_block_in<'t>(text: &'t str, language: &str) -> Option<&'t str> {
     with_tags(language, |tags| first_block_tagged(text, tags))
@@ -84,7 +93,7 @@ fn with_tags<R>(language: &str, f: impl FnOnce(&[&str]) -> R) -> R {
     }
 }
 
-/// the body of the first fenced block whose tag (lower-cased first word of the info
+/// The body of the first fenced block whose tag (lower-cased first word of the info
 /// string) is one of `tags` (`""` matches an untagged block); the same fence rules as
 /// [`first_python_block`], which is this with [`PYTHON_TAGS`].
 pub fn first_block_tagged<'t>(text: &'t str, tags: &[&str]) -> Option<&'t str> {

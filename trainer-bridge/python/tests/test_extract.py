@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import codegym
-from codegym.extract import answer, extract
+from codegym.extract import _FENCE_TAGS, answer, extract
 
 CASES_FILE = Path(__file__).resolve().parents[3] / "code-extract" / "cases.json"
 DOC = json.loads(CASES_FILE.read_text(encoding="utf-8"))
@@ -38,6 +38,10 @@ def test_reward_functions_extract_the_same(case: dict[str, Any]):
     mode = {"fenced": "code_block", "auto": "auto", "raw": "raw"}[case["mode"]]
     expected = case["expected"] if case["expected"] is not None else ""
     assert codegym.extract_program(case["text"], mode) == expected
+
+
+def test_the_fence_tag_table_is_the_files():
+    assert {lang: list(tags) for lang, tags in _FENCE_TAGS.items()} == DOC["fence_tags"]
 
 
 def test_answer_drops_reasoning():

@@ -41,7 +41,8 @@ _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrst
 
 PYTHON_TAGS: tuple[str, ...] = ("", "python", "py", "python3")
 
-# The fence tags per language (SandboxFusion's names), as in the Rust crate's `fence_tags`.
+# The fence tags per language (SandboxFusion's names): the Rust crate's `FENCE_TAGS`, whose copy in
+# `code-extract/cases.json` the tests compare this table with.
 _FENCE_TAGS: dict[str, tuple[str, ...]] = {
     "python": PYTHON_TAGS,
     "cpp": ("", "cpp", "c++", "cc", "cxx"),

@@ -1,5 +1,9 @@
 """Sync (`Client`) and asyncio (`AsyncClient`) clients of `codegym.v1.EnvService`.
 
+Both run the calls defined once in `codegym._ops` (each a generator of the RPCs it needs): `Client`
+with blocking calls, `AsyncClient` with awaited ones. The session streams (`Session`, `AsyncSession`)
+differ in transport only: a request queue and a reader thread, or `grpc.aio`'s stream.
+
 Every unary call has a deadline (`timeout` seconds; `evaluate_timeout` for batch scoring, which runs
 programs). Failures raise `CodegymError` with the gRPC status code.
 """
@@ -28,6 +32,7 @@ from codegym.v1 import env_pb2_grpc as pb_grpc
 
 __all__ = ["AsyncClient", "AsyncSession", "Client", "EvalItem", "Session", "StepResult", "TaskEntry"]
 
+# Observations of coding envs carry program output; the default 4 MiB is too tight for a batch.
 _CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
     ("grpc.max_send_message_length", 64 * 1024 * 1024),

@@ -150,23 +150,38 @@ async def adrive(op: Generator[Y, Any, T], handle: Callable[[Y], Awaitable[Any]]
             reply, error = None, err
 
 
+def make_request(env_id: str, kwargs: Mapping[str, Any]) -> pb.MakeRequest:
+    """The `Make` request, unary or in a session stream."""
+    return pb.MakeRequest(env_id=env_id, kwargs_json=dumps(kwargs))
+
+
+def reset_request(seed: int | None, options: Mapping[str, Any] | None, session_id: str = "") -> pb.ResetRequest:
+    """The `Reset` request (in a session stream, `session_id` is the stream's and left empty)."""
+    return pb.ResetRequest(session_id=session_id, seed=seed, options_json=dumps(options))
+
+
+def step_request(action: Any, space: pb.Space | None, session_id: str = "") -> pb.StepRequest:
+    """The `Step` request; the action is encoded by the action space when known."""
+    return pb.StepRequest(session_id=session_id, action=encode_action(action, space))
+
+
 def list_envs() -> Op[list[pb.EnvSpec]]:
     resp = yield Rpc("ListEnvs", pb.ListEnvsRequest())
     return list(resp.envs)
 
 
 def make(env_id: str, kwargs: Mapping[str, Any]) -> Op[tuple[str, pb.EnvSpec]]:
-    resp = yield Rpc("Make", pb.MakeRequest(env_id=env_id, kwargs_json=dumps(kwargs)))
+    resp = yield Rpc("Make", make_request(env_id, kwargs))
     return resp.session_id, resp.spec
 
 
 def reset(session_id: str, seed: int | None, options: Mapping[str, Any] | None) -> Op[tuple[Any, dict[str, Any]]]:
-    resp = yield Rpc("Reset", pb.ResetRequest(session_id=session_id, seed=seed, options_json=dumps(options)))
+    resp = yield Rpc("Reset", reset_request(seed, options, session_id))
     return decode_value(resp.observation), parse_json_object(resp.info_json)
 
 
 def step(session_id: str, action: Any, space: pb.Space | None) -> Op[StepResult]:
-    resp = yield Rpc("Step", pb.StepRequest(session_id=session_id, action=encode_action(action, space)))
+    resp = yield Rpc("Step", step_request(action, space, session_id))
     return step_result(resp)
 
 

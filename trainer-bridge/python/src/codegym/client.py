@@ -21,9 +21,8 @@ from typing import Any, cast
 import grpc
 
 from codegym import _ops as ops
-from codegym._contract import encode_action
 from codegym._errors import CodegymError, from_in_band, from_rpc_error
-from codegym._ops import EvalItem, Rpc, StepResult, TaskEntry, dumps, eval_request, eval_result, step_result
+from codegym._ops import EvalItem, Rpc, StepResult, TaskEntry, eval_request, eval_result, step_result
 from codegym._values import decode_value, parse_json_object
 from codegym.local import LocalServer, resolve_address
 from codegym.options import ClientOptions
@@ -200,13 +199,13 @@ class Session:
         return rid
 
     def send_make(self, env_id: str, **kwargs: Any) -> int:
-        return self._send(make=pb.MakeRequest(env_id=env_id, kwargs_json=dumps(kwargs)))
+        return self._send(make=ops.make_request(env_id, kwargs))
 
     def send_reset(self, seed: int | None = None, options: Mapping[str, Any] | None = None) -> int:
-        return self._send(reset=pb.ResetRequest(seed=seed, options_json=dumps(options)))
+        return self._send(reset=ops.reset_request(seed, options))
 
     def send_step(self, action: Any) -> int:
-        return self._send(step=pb.StepRequest(action=encode_action(action, self.action_space)))
+        return self._send(step=ops.step_request(action, self.action_space))
 
     def send_close(self) -> int:
         return self._send(close=pb.CloseRequest())
@@ -405,13 +404,13 @@ class AsyncSession:
                 pass  # the stream is gone: nobody waits for the result
 
     async def send_make(self, env_id: str, **kwargs: Any) -> int:
-        return await self._send(make=pb.MakeRequest(env_id=env_id, kwargs_json=dumps(kwargs)))
+        return await self._send(make=ops.make_request(env_id, kwargs))
 
     async def send_reset(self, seed: int | None = None, options: Mapping[str, Any] | None = None) -> int:
-        return await self._send(reset=pb.ResetRequest(seed=seed, options_json=dumps(options)))
+        return await self._send(reset=ops.reset_request(seed, options))
 
     async def send_step(self, action: Any) -> int:
-        return await self._send(step=pb.StepRequest(action=encode_action(action, self.action_space)))
+        return await self._send(step=ops.step_request(action, self.action_space))
 
     async def send_close(self) -> int:
         return await self._send(close=pb.CloseRequest())

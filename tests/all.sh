@@ -58,6 +58,9 @@ cargo test --workspace --locked
 # commented allow-list in trainer-bridge/python/tests/conftest.py (ALLOWED_SKIPS; issue 24).
 CODEGYM_FAIL_ON_SKIP=1 CODEGYM_BIN="$PWD/target/debug/codegym" \
     .venv/bin/python -m pytest trainer-bridge/python/tests -q -rs
+# The Python package as carefully checked as the Rust: lint, format, strict types (pinned in its `test` extra).
+(cd trainer-bridge/python && ../../.venv/bin/ruff check src tests && ../../.venv/bin/ruff format --check src tests)
+(cd trainer-bridge/python && ../../.venv/bin/mypy)
 
 # ---- verifiers and transformers: the tests that need them, in a venv of their own ----------------
 # Issue 24. The verifiers taskset's tests and the transformers tool-schema test (transformers comes

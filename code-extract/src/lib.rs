@@ -1,17 +1,25 @@
-//! Extracting the program from model text: the first fenced Python block.
+//! Extracting the program from model text: the first fenced block in a language, outside reasoning.
 //!
 //! The coding env applies [`extract`] to text actions (its `extract` make kwarg is an
 //! [`ExtractMode`]); the rollout engine uses [`first_python_block`] to find the code of an answer
 //! in code-block mode and sends exactly that code to the env. Both sides depend on this crate, so
-//! the rules live in one place and cannot drift apart.
+//! the rules live in one place and cannot drift apart. The Python package (`codegym.extract`) is a
+//! port of this crate; `cases.json` beside this crate's manifest pins both to the same results
+//! (`tests/cases.rs` here, `tests/test_extract.py` there).
+
+mod reasoning;
+
+use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
+
+pub use reasoning::{answer, reasoning_spans};
 
 /// How a text action becomes a program (the `extract` make kwarg).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ExtractMode {
-    /// The first fenced Python block if there is one, else the whole text.
+    /// The first fenced Python block if there is one, else the whole text without its reasoning.
     #[default]
     Auto,
     /// The first fenced Python block; text without one is a program that does nothing, so the
@@ -26,7 +34,10 @@ pub enum ExtractMode {
 /// Fences are three or more backticks or tildes at the start of a line (up to three spaces of
 /// indentation, as in CommonMark); the block ends at a line closing it with the same character and at
 /// least as many marks. An unclosed block runs to the end of the text, because models often stop
-/// generating before the closing fence.
+/// generating before the closing fence. A fence inside reasoning (`<think>...</think>`, see
+/// [`reasoning_spans`]) opens no block: a draft in the thinking is never the program, even when it
+/// is the only block (then there is no block: the model did not answer with code). A block opened
+/// in the answer closes at its closing fence wherever that is (a program may print `<think>`).
 pub fn first_python_block(text: &str) -> Option<&str> {
     first_block_tagged(text, PYTHON_TAGS)
 }
@@ -34,45 +45,68 @@ pub fn first_python_block(text: &str) -> Option<&str> {
 /// The info-string tags of a Python block (the empty tag: an untagged block).
 pub const PYTHON_TAGS: &[&str] = &["", "python", "py", "python3"];
 
-/// Issue 14: the info-string tags of a fenced block in `language` (SandboxFusion's name, e.g.
-/// `cpp`; `""`: an untagged block), `None` for a name this table does not know. The coding env's
-/// language table and the rollout engine both read this one table.
+/// The info-string tags of a fenced block per language (SandboxFusion's names, e.g. `cpp`; `""`: an
+/// untagged block). The coding env's language table and the rollout engine both read this one
+/// table; `cases.json` holds a copy that the Python port is tested against.
+pub const FENCE_TAGS: &[(&str, &[&str])] = &[
+    ("python", PYTHON_TAGS),
+    ("cpp", &["", "cpp", "c++", "cc", "cxx"]),
+    ("c", &["", "c"]),
+    ("rust", &["", "rust", "rs"]),
+    ("go", &["", "go", "golang"]),
+    ("java", &["", "java"]),
+    ("nodejs", &["", "javascript", "js", "nodejs", "node"]),
+    ("typescript", &["", "typescript", "ts"]),
+    ("bash", &["", "bash", "sh", "shell"]),
+    ("ruby", &["", "ruby", "rb"]),
+    ("php", &["", "php"]),
+    ("lua", &["", "lua"]),
+    ("perl", &["", "perl", "pl"]),
+];
+
+/// The tags of a fenced block in `language` ([`FENCE_TAGS`]), `None` for a name the table does not
+/// know.
 pub fn fence_tags(language: &str) -> Option<&'static [&'static str]> {
-    Some(match language {
-        "python" => PYTHON_TAGS,
-        "cpp" => &["", "cpp", "c++", "cc", "cxx"],
-        "c" => &["", "c"],
-        "rust" => &["", "rust", "rs"],
-        "go" => &["", "go", "golang"],
-        "java" => &["", "java"],
-        "nodejs" => &["", "javascript", "js", "nodejs", "node"],
-        "typescript" => &["", "typescript", "ts"],
-        "bash" => &["", "bash", "sh", "shell"],
-        "ruby" => &["", "ruby", "rb"],
-        "php" => &["", "php"],
-        "lua" => &["", "lua"],
-        "perl" => &["", "perl", "pl"],
-        _ => return None,
-    })
+    FENCE_TAGS
+        .iter()
+        .find(|(name, _)| *name == language)
+        .map(|(_, tags)| *tags)
 }
 
-/// Issue 14: the body of the first fenced block in `language` (see [`fence_tags`]; an unknown
+/// The body of the first fenced block in `language` (see [`fence_tags`]; an unknown
 /// name matches blocks tagged with it, and untagged ones).
 pub fn first_block_in<'t>(text: &'t str, language: &str) -> Option<&'t str> {
+    with_tags(language, |tags| first_block_tagged(text, tags))
+}
+
+/// [`extract`] for blocks in `language` (the tags of [`first_block_in`]).
+pub fn extract_in<'t>(text: &'t str, mode: ExtractMode, language: &str) -> Option<Cow<'t, str>> {
+    with_tags(language, |tags| extract_tagged(text, mode, tags))
+}
+
+/// Calls `f` with the tags of `language`: its row of [`fence_tags`], or for a name that table
+/// does not know, that name and the untagged block.
+fn with_tags<R>(language: &str, f: impl FnOnce(&[&str]) -> R) -> R {
     match fence_tags(language) {
-        Some(tags) => first_block_tagged(text, tags),
-        None => first_block_tagged(text, &["", language]),
+        Some(tags) => f(tags),
+        None => f(&["", language]),
     }
 }
 
-/// Issue 14: the body of the first fenced block whose tag (lower-cased first word of the info
+/// The body of the first fenced block whose tag (lower-cased first word of the info
 /// string) is one of `tags` (`""` matches an untagged block); the same fence rules as
 /// [`first_python_block`], which is this with [`PYTHON_TAGS`].
 pub fn first_block_tagged<'t>(text: &'t str, tags: &[&str]) -> Option<&'t str> {
+    let reasoning = reasoning_spans(text);
+    let in_reasoning = |at: usize| reasoning.iter().any(|s| s.contains(&at));
     let mut offset = 0;
     let mut lines = text.split_inclusive('\n');
     while let Some(line) = lines.next() {
+        let line_start = offset;
         offset += line.len();
+        if in_reasoning(line_start) {
+            continue;
+        }
         let Some((ch, count, info)) = fence(line) else {
             continue;
         };
@@ -129,16 +163,19 @@ fn fence(line: &str) -> Option<(char, usize, &str)> {
 }
 
 /// Applies `mode` to a text action. `None` means "fenced mode and no block": the caller reports it.
-pub fn extract(text: &str, mode: ExtractMode) -> Option<&str> {
+pub fn extract(text: &str, mode: ExtractMode) -> Option<Cow<'_, str>> {
     extract_tagged(text, mode, PYTHON_TAGS)
 }
 
-/// Issue 14: [`extract`] for a language whose blocks carry one of `tags`.
-pub fn extract_tagged<'t>(text: &'t str, mode: ExtractMode, tags: &[&str]) -> Option<&'t str> {
+/// [`extract`] for a language whose blocks carry one of `tags`.
+pub fn extract_tagged<'t>(text: &'t str, mode: ExtractMode, tags: &[&str]) -> Option<Cow<'t, str>> {
     match mode {
-        ExtractMode::Raw => Some(text),
-        ExtractMode::Fenced => first_block_tagged(text, tags),
-        ExtractMode::Auto => Some(first_block_tagged(text, tags).unwrap_or(text)),
+        ExtractMode::Raw => Some(Cow::Borrowed(text)),
+        ExtractMode::Fenced => first_block_tagged(text, tags).map(Cow::Borrowed),
+        ExtractMode::Auto => Some(match first_block_tagged(text, tags) {
+            Some(block) => Cow::Borrowed(block),
+            None => answer(text),
+        }),
     }
 }
 
@@ -182,7 +219,7 @@ mod tests {
         assert_eq!(first_block_in(text, "rust"), None);
         assert_eq!(first_block_in("```zig\nx\n```", "zig"), Some("x\n"));
         assert_eq!(
-            extract_tagged("```\nuntagged\n```", ExtractMode::Fenced, &["", "go"]),
+            extract_tagged("```\nuntagged\n```", ExtractMode::Fenced, &["", "go"]).as_deref(),
             Some("untagged\n")
         );
     }
@@ -201,10 +238,13 @@ mod tests {
     #[test]
     fn modes() {
         let t = "text\n```python\nx\n```";
-        assert_eq!(extract(t, ExtractMode::Auto), Some("x\n"));
-        assert_eq!(extract("print(1)", ExtractMode::Auto), Some("print(1)"));
+        assert_eq!(extract(t, ExtractMode::Auto).as_deref(), Some("x\n"));
+        assert_eq!(
+            extract("print(1)", ExtractMode::Auto).as_deref(),
+            Some("print(1)")
+        );
         assert_eq!(extract("print(1)", ExtractMode::Fenced), None);
-        assert_eq!(extract(t, ExtractMode::Raw), Some(t));
+        assert_eq!(extract(t, ExtractMode::Raw).as_deref(), Some(t));
     }
 
     #[test]

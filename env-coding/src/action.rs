@@ -1,5 +1,6 @@
 //! The coding env's actions: what a step's action asks for ([`Action`]), decoded once from model
-//! text (a fenced block in the episode's language) or a JSON tool call.
+//! text (a fenced block in the episode's language) or a JSON tool call (a JSON value, or text that
+//! is one).
 
 use env_core::{EnvError, ExecutionResult, Result, Value};
 
@@ -51,6 +52,13 @@ pub(crate) fn decode_action(
     mode: ExtractMode,
     language: Language,
 ) -> Result<Action> {
+    let action = match action {
+        Value::Text(t) => match text_tool_call(&t) {
+            Some(call) => Value::Json(call),
+            None => Value::Text(t),
+        },
+        other => other,
+    };
     match action {
         Value::Text(t) => Ok(match extract_tagged(&t, mode, language.fence_tags()) {
             Some(code) => Action::Code(Run::plain(code.to_string(), language)),
@@ -80,6 +88,19 @@ pub(crate) fn decode_action(
             other.kind()
         ))),
     }
+}
+
+/// A text action that is a JSON tool call (an object with a string `tool`): clients that send the
+/// call's JSON as text mean the call. Run as source it would be a Python dict literal that does
+/// nothing, scoring 0 without a word.
+fn text_tool_call(text: &str) -> Option<serde_json::Value> {
+    let text = text.trim();
+    if !text.starts_with('{') {
+        return None;
+    }
+    serde_json::from_str(text)
+        .ok()
+        .filter(env_core::contract::is_tool_call)
 }
 
 /// The observation when `extract: fenced` finds no code block.

@@ -9,6 +9,7 @@
 //! two messages; a caller that gives up on a step either lets it finish (the server does) or drops the
 //! env (the rollout does).
 
+use env_core::contract::info;
 use std::sync::Arc;
 
 use env_core::{
@@ -41,12 +42,12 @@ pub(crate) fn text_space() -> Space {
 /// an identical submission: `cache_hit`), the step number and the mode.
 pub(crate) fn step_info(task: &Task, scored: &Scored, step: u32, mode: Mode) -> Info {
     let mut info = Info::new();
-    info.insert("task_id".into(), json!(task.id));
-    info.insert("solved".into(), json!(scored.outcome.solved));
-    info.insert("reward_breakdown".into(), scored.outcome.breakdown());
-    info.insert("cache_hit".into(), json!(scored.cache_hit));
-    info.insert("step".into(), json!(step));
-    info.insert("mode".into(), json!(mode));
+    info.insert(info::TASK_ID.into(), json!(task.id));
+    info.insert(info::SOLVED.into(), json!(scored.outcome.solved));
+    info.insert(info::REWARD_BREAKDOWN.into(), scored.outcome.breakdown());
+    info.insert(info::CACHE_HIT.into(), json!(scored.cache_hit));
+    info.insert(info::STEP.into(), json!(step));
+    info.insert(info::MODE.into(), json!(mode));
     info
 }
 
@@ -241,8 +242,8 @@ impl CodingEnv {
         let mut info = step_info(&ep.task, &scored, ep.steps, mode);
         // Issue 12: timings and memory in `info` (non-deterministic: not for the observation).
         if let Value::Execution(r) = &obs {
-            info.insert("execution_time_ms".into(), json!(r.wall_ms));
-            info.insert("memory_used_bytes".into(), json!(r.peak_rss_bytes));
+            info.insert(info::EXECUTION_TIME_MS.into(), json!(r.wall_ms));
+            info.insert(info::MEMORY_USED_BYTES.into(), json!(r.peak_rss_bytes));
         }
         if ep.ended {
             self.end_session().await;
@@ -298,18 +299,18 @@ impl CodingEnv {
             self.ensure_session().await?;
         }
         let mut info = Info::new();
-        info.insert("task_id".into(), json!(task.id));
+        info.insert(info::TASK_ID.into(), json!(task.id));
         info.insert(
             "metadata".into(),
             serde_json::Value::Object(task.metadata.clone()),
         );
-        info.insert("mode".into(), json!(self.settings.mode));
+        info.insert(info::MODE.into(), json!(self.settings.mode));
         // Data tasks (issue 13): the summary of the task's CSV/JSON files, for prompt templates.
         if let Some(ctx) = &task.data.context {
-            info.insert("data_context".into(), json!(ctx.text));
+            info.insert(info::DATA_CONTEXT.into(), json!(ctx.text));
         }
         // Issue 14: the episode's language, so that a rollout extracts and sends code in it.
-        info.insert("language".into(), json!(language));
+        info.insert(info::LANGUAGE.into(), json!(language));
         Ok((Value::Text(task.prompt.clone()), info))
     }
 

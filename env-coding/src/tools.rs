@@ -11,14 +11,14 @@ use serde::Deserialize;
 pub enum ToolAction {
     RunPython {
         code: String,
-        /// Issue 12: global names set before the code runs (session mode: in the live namespace).
+        /// Global names set before the code runs (session mode: in the live namespace).
         #[serde(default)]
         vars: Option<serde_json::Map<String, serde_json::Value>>,
-        /// Issue 12: report the top-level variables (default: the env's `variables` kwarg).
+        /// Report the top-level variables (default: the env's `variables` kwarg).
         #[serde(default)]
         variables: Option<bool>,
     },
-    /// Issue 14: a program in any supported language (SandboxFusion's names).
+    /// A program in any supported language (SandboxFusion's names).
     RunCode {
         code: String,
         language: codegym_sandbox::lang::Language,
@@ -41,7 +41,48 @@ impl ToolAction {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use env_core::contract::{TOOLS, tool};
     use serde_json::json;
+
+    /// The serde names of [`ToolCall`] are the contract's: each tool with its required fields
+    /// parses, without one of them it does not, and optional fields are accepted.
+    #[test]
+    fn tool_calls_are_the_contracts() {
+        let sample = |field: &str| match field {
+            "vars" => json!({"x": 1}),
+            "variables" => json!(true),
+            "language" => json!("python"),
+            _ => json!("x"),
+        };
+        for shape in TOOLS {
+            let mut call = serde_json::Map::new();
+            call.insert(tool::KEY.into(), json!(shape.name));
+            for f in shape.required {
+                call.insert((*f).into(), sample(f));
+            }
+            let full: serde_json::Map<_, _> = shape
+                .optional
+                .iter()
+                .map(|f| ((*f).to_string(), sample(f)))
+                .chain(call.clone())
+                .collect();
+            assert!(ToolCall::parse(json!(full)).is_ok(), "{}", shape.name);
+            assert!(
+                ToolCall::parse(json!(call.clone())).is_ok(),
+                "{}",
+                shape.name
+            );
+            for f in shape.required {
+                let mut missing = call.clone();
+                missing.remove(*f);
+                assert!(
+                    ToolCall::parse(json!(missing)).is_err(),
+                    "{} {f}",
+                    shape.name
+                );
+            }
+        }
+    }
 
     #[test]
     fn parses_tool_calls() {

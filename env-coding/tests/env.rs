@@ -416,3 +416,30 @@ fn task_files_outside_the_allowed_dirs_are_refused() {
     reg.make(PYTHON_ENV_ID, &kwargs(json!({"tasks": "builtin:examples"})))
         .unwrap_or_else(|e| panic!("builtin: {e}"));
 }
+
+/// A tool call sent as text (its JSON, as clients that serialize actions themselves send it) is the
+/// call, not Python source: run as source it would be a dict literal that does nothing. A text that
+/// names a tool but does not fit it is a clear error, not a silent zero.
+#[test]
+fn the_json_text_of_a_tool_call_is_the_call() {
+    use env_core::contract::{self, info};
+    let reg = registry();
+    let mut env = make(&reg, json!({}));
+    env.reset(None, &opts(json!({"task_id": "sum-of-squares"})))
+        .expect("reset");
+    let call = contract::run_python("print(f'Result: {sum(i * i for i in range(1, 101))}')");
+    let s = step(env.as_mut(), Value::Text(format!("  {call}\n")));
+    assert_eq!(s.reward, 1.0, "{s:?}");
+    assert_eq!(s.info[info::SOLVED], json!(true));
+
+    let mut env = make(&reg, json!({}));
+    env.reset(None, &opts(json!({"task_id": "sum-of-squares"})))
+        .expect("reset");
+    let bad = env.step(Value::Text(
+        r#"{"tool": "run_python", "source": "x"}"#.into(),
+    ));
+    assert!(
+        matches!(&bad, Err(EnvError::InvalidAction(m)) if m.contains("bad tool call")),
+        "{bad:?}"
+    );
+}

@@ -23,6 +23,7 @@
 //! calls are ambiguous; import only the trait you call through, or box the env as `Box<dyn DynEnv>`.
 
 mod async_env;
+pub mod contract;
 mod env;
 pub mod envs;
 mod error;

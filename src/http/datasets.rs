@@ -236,7 +236,7 @@ async fn submit_inner(
     };
     let components = step
         .info
-        .get("reward_breakdown")
+        .get(env_core::contract::info::REWARD_BREAKDOWN)
         .and_then(|b| b.get("components"))
         .and_then(|c| c.as_array())
         .cloned()

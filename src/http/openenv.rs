@@ -80,7 +80,7 @@ impl Adapter {
             let code = value
                 .as_str()
                 .ok_or_else(|| EnvError::InvalidAction("\"code\" must be a string".into()))?;
-            return Ok(Value::Json(json!({"tool": "run_python", "code": code})));
+            return Ok(Value::Json(env_core::contract::run_python(code)));
         }
         from_json(value, &self.spec.action_space)
     }

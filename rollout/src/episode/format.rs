@@ -2,6 +2,7 @@
 //! feedback (long output cut in the middle so both the start and the traceback at the end
 //! survive), and the tool definitions of tools mode.
 
+use env_core::contract::{field, tool};
 use env_core::{ExecutionResult, Value};
 use prompts::render;
 use serde_json::json;
@@ -113,14 +114,14 @@ pub fn tool_definitions(session: bool, language: Option<&str>) -> serde_json::Va
         };
     let run = match language {
         None => function(
-            "run_python",
+            tool::RUN_PYTHON,
             "Run a complete Python program in a sandbox; the task's checks run with it. Returns \
              the status, exit code, stdout and stderr.",
             json!({"code": {"type": "string", "description": "The complete Python program."}}),
-            &["code"],
+            &[field::CODE],
         ),
         Some(l) => function(
-            "run_code",
+            tool::RUN_CODE,
             &format!(
                 "Run a complete {l} program in a sandbox (compiled first if {l} is compiled); the \
                  task's checks run with it. Returns the status, exit code, stdout and stderr."
@@ -128,22 +129,22 @@ pub fn tool_definitions(session: bool, language: Option<&str>) -> serde_json::Va
             json!({"code": {"type": "string", "description": format!("The complete {l} program.")},
                    "language": {"type": "string", "enum": [l],
                                 "description": "The program's language."}}),
-            &["code", "language"],
+            &[field::CODE, field::LANGUAGE],
         ),
     };
     let mut tools = vec![run];
     if session {
         tools.push(function(
-            "write_file",
+            tool::WRITE_FILE,
             "Write a text file in the working directory (kept between calls).",
             json!({"path": {"type": "string"}, "content": {"type": "string"}}),
-            &["path", "content"],
+            &[field::PATH, field::CONTENT],
         ));
         tools.push(function(
-            "read_file",
+            tool::READ_FILE,
             "Read a text file from the working directory.",
             json!({"path": {"type": "string"}}),
-            &["path"],
+            &[field::PATH],
         ));
     }
     serde_json::Value::Array(tools)

@@ -12,6 +12,7 @@
 
 use std::time::Instant;
 
+use env_core::contract;
 use env_core::{EnvError, Value};
 use serde_json::json;
 
@@ -51,7 +52,7 @@ pub(super) async fn play(
         let mut action = run_python(&code);
         // The context goes in with the first cell only: it stays in the session's namespace.
         if let (Some(ctx_value), Value::Json(action)) = (context.take(), &mut action) {
-            action["vars"] = json!({ "context": ctx_value });
+            action[contract::field::VARS] = json!({ "context": ctx_value });
         }
         let stepped = env_step(
             st,

@@ -6,6 +6,7 @@
 use std::borrow::Cow;
 use std::time::Instant;
 
+use env_core::contract::{self, info};
 use env_core::{EnvError, Value};
 use serde_json::json;
 
@@ -46,14 +47,14 @@ pub(super) async fn open(
     let (obs, info) = reset.map_err(Ending::env)?;
     // The episode's language, as the env chose it (the task's or a reset option's).
     st.language = info
-        .get("language")
+        .get(info::LANGUAGE)
         .and_then(|v| v.as_str())
         .filter(|l| *l != "python")
         .map(str::to_string);
     let task = format::observation_text(&obs);
     // Data tasks: the env's summary of the task's sample files, for `{data_context}`.
     let data_context = info
-        .get("data_context")
+        .get(info::DATA_CONTEXT)
         .and_then(|v| v.as_str())
         .unwrap_or_default();
     let language = st.language.as_deref().unwrap_or("python");
@@ -71,12 +72,12 @@ pub(super) async fn open(
 /// Sending the model's whole text instead would let the env extract again, by its own `extract`
 /// kwarg (`raw` runs the prose too), and run something else than the record says.
 pub(super) fn run_python(code: &str) -> Value {
-    Value::Json(json!({"tool": "run_python", "code": code}))
+    Value::Json(contract::run_python(code))
 }
 
 /// The same for a program in `language` (SandboxFusion's name), the env's `run_code`.
 pub(super) fn run_code(code: &str, language: &str) -> Value {
-    Value::Json(json!({"tool": "run_code", "code": code, "language": language}))
+    Value::Json(contract::run_code(code, language))
 }
 
 /// Calls the model with the (possibly capped) history; appends the turn and the assistant message.
@@ -215,7 +216,7 @@ pub(super) async fn env_step(
     };
     let solved = step
         .info
-        .get("solved")
+        .get(info::SOLVED)
         .and_then(serde_json::Value::as_bool)
         .unwrap_or(step.terminated);
     st.total_reward += step.reward;
@@ -233,7 +234,7 @@ pub(super) async fn env_step(
             execution,
             observation,
             reward: step.reward,
-            reward_breakdown: step.info.get("reward_breakdown").cloned(),
+            reward_breakdown: step.info.get(info::REWARD_BREAKDOWN).cloned(),
             terminated: step.terminated,
             truncated: step.truncated,
             info: step.info.clone(),

@@ -3,6 +3,7 @@
 //! tool message, until the model answers without a call.
 
 use env_core::Value;
+use env_core::contract::{field, tool};
 use serde_json::json;
 use trajectory::record::{
     ActionRecord, ChatMessage, ChatToolCall, ErrorKind, ErrorRecord, StopReason,
@@ -66,40 +67,40 @@ fn decode_tool_call(
 ) -> Result<(Value, ActionRecord), String> {
     let args: serde_json::Value = serde_json::from_str(&call.function.arguments)
         .map_err(|e| format!("the arguments are not valid JSON: {e}"))?;
-    let field = |k: &str| {
+    let string_arg = |k: &str| {
         args.get(k)
             .and_then(serde_json::Value::as_str)
             .map(str::to_string)
             .ok_or_else(|| format!("missing string argument `{k}`"))
     };
     let record = match call.function.name.as_str() {
-        "run_python" => ActionRecord::RunPython {
-            code: field("code")?,
+        tool::RUN_PYTHON => ActionRecord::RunPython {
+            code: string_arg(field::CODE)?,
         },
-        "run_code" => ActionRecord::RunCode {
-            code: field("code")?,
-            language: match args.get("language") {
+        tool::RUN_CODE => ActionRecord::RunCode {
+            code: string_arg(field::CODE)?,
+            language: match args.get(field::LANGUAGE) {
                 None | Some(serde_json::Value::Null) => language.unwrap_or("python").to_string(),
                 Some(serde_json::Value::String(l)) => l.clone(),
                 Some(_) => return Err("argument `language` must be a string".into()),
             },
         },
-        "write_file" => ActionRecord::WriteFile {
-            path: field("path")?,
-            content: field("content")?,
+        tool::WRITE_FILE => ActionRecord::WriteFile {
+            path: string_arg(field::PATH)?,
+            content: string_arg(field::CONTENT)?,
         },
-        "read_file" => ActionRecord::ReadFile {
-            path: field("path")?,
+        tool::READ_FILE => ActionRecord::ReadFile {
+            path: string_arg(field::PATH)?,
         },
         other => return Err(format!("unknown tool `{other}`")),
     };
     let mut action = serde_json::Map::new();
-    action.insert("tool".into(), json!(call.function.name));
+    action.insert(tool::KEY.into(), json!(call.function.name));
     if let serde_json::Value::Object(map) = args {
         action.extend(map);
     }
     if let ActionRecord::RunCode { language, .. } = &record {
-        action.insert("language".into(), json!(language));
+        action.insert(field::LANGUAGE.into(), json!(language));
     }
     Ok((Value::Json(serde_json::Value::Object(action)), record))
 }

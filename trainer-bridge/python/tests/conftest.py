@@ -93,7 +93,9 @@ def serve_process(log_dir: Path, *extra_args: str, lines: int = 1) -> Iterator[t
         printed = [sink.get(timeout=STARTUP_TIMEOUT_S) for _ in range(lines)]
     except queue.Empty:
         proc.kill()
-        pytest.fail(f"codegym serve printed fewer than {lines} lines in {STARTUP_TIMEOUT_S}s; stderr: {log_path.read_text()}")
+        pytest.fail(
+            f"codegym serve printed fewer than {lines} lines in {STARTUP_TIMEOUT_S}s; stderr: {log_path.read_text()}"
+        )
     if not printed[0].startswith("listening on "):
         proc.kill()
         pytest.fail(f"unexpected first line {printed[0]!r}; stderr: {log_path.read_text()}")

@@ -118,7 +118,8 @@ def test_make_serves_host_tools(server_address):
         assert err["type_name"] == "RuntimeError" and "ValueError: bad 1" in err["message"]
         src = (
             "import threading\nout = {}\n"
-            "ts = [threading.Thread(target=lambda i=i: out.__setitem__(i, search(str(i), limit=1)[0])) for i in range(6)]\n"
+            "ts = [threading.Thread(target=lambda i=i: out.__setitem__(i, search(str(i), limit=1)[0]))"
+            " for i in range(6)]\n"
             "[t.start() for t in ts]; [t.join() for t in ts]\n[out[i] for i in range(6)]"
         )
         _, _, _, _, info = env.step(src)
@@ -146,6 +147,25 @@ def test_code_environment_tools_and_register_tool(server_address):
         assert r.return_value == ["c", "d"], r.stderr
         with pytest.raises(TypeError):
             env.register_tool("nameless")
+        env.register_tools({"s2": search, "l2": lookup})
+        assert set(env.tools) == {"search", "lookup", "find", "s2", "l2"}
+        assert env("[l2('e')['key'], len(s2('f', 2))]").return_value == ["e", 2]
+
+
+def test_code_environment_has_msgflux_signatures(server_address):
+    """msgflux's `BaseCodeEnvironment`: `env(action, *, timeout=None, vars=None)`, the same for `acall`,
+    `reset()`, `shutdown()`. The limits are the session's, so a per-call timeout is refused, not ignored."""
+    env = codegym.CodeEnvironment(server_address)
+    try:
+        assert env(action="x = 1\nx + 1", timeout=None, vars=None).return_value == 2
+        assert asyncio.run(env.acall(action="x * 3", vars={"x": 5})).return_value == 15
+        with pytest.raises(ValueError, match="per-call timeout"):
+            env("1", timeout=2.0)
+        env.reset()
+        assert not env("'x' in globals()").return_value
+    finally:
+        env.shutdown()
+    env.shutdown()  # idempotent
 
 
 def test_async_client_serves_async_tools(server_address):

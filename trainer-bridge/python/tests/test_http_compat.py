@@ -8,7 +8,6 @@ import base64
 from collections.abc import Iterator
 
 import pytest
-
 from conftest import serve
 
 

@@ -70,8 +70,9 @@ def test_the_sdist_carries_the_proto_files_and_the_workspace(tmp_path):
 
 
 def test_installed_package_imports_generated_stubs():
-    import codegym
     from codegym.v1 import env_pb2
+
+    import codegym
 
     assert hasattr(env_pb2, "ListTasksRequest")
     assert (Path(codegym.__file__).parent / "py.typed").exists()

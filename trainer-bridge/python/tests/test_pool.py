@@ -9,10 +9,10 @@ import time
 
 import grpc
 import pytest
+from conftest import serve_process
 
 import codegym
 from codegym.pool import resolve
-from conftest import serve_process
 
 CARTPOLE = "classic/CartPole-v1"
 

@@ -11,7 +11,7 @@ import pytest
 
 vf_loaders = pytest.importorskip("verifiers.v1.utils.loaders")
 
-from codegym.verifiers import (
+from codegym.verifiers import (  # noqa: E402 - only once verifiers is known to be installed
     CodegymTaskConfig,
     CodegymTaskset,
     CodegymToolset,

@@ -12,6 +12,7 @@
 
 use std::time::Instant;
 
+use env_core::contract::info;
 use env_core::{EnvError, Value};
 use serde_json::json;
 
@@ -142,7 +143,7 @@ pub(super) async fn run_model_tests(
     // The env's reward, breakdown and `solved` score the runner against the hidden checks: they are
     // meaningless here and must not leak into the record as if they were the solution's.
     let mut info = step.info.clone();
-    for k in ["solved", "reward_breakdown"] {
+    for k in [info::SOLVED, info::REWARD_BREAKDOWN] {
         info.remove(k);
     }
     push_step(

@@ -4,6 +4,7 @@
 `gymnasium.make("codegym/Code-v0", address="host:port")` works.
 """
 
+from codegym._contract import tool_call
 from codegym._errors import CodegymError
 from codegym.client import AsyncClient, AsyncSession, Client, EvalItem, Session, StepResult, TaskEntry
 from codegym.code_env import CodeEnvironment, ExecutionResult
@@ -71,4 +72,5 @@ __all__ = [
     "register_gymnasium_envs",
     "reward_fn",
     "strip_think",
+    "tool_call",
 ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
 
 _BY_VALUE = {code.value[0]: code for code in grpc.StatusCode}
@@ -24,6 +26,6 @@ def from_rpc_error(err: grpc.RpcError, method: str) -> CodegymError:
     return CodegymError(code or grpc.StatusCode.UNKNOWN, details or "", method)
 
 
-def from_in_band(error, method: str) -> CodegymError:
+def from_in_band(error: Any, method: str) -> CodegymError:
     """An in-band `codegym.v1.Error` (stream or Evaluate item) as an exception."""
     return CodegymError(_BY_VALUE.get(error.code, grpc.StatusCode.UNKNOWN), error.message, method)

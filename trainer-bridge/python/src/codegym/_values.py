@@ -10,7 +10,7 @@ from gymnasium import spaces
 
 from codegym.v1 import env_pb2 as pb
 
-_DTYPES = {
+_DTYPES: dict[int, np.dtype[Any]] = {
     pb.DTYPE_FLOAT32: np.dtype("<f4"),
     pb.DTYPE_FLOAT64: np.dtype("<f8"),
     pb.DTYPE_INT32: np.dtype("<i4"),
@@ -20,7 +20,7 @@ _DTYPES = {
 }
 
 
-def numpy_dtype(code: int) -> np.dtype:
+def numpy_dtype(code: int) -> np.dtype[Any]:
     """The NumPy dtype of a proto `Dtype`."""
     try:
         return _DTYPES[code]
@@ -33,11 +33,11 @@ def dtype_code(dtype: Any) -> int:
     dt = np.dtype(dtype)
     for code, known in _DTYPES.items():
         if known == dt or known.newbyteorder("=") == dt.newbyteorder("="):
-            return code
+            return int(code)
     raise ValueError(f"unsupported tensor dtype {dt}")
 
 
-def tensor_to_numpy(t: pb.Tensor) -> np.ndarray:
+def tensor_to_numpy(t: pb.Tensor) -> np.ndarray[Any, Any]:
     dtype = numpy_dtype(t.dtype)
     shape = tuple(int(s) for s in t.shape)
     arr = np.frombuffer(t.data, dtype=dtype)
@@ -54,7 +54,7 @@ def numpy_to_tensor(arr: Any, dtype: Any = None) -> pb.Tensor:
     return pb.Tensor(dtype=code, shape=list(a.shape), data=np.ascontiguousarray(a, dtype=wire).tobytes())
 
 
-def execution_to_dict(e: pb.ExecutionResult) -> dict:
+def execution_to_dict(e: pb.ExecutionResult) -> dict[str, Any]:
     """The package's one Python view of an execution result: a dict keyed by the proto's field names.
 
     `stdout`/`stderr` are `str`: the server captured bytes and decoded them once as lossy UTF-8
@@ -95,7 +95,7 @@ def execution_to_dict(e: pb.ExecutionResult) -> dict:
     }
 
 
-def _output(o: pb.OutputValue) -> dict:
+def _output(o: pb.OutputValue) -> dict[str, Any]:
     if o.WhichOneof("kind") == "json":
         return {"value": json.loads(o.json)}
     return {"error": o.error or "empty output value"}
@@ -125,7 +125,9 @@ def encode_value(obj: Any, space: pb.Space | None = None) -> pb.Value:
     """A Python object as a `Value`, shaped by `space` when given (else inferred from the type)."""
     if isinstance(obj, pb.Value):
         return obj
-    kind = space.WhichOneof("kind") if space is not None else None
+    if space is None:
+        return _encode_untyped(obj)
+    kind = space.WhichOneof("kind")
     if kind == "discrete":
         return pb.Value(discrete=int(obj))
     if kind == "box":
@@ -162,7 +164,7 @@ def _encode_untyped(obj: Any) -> pb.Value:
     return pb.Value(json=json.dumps(obj))
 
 
-def parse_json_object(text: str) -> dict:
+def parse_json_object(text: str) -> dict[str, Any]:
     """An `*_json` field as a dict (empty string: `{}`)."""
     if not text:
         return {}
@@ -170,7 +172,7 @@ def parse_json_object(text: str) -> dict:
     return value if isinstance(value, dict) else {"value": value}
 
 
-def to_gym_space(space: pb.Space):
+def to_gym_space(space: pb.Space) -> spaces.Space[Any]:
     """The Gymnasium space of a proto `Space`."""
     kind = space.WhichOneof("kind")
     if kind == "discrete":
@@ -211,8 +213,8 @@ class AnyText(spaces.Text):
         if mask is None and probability is None:
             high = min(self.max_length, self.min_length + self.SAMPLE_MAX_LENGTH)
             length = int(self.np_random.integers(self.min_length, high + 1))
-            return super().sample(mask=(length, None))
-        return super().sample(mask=mask, probability=probability)
+            return str(super().sample(mask=(length, None)))
+        return str(super().sample(mask=mask, probability=probability))
 
     def contains(self, x: Any) -> bool:
         return isinstance(x, str) and self.min_length <= len(x) <= self.max_length

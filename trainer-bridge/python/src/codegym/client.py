@@ -1,5 +1,9 @@
 """Sync (`Client`) and asyncio (`AsyncClient`) clients of `codegym.v1.EnvService`.
 
+Both run the calls defined once in `codegym._ops` (each a generator of the RPCs it needs): `Client`
+with blocking calls, `AsyncClient` with awaited ones. The session streams (`Session`, `AsyncSession`)
+differ in transport only: a request queue and a reader thread, or `grpc.aio`'s stream.
+
 Every unary call has a deadline (`timeout` seconds; `evaluate_timeout` for batch scoring, which runs
 programs). Failures raise `CodegymError` with the gRPC status code.
 """
@@ -8,22 +12,24 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import queue
 import threading
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, cast
 
 import grpc
 
+from codegym import _ops as ops
 from codegym._errors import CodegymError, from_in_band, from_rpc_error
-from codegym._values import decode_value, encode_value, parse_json_object
+from codegym._ops import EvalItem, Rpc, StepResult, TaskEntry, eval_request, eval_result, step_result
+from codegym._values import decode_value, parse_json_object
 from codegym.local import LocalServer, resolve_address
 from codegym.options import ClientOptions
 from codegym.v1 import env_pb2 as pb
 from codegym.v1 import env_pb2_grpc as pb_grpc
+
+__all__ = ["AsyncClient", "AsyncSession", "Client", "EvalItem", "Session", "StepResult", "TaskEntry"]
 
 # Observations of coding envs carry program output; the default 4 MiB is too tight for a batch.
 _CHANNEL_OPTIONS = [
@@ -32,90 +38,7 @@ _CHANNEL_OPTIONS = [
 ]
 
 
-@dataclass(frozen=True)
-class StepResult:
-    """Gymnasium's step tuple, also unpackable as `obs, reward, terminated, truncated, info`."""
-
-    observation: Any
-    reward: float
-    terminated: bool
-    truncated: bool
-    info: dict
-
-    def __iter__(self):
-        return iter((self.observation, self.reward, self.terminated, self.truncated, self.info))
-
-
-@dataclass(frozen=True)
-class EvalItem:
-    """One independent reset + step for `evaluate`."""
-
-    action: Any
-    options: Mapping[str, Any] | None = None
-    seed: int | None = None
-
-
-@dataclass(frozen=True)
-class TaskEntry:
-    """One task of a server's task set (`ListTasks`).
-
-    `messages` is the opening of a conversation about the task exactly as `codegym rollout` sends it
-    (system prompt + rendered task template), rendered by the server: the one source of the prompts.
-    """
-
-    id: str
-    prompt: str
-    messages: list[dict[str, str]]
-    metadata: dict[str, Any]
-    completion_prefix: str | None = None
-    # The language solutions are written in (SandboxFusion's names: python, cpp, nodejs, ...).
-    language: str = "python"
-
-
-def _task_entry(t: pb.TaskEntry) -> TaskEntry:
-    return TaskEntry(
-        id=t.id,
-        prompt=t.prompt,
-        messages=json.loads(t.messages_json) if t.messages_json else [],
-        metadata=parse_json_object(t.metadata_json),
-        completion_prefix=t.completion_prefix if t.HasField("completion_prefix") else None,
-        language=t.language or "python",
-    )
-
-
-def _dumps(obj: Mapping[str, Any] | None) -> str:
-    return json.dumps(dict(obj)) if obj else ""
-
-
-def _step_result(resp: pb.StepResponse) -> StepResult:
-    return StepResult(
-        decode_value(resp.observation),
-        float(resp.reward),
-        bool(resp.terminated),
-        bool(resp.truncated),
-        parse_json_object(resp.info_json),
-    )
-
-
-def _eval_request(env_id: str, items: Iterable[EvalItem], kwargs: Mapping[str, Any] | None) -> pb.EvaluateRequest:
-    return pb.EvaluateRequest(
-        env_id=env_id,
-        kwargs_json=_dumps(kwargs),
-        items=[
-            pb.EvaluateItem(seed=i.seed, options_json=_dumps(i.options), action=encode_value(i.action)) for i in items
-        ],
-    )
-
-
-def _eval_result(r: pb.EvaluateResult) -> StepResult | CodegymError:
-    return from_in_band(r.error, "Evaluate") if r.HasField("error") else _step_result(r.step)
-
-
-def _eval_results(resp: pb.EvaluateResponse) -> list[StepResult | CodegymError]:
-    return [_eval_result(r) for r in resp.results]
-
-
-def _session_result(resp: pb.SessionResponse, expected: int, owner):
+def _session_result(resp: pb.SessionResponse, expected: int, owner: Session | AsyncSession) -> Any:
     """Decodes one `SessionResponse`; remembers the spec on `owner` so steps encode by action space."""
     if resp.request_id != expected:
         raise CodegymError(grpc.StatusCode.INTERNAL, f"response {resp.request_id} for request {expected}", "Session")
@@ -129,7 +52,7 @@ def _session_result(resp: pb.SessionResponse, expected: int, owner):
     if kind == "reset":
         return decode_value(resp.reset.observation), parse_json_object(resp.reset.info_json)
     if kind == "step":
-        return _step_result(resp.step)
+        return step_result(resp.step)
     if kind == "close":
         return bool(resp.close.closed)
     raise CodegymError(grpc.StatusCode.INTERNAL, f"unexpected response kind {kind!r}", "Session")
@@ -173,47 +96,49 @@ class Client:
             self._channel = grpc.secure_channel(address, creds, options=_CHANNEL_OPTIONS)
         self._stub = pb_grpc.EnvServiceStub(self._channel)
 
-    def _call(self, name: str, request, timeout: float | None = None):
+    def _call(self, rpc: Rpc) -> Any:
+        timeout = (self.evaluate_timeout if rpc.evaluate else None) or self.timeout
         try:
-            return getattr(self._stub, name)(request, timeout=timeout or self.timeout)
+            return getattr(self._stub, rpc.method)(rpc.request, timeout=timeout)
         except grpc.RpcError as err:
-            raise from_rpc_error(err, name) from None
+            raise from_rpc_error(err, rpc.method) from None
 
+    # Each call is written once in `codegym._ops`; these run it with blocking calls.
     def list_envs(self) -> list[pb.EnvSpec]:
-        return list(self._call("ListEnvs", pb.ListEnvsRequest()).envs)
+        return ops.drive(ops.list_envs(), self._call)
 
     def make(self, env_id: str, **kwargs: Any) -> tuple[str, pb.EnvSpec]:
         """Creates a session; returns `(session_id, spec)`."""
-        resp = self._call("Make", pb.MakeRequest(env_id=env_id, kwargs_json=_dumps(kwargs)))
-        return resp.session_id, resp.spec
+        return ops.drive(ops.make(env_id, kwargs), self._call)
 
-    def reset(self, session_id: str, seed: int | None = None, options: Mapping[str, Any] | None = None):
-        resp = self._call("Reset", pb.ResetRequest(session_id=session_id, seed=seed, options_json=_dumps(options)))
-        return decode_value(resp.observation), parse_json_object(resp.info_json)
+    def reset(
+        self, session_id: str, seed: int | None = None, options: Mapping[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        return ops.drive(ops.reset(session_id, seed, options), self._call)
 
     def step(self, session_id: str, action: Any, space: pb.Space | None = None) -> StepResult:
-        req = pb.StepRequest(session_id=session_id, action=encode_value(action, space))
-        return _step_result(self._call("Step", req))
+        return ops.drive(ops.step(session_id, action, space), self._call)
 
     def close(self, session_id: str) -> bool:
-        return bool(self._call("Close", pb.CloseRequest(session_id=session_id)).closed)
+        return ops.drive(ops.close(session_id), self._call)
 
     def evaluate(
         self, env_id: str, items: Sequence[EvalItem], kwargs: Mapping[str, Any] | None = None
     ) -> list[StepResult | CodegymError]:
         """Scores every item in one call; a failed item is a `CodegymError` in its slot."""
-        resp = self._call("Evaluate", _eval_request(env_id, items, kwargs), self.evaluate_timeout)
-        return _eval_results(resp)
+        return ops.drive(ops.evaluate(env_id, items, kwargs), self._call)
 
     def evaluate_stream(
         self, env_id: str, items: Sequence[EvalItem], kwargs: Mapping[str, Any] | None = None
     ) -> Iterator[tuple[int, StepResult | CodegymError]]:
         """Like `evaluate`, but yields `(item index, result)` as each item finishes (completion order),
         so scoring overlaps with whatever the caller does next. Closing the iterator cancels the call."""
-        call = self._stub.EvaluateStream(_eval_request(env_id, items, kwargs), timeout=self.evaluate_timeout or self.timeout)
+        call = self._stub.EvaluateStream(
+            eval_request(env_id, items, kwargs), timeout=self.evaluate_timeout or self.timeout
+        )
         try:
             for r in call:
-                yield r.index, _eval_result(r.result)
+                yield r.index, eval_result(r.result)
         except grpc.RpcError as err:
             raise from_rpc_error(err, "EvaluateStream") from None
         finally:
@@ -223,15 +148,7 @@ class Client:
         self, env_id: str, kwargs: Mapping[str, Any] | None = None, *, page_size: int = 0
     ) -> list[TaskEntry]:
         """Every task of the env's task set (the one `make(env_id, **kwargs)` draws from), all pages."""
-        tasks: list[TaskEntry] = []
-        token = ""
-        while True:
-            req = pb.ListTasksRequest(env_id=env_id, kwargs_json=_dumps(kwargs), page_size=page_size, page_token=token)
-            resp = self._call("ListTasks", req)
-            tasks.extend(_task_entry(t) for t in resp.tasks)
-            token = resp.next_page_token
-            if not token:
-                return tasks
+        return ops.drive(ops.list_tasks(env_id, kwargs, page_size), self._call)
 
     def session(self, timeout: float | None = None) -> Session:
         """A pipelined `Session` stream; `timeout` bounds the whole stream (None: no deadline)."""
@@ -243,7 +160,7 @@ class Client:
     def __enter__(self) -> Client:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close_channel()
 
 
@@ -258,7 +175,7 @@ class Session:
     """
 
     def __init__(self, stub: pb_grpc.EnvServiceStub, timeout: float | None) -> None:
-        self._requests: queue.Queue = queue.Queue()
+        self._requests: queue.Queue[Any] = queue.Queue()
         self._next_id = 0
         self._pending: list[int] = []
         self._lock = threading.Lock()
@@ -271,7 +188,7 @@ class Session:
         self.tools: dict[str, Any] = {}
         self._tool_pool: Any = None
 
-    def _send(self, **kind) -> int:
+    def _send(self, **kind: Any) -> int:
         if self._closed:
             raise CodegymError(grpc.StatusCode.FAILED_PRECONDITION, "session stream is closed", "Session")
         with self._lock:
@@ -282,18 +199,18 @@ class Session:
         return rid
 
     def send_make(self, env_id: str, **kwargs: Any) -> int:
-        return self._send(make=pb.MakeRequest(env_id=env_id, kwargs_json=_dumps(kwargs)))
+        return self._send(make=ops.make_request(env_id, kwargs))
 
     def send_reset(self, seed: int | None = None, options: Mapping[str, Any] | None = None) -> int:
-        return self._send(reset=pb.ResetRequest(seed=seed, options_json=_dumps(options)))
+        return self._send(reset=ops.reset_request(seed, options))
 
     def send_step(self, action: Any) -> int:
-        return self._send(step=pb.StepRequest(action=encode_value(action, self.action_space)))
+        return self._send(step=ops.step_request(action, self.action_space))
 
     def send_close(self) -> int:
         return self._send(close=pb.CloseRequest())
 
-    def recv(self):
+    def recv(self) -> Any:
         """The next response: `(session_id, spec)`, `(obs, info)`, a `StepResult` or a bool."""
         with self._lock:
             if not self._pending:
@@ -312,13 +229,13 @@ class Session:
 
     def _serve_tool(self, call: pb.ToolCall) -> None:
         """Issue 12: runs a tool call on the pool; its result goes out as soon as it is ready."""
-        from codegym.host_tools import answer  # noqa: PLC0415 - only sessions with tools need it
+        from codegym.host_tools import answer
 
         if self._tool_pool is None:
             self._tool_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="codegym-tool")
         future = self._tool_pool.submit(answer, self.tools, call)
 
-        def reply(f) -> None:
+        def reply(f: Future[pb.ToolResult]) -> None:
             if not self._closed:
                 self._requests.put(pb.SessionRequest(tool_result=f.result()))
 
@@ -326,15 +243,15 @@ class Session:
 
     def make(self, env_id: str, **kwargs: Any) -> tuple[str, pb.EnvSpec]:
         self.send_make(env_id, **kwargs)
-        return self.recv()
+        return cast("tuple[str, pb.EnvSpec]", self.recv())
 
-    def reset(self, seed: int | None = None, options: Mapping[str, Any] | None = None):
+    def reset(self, seed: int | None = None, options: Mapping[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         self.send_reset(seed, options)
-        return self.recv()
+        return cast("tuple[Any, dict[str, Any]]", self.recv())
 
     def step(self, action: Any) -> StepResult:
         self.send_step(action)
-        return self.recv()
+        return cast("StepResult", self.recv())
 
     def close(self) -> None:
         """Ends the stream (the server closes the session). Idempotent."""
@@ -348,7 +265,7 @@ class Session:
     def __enter__(self) -> Session:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __del__(self) -> None:
@@ -380,45 +297,46 @@ class AsyncClient:
             self._channel = grpc.aio.secure_channel(address, creds, options=_CHANNEL_OPTIONS)
         self._stub = pb_grpc.EnvServiceStub(self._channel)
 
-    async def _call(self, name: str, request, timeout: float | None = None):
+    async def _call(self, rpc: Rpc) -> Any:
+        timeout = (self.evaluate_timeout if rpc.evaluate else None) or self.timeout
         try:
-            return await getattr(self._stub, name)(request, timeout=timeout or self.timeout)
+            return await getattr(self._stub, rpc.method)(rpc.request, timeout=timeout)
         except grpc.RpcError as err:
-            raise from_rpc_error(err, name) from None
+            raise from_rpc_error(err, rpc.method) from None
 
+    # Each call is written once in `codegym._ops`; these run it with awaited calls.
     async def list_envs(self) -> list[pb.EnvSpec]:
-        return list((await self._call("ListEnvs", pb.ListEnvsRequest())).envs)
+        return await ops.adrive(ops.list_envs(), self._call)
 
     async def make(self, env_id: str, **kwargs: Any) -> tuple[str, pb.EnvSpec]:
-        resp = await self._call("Make", pb.MakeRequest(env_id=env_id, kwargs_json=_dumps(kwargs)))
-        return resp.session_id, resp.spec
+        return await ops.adrive(ops.make(env_id, kwargs), self._call)
 
-    async def reset(self, session_id: str, seed: int | None = None, options: Mapping[str, Any] | None = None):
-        req = pb.ResetRequest(session_id=session_id, seed=seed, options_json=_dumps(options))
-        resp = await self._call("Reset", req)
-        return decode_value(resp.observation), parse_json_object(resp.info_json)
+    async def reset(
+        self, session_id: str, seed: int | None = None, options: Mapping[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        return await ops.adrive(ops.reset(session_id, seed, options), self._call)
 
     async def step(self, session_id: str, action: Any, space: pb.Space | None = None) -> StepResult:
-        req = pb.StepRequest(session_id=session_id, action=encode_value(action, space))
-        return _step_result(await self._call("Step", req))
+        return await ops.adrive(ops.step(session_id, action, space), self._call)
 
     async def close(self, session_id: str) -> bool:
-        return bool((await self._call("Close", pb.CloseRequest(session_id=session_id))).closed)
+        return await ops.adrive(ops.close(session_id), self._call)
 
     async def evaluate(
         self, env_id: str, items: Sequence[EvalItem], kwargs: Mapping[str, Any] | None = None
     ) -> list[StepResult | CodegymError]:
-        resp = await self._call("Evaluate", _eval_request(env_id, items, kwargs), self.evaluate_timeout)
-        return _eval_results(resp)
+        return await ops.adrive(ops.evaluate(env_id, items, kwargs), self._call)
 
     async def evaluate_stream(
         self, env_id: str, items: Sequence[EvalItem], kwargs: Mapping[str, Any] | None = None
     ) -> AsyncIterator[tuple[int, StepResult | CodegymError]]:
         """`(item index, result)` as each item finishes (see `Client.evaluate_stream`)."""
-        call = self._stub.EvaluateStream(_eval_request(env_id, items, kwargs), timeout=self.evaluate_timeout or self.timeout)
+        call = self._stub.EvaluateStream(
+            eval_request(env_id, items, kwargs), timeout=self.evaluate_timeout or self.timeout
+        )
         try:
             async for r in call:
-                yield r.index, _eval_result(r.result)
+                yield r.index, eval_result(r.result)
         except grpc.RpcError as err:
             raise from_rpc_error(err, "EvaluateStream") from None
         finally:
@@ -428,15 +346,7 @@ class AsyncClient:
         self, env_id: str, kwargs: Mapping[str, Any] | None = None, *, page_size: int = 0
     ) -> list[TaskEntry]:
         """Every task of the env's task set, all pages (see `Client.list_tasks`)."""
-        tasks: list[TaskEntry] = []
-        token = ""
-        while True:
-            req = pb.ListTasksRequest(env_id=env_id, kwargs_json=_dumps(kwargs), page_size=page_size, page_token=token)
-            resp = await self._call("ListTasks", req)
-            tasks.extend(_task_entry(t) for t in resp.tasks)
-            token = resp.next_page_token
-            if not token:
-                return tasks
+        return await ops.adrive(ops.list_tasks(env_id, kwargs, page_size), self._call)
 
     def session(self, timeout: float | None = None) -> AsyncSession:
         return AsyncSession(self._stub, timeout)
@@ -447,7 +357,7 @@ class AsyncClient:
     async def __aenter__(self) -> AsyncClient:
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close_channel()
 
 
@@ -466,7 +376,7 @@ class AsyncSession:
         self._tool_tasks: set[Any] = set()
         self._write_lock: Any = None
 
-    async def _send(self, **kind) -> int:
+    async def _send(self, **kind: Any) -> int:
         rid = self._next_id
         self._next_id += 1
         self._pending.append(rid)
@@ -484,7 +394,7 @@ class AsyncSession:
 
     async def _serve_tool(self, call: pb.ToolCall) -> None:
         """Issue 12: answers a tool call (async tools on this loop) and sends the result."""
-        from codegym.host_tools import answer_async  # noqa: PLC0415 - only sessions with tools need it
+        from codegym.host_tools import answer_async
 
         result = await answer_async(self.tools, call)
         if not self._closed:
@@ -494,18 +404,18 @@ class AsyncSession:
                 pass  # the stream is gone: nobody waits for the result
 
     async def send_make(self, env_id: str, **kwargs: Any) -> int:
-        return await self._send(make=pb.MakeRequest(env_id=env_id, kwargs_json=_dumps(kwargs)))
+        return await self._send(make=ops.make_request(env_id, kwargs))
 
     async def send_reset(self, seed: int | None = None, options: Mapping[str, Any] | None = None) -> int:
-        return await self._send(reset=pb.ResetRequest(seed=seed, options_json=_dumps(options)))
+        return await self._send(reset=ops.reset_request(seed, options))
 
     async def send_step(self, action: Any) -> int:
-        return await self._send(step=pb.StepRequest(action=encode_value(action, self.action_space)))
+        return await self._send(step=ops.step_request(action, self.action_space))
 
     async def send_close(self) -> int:
         return await self._send(close=pb.CloseRequest())
 
-    async def recv(self):
+    async def recv(self) -> Any:
         if not self._pending:
             raise CodegymError(grpc.StatusCode.FAILED_PRECONDITION, "no request in flight", "Session")
         expected = self._pending.pop(0)
@@ -522,17 +432,19 @@ class AsyncSession:
             self._tool_tasks.add(task)
             task.add_done_callback(self._tool_tasks.discard)
 
-    async def make(self, env_id: str, **kwargs: Any):
+    async def make(self, env_id: str, **kwargs: Any) -> tuple[str, pb.EnvSpec]:
         await self.send_make(env_id, **kwargs)
-        return await self.recv()
+        return cast("tuple[str, pb.EnvSpec]", await self.recv())
 
-    async def reset(self, seed: int | None = None, options: Mapping[str, Any] | None = None):
+    async def reset(
+        self, seed: int | None = None, options: Mapping[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         await self.send_reset(seed, options)
-        return await self.recv()
+        return cast("tuple[Any, dict[str, Any]]", await self.recv())
 
     async def step(self, action: Any) -> StepResult:
         await self.send_step(action)
-        return await self.recv()
+        return cast("StepResult", await self.recv())
 
     async def close(self) -> None:
         if not self._closed:

@@ -1,10 +1,10 @@
-"""`CodeEnvironment`: a code environment as agent frameworks use one (issue 12).
+"""`CodeEnvironment`: a code environment as agent frameworks use one.
 
-The shape of msgflux's code environments: `env(code, vars=...) -> ExecutionResult` with the value of
-the last expression, the variables after the run and the exception that ended it; `acall` for
-asyncio; `reset` and `shutdown`. Behind it is one `codegym/Code-v0` episode on the server, in
-`session` mode by default (variables persist across calls, like a notebook), every program in the
-server's sandbox.
+The shape of msgflux's code environments (`BaseCodeEnvironment`): `env(code, vars=...)` returns an
+`ExecutionResult` with the value of the last expression, the variables after the run and the
+exception that ended it; `acall` for asyncio; `reset`, `shutdown`, `register_tool(name, func)` and
+`register_tools`. Behind it is one `codegym/Code-v0` episode on the server, in `session` mode by
+default (variables persist across calls, like a notebook), every program in the server's sandbox.
 
     with codegym.CodeEnvironment("127.0.0.1:50051") as env:
         env("import math\\nr = 2")
@@ -154,22 +154,41 @@ class CodeEnvironment:
             tool_name, tool = name.__name__, name
         else:
             raise TypeError("register_tool takes (name: str, func: Callable) or (func: Callable)")
-        self._tools[tool_name] = tool
+        self.register_tools({tool_name: tool})
+
+    def register_tools(self, tools: Mapping[str, Callable[..., Any]]) -> None:
+        """Adds several host tools at once (msgflux's `register_tools`), starting one fresh session."""
+        self._tools.update(tools)
         with self._lock:
             if self._session is not None:
                 self._session.close()
         self._open()
 
-    def __call__(self, code: str, *, vars: Mapping[str, Any] | None = None) -> ExecutionResult:
-        """Runs `code`; `vars` become global names first (session mode: in the live namespace)."""
-        action = run_python_action({"code": code, "vars": dict(vars) if vars else None})
+    @property
+    def tools(self) -> dict[str, Callable[..., Any]]:
+        """The registered host tools by name."""
+        return dict(self._tools)
+
+    def __call__(
+        self, action: str, *, timeout: float | None = None, vars: Mapping[str, Any] | None = None
+    ) -> ExecutionResult:
+        """Runs the code `action`; `vars` become global names first (session mode: in the live
+        namespace). `timeout` is msgflux's per-call limit: the session's limits are fixed when it is
+        made (the constructor's `timeout`), so a per-call value is refused rather than ignored."""
+        if timeout is not None:
+            raise ValueError(
+                "CodeEnvironment limits every call by the constructor's `timeout`; a per-call timeout is not supported"
+            )
+        call = run_python_action({"code": action, "vars": dict(vars) if vars else None})
         with self._lock:
-            result = self._session.step(action)
+            result = self._session.step(call)
         return ExecutionResult.from_execution(result.observation, result.info)
 
-    async def acall(self, code: str, *, vars: Mapping[str, Any] | None = None) -> ExecutionResult:
+    async def acall(
+        self, action: str, *, timeout: float | None = None, vars: Mapping[str, Any] | None = None
+    ) -> ExecutionResult:
         """`__call__` for asyncio: the blocking round trip runs on a worker thread."""
-        return await asyncio.to_thread(self.__call__, code, vars=vars)
+        return await asyncio.to_thread(self.__call__, action, timeout=timeout, vars=vars)
 
     def reset(self, vars: Mapping[str, Any] | None = None) -> None:
         """A fresh namespace (a new interpreter in session mode), with `vars` set in it."""

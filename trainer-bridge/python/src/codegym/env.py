@@ -16,11 +16,12 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.envs.registration import EnvSpec
 
-from codegym.v1 import env_pb2 as pb
+from codegym._contract import RUN_PYTHON, TOOL_KEY, tool_call
 from codegym._values import AnyText, to_gym_space
 from codegym.client import Client, StepResult
 from codegym.local import LocalServer, resolve_address
 from codegym.options import ClientOptions
+from codegym.v1 import env_pb2 as pb
 
 __all__ = [
     "CODING_OBSERVATION_KEYS",
@@ -140,7 +141,7 @@ class RemoteEnv(gym.Env):
 
     def _step_result(self, result: StepResult) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Hook for subclasses: the step tuple from the server's."""
-        return tuple(result)  # type: ignore[return-value]
+        return result.observation, result.reward, result.terminated, result.truncated, result.info
 
     def _presend_step(self, action: Any) -> None:
         self._drain_presend()
@@ -257,9 +258,10 @@ class CodingEnv(RemoteEnv):
         return self._observation(None), info
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
-        """Runs `action`: text (source or model output), or (issue 12) a mapping
-        `{"code": ..., "vars": {...}, "variables": bool}` whose `vars` become globals first."""
-        return super().step(run_python_action(action) if isinstance(action, Mapping) else action)
+        """Runs `action`: text (source or model output), a tool call (`{"tool": ..., ...}`), or a
+        mapping `{"code": ..., "vars": {...}, "variables": bool}` whose `vars` become globals first."""
+        plain = isinstance(action, Mapping) and TOOL_KEY not in action
+        return super().step(run_python_action(action) if plain else action)
 
     def _step_result(self, result: StepResult) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         execution = result.observation if isinstance(result.observation, Mapping) else {}
@@ -281,16 +283,8 @@ _AGENT_FIELDS = (
 
 
 def run_python_action(action: Mapping[str, Any]) -> pb.Value:
-    """Issue 12: `{"code", "vars"?, "variables"?}` as the coding env's `run_python` tool call."""
-    unknown = set(action) - {"code", "vars", "variables"}
-    if "code" not in action or unknown:
-        raise ValueError(f"a mapping action needs 'code' and may have 'vars' and 'variables' (got {sorted(action)})")
-    call: dict[str, Any] = {"tool": "run_python", "code": str(action["code"])}
-    if action.get("vars") is not None:
-        call["vars"] = dict(action["vars"])
-    if action.get("variables") is not None:
-        call["variables"] = bool(action["variables"])
-    return pb.Value(json=json.dumps(call))
+    """`{"code", "vars"?, "variables"?}` as the coding env's `run_python` tool call."""
+    return tool_call(RUN_PYTHON, **action)
 
 
 def _is_coding(env_id: str) -> bool:

@@ -23,9 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
-
-T = TypeVar("T")
+from typing import Any, Generic, ParamSpec, TypeVar
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -33,6 +31,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from codegym._errors import CodegymError
 from codegym.client import Client, Session, StepResult
 from codegym.options import ClientOptions
+
+T = TypeVar("T")
+R = TypeVar("R")
+P = ParamSpec("P")
 
 HEALTH_SERVICE = "codegym.v1.EnvService"
 
@@ -286,7 +288,7 @@ class ServerPool:
     def __enter__(self) -> ServerPool:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -312,7 +314,7 @@ class PooledSession:
             self.close()
             raise
 
-    def _call(self, method, *args, **kwargs):
+    def _call(self, method: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         # The stream has no per-message deadline: a timer cancels it when a call overstays.
         timer = threading.Timer(self._pool.timeout, self._session._responses.cancel)
         timer.start()
@@ -329,7 +331,7 @@ class PooledSession:
         finally:
             timer.cancel()
 
-    def _checked(self, method, *args, **kwargs):
+    def _checked(self, method: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         if self.lost is not None:
             raise ServerLost(self.server, self.lost)
         try:
@@ -340,7 +342,7 @@ class PooledSession:
             self._server.health = "down"
             raise
 
-    def reset(self, seed: int | None = None, options: Mapping[str, Any] | None = None):
+    def reset(self, seed: int | None = None, options: Mapping[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         return self._checked(self._session.reset, seed, options)
 
     def step(self, action: Any) -> StepResult:
@@ -356,5 +358,5 @@ class PooledSession:
     def __enter__(self) -> PooledSession:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

@@ -53,7 +53,9 @@ def _binary(binary: str | None) -> str:
 class CodegymServer:
     """The Ray actor that owns one `codegym serve` process on its node."""
 
-    def __init__(self, binary: str | None, host: str | None, port: int, serve_args: Sequence[str], startup_timeout: float):
+    def __init__(
+        self, binary: str | None, host: str | None, port: int, serve_args: Sequence[str], startup_timeout: float
+    ):
         host = host or ray.util.get_node_ip_address()
         bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         self._proc = subprocess.Popen(
@@ -64,8 +66,10 @@ class CodegymServer:
             text=True,
             preexec_fn=_die_with_parent,
         )
+        stdout = self._proc.stdout
+        assert stdout is not None  # stdout=PIPE
         first: list[str] = []
-        reader = threading.Thread(target=lambda: first.append(self._proc.stdout.readline()), daemon=True)
+        reader = threading.Thread(target=lambda: first.append(stdout.readline()), daemon=True)
         reader.start()
         reader.join(startup_timeout)
         line = first[0].strip() if first else ""
@@ -73,7 +77,7 @@ class CodegymServer:
             self._proc.kill()
             raise RuntimeError(f"codegym serve did not start (first line {line!r}, exit {self._proc.poll()})")
         # Keep the pipe drained so the server never blocks on its stdout.
-        threading.Thread(target=lambda: [None for _ in self._proc.stdout], daemon=True).start()
+        threading.Thread(target=lambda: [None for _ in stdout], daemon=True).start()
         self._address = line[len("listening on ") :]
         self._node_id = ray.get_runtime_context().get_node_id()
 
@@ -140,7 +144,7 @@ class RayServers:
     def __enter__(self) -> RayServers:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.shutdown()
 
 
@@ -170,7 +174,9 @@ def start_servers(
         nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]
         strategies = [NodeAffinitySchedulingStrategy(node_id=n, soft=False) for n in nodes]
     actors = [
-        actor.options(num_cpus=num_cpus, scheduling_strategy=s).remote(binary, host, port, list(serve_args), startup_timeout)
+        actor.options(num_cpus=num_cpus, scheduling_strategy=s).remote(
+            binary, host, port, list(serve_args), startup_timeout
+        )
         for s in strategies
     ]
     try:

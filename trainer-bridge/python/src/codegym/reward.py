@@ -4,13 +4,13 @@
 concurrently) share one pipeline:
 
 1. the completion's text (a string, or the last assistant message of a chat completion);
-2. `<think>...</think>` reasoning removed (also everything before a lone `</think>`);
-3. the program extracted: `code_block` (the first ```python / ``` fenced block; none: an empty
-   program), `raw` (the whole text, for HumanEval-style continuations) or `auto` (a block if there is
-   one, else the whole text);
-4. the completion prefix prepended (HumanEval continuation of the prompt), from the
+2. the program extracted by `codegym.extract`, the rules the server applies to text actions:
+   `code_block` (the first Python fenced block outside `<think>` reasoning; none: an empty program),
+   `raw` (the whole text without its reasoning, for HumanEval-style continuations) or `auto` (a block
+   if there is one, else the text without its reasoning);
+3. the completion prefix prepended (HumanEval continuation of the prompt), from the
    `completion_prefix` column or the inline task's `completion_prefix`;
-5. sent as a `run_python` tool call, with the task as `task_id` (column `task_id`) or inline
+4. sent as a `run_python` tool call, with the task as `task_id` (column `task_id`) or inline
    (a task dict, or its JSON text, in column `task`).
 
 Failures are never a silent reward: retryable errors (UNAVAILABLE, RESOURCE_EXHAUSTED, connection
@@ -24,19 +24,20 @@ import asyncio
 import dataclasses
 import json
 import logging
-import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import grpc
 
+from codegym._contract import REWARD_BREAKDOWN, RUN_PYTHON, SOLVED, tool_call
 from codegym._errors import CodegymError
+from codegym._ops import adrive, drive
 from codegym.client import AsyncClient, Client, EvalItem, StepResult
+from codegym.extract import answer, extract
 from codegym.local import LocalServer, resolve_address
 from codegym.options import ClientOptions
-from codegym.v1 import env_pb2 as pb
 
 __all__ = [
     "AsyncRewardFunction",
@@ -56,9 +57,6 @@ OnError = Literal["raise", "none"]
 
 RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED})
 
-_FENCE = re.compile(r"^```[ \t]*(python3?|py)?[ \t]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE | re.IGNORECASE)
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
-
 
 def completion_text(completion: Any) -> str:
     """The text to execute: a string as is; for a chat message list, the last assistant content."""
@@ -75,28 +73,19 @@ def completion_text(completion: Any) -> str:
     raise TypeError(f"a completion must be a string or a list of chat messages, got {type(completion).__name__}")
 
 
-def strip_think(text: str) -> str:
-    """`text` without `<think>...</think>` blocks; a lone `</think>` (the opening tag was in the
-    prompt) drops everything before it; an unclosed `<think>` drops everything after it."""
-    text = _THINK.sub("", text)
-    if "</think>" in text:
-        text = text.rsplit("</think>", 1)[1]
-    if "<think>" in text:
-        text = text.split("<think>", 1)[0]
-    return text
+# `<think>...</think>` reasoning removed (the same rules as the server's; see `codegym.extract`).
+strip_think = answer
 
 
-def extract_program(text: str, mode: ExtractMode = "code_block") -> str:
-    """The program in model text (see the module docs for the modes)."""
+def extract_program(text: str, mode: ExtractMode = "code_block", *, think: bool = True) -> str:
+    """The program in model text (see the module docs for the modes); `think=False` keeps the
+    reasoning of a `raw` program (block extraction always skips reasoning, as the server does)."""
     if mode == "raw":
-        return text
-    block = _FENCE.search(text)
-    if block is not None:
-        return block.group(2)
+        return answer(text) if think else text
     if mode == "auto":
-        return text
+        return extract(text, "auto") or ""
     if mode == "code_block":
-        return ""
+        return extract(text, "fenced") or ""
     raise ValueError(f"unknown extract mode {mode!r} (code_block, raw or auto)")
 
 
@@ -186,13 +175,10 @@ class _Base:
         for i, completion in enumerate(completions):
             task_inline = inline[i] if inline is not None else None
             options, name, inline_prefix = _task_options(ids[i] if ids is not None else None, task_inline or None)
-            text = completion_text(completion)
-            if self.think:
-                text = strip_think(text)
-            program = extract_program(text, self.extract)
+            program = extract_program(completion_text(completion), self.extract, think=self.think)
             prefix = str(prefixes[i] or "") if prefixes is not None else inline_prefix
             program = prefix + program
-            action = pb.Value(json=json.dumps({"tool": "run_python", "code": program}))
+            action = tool_call(RUN_PYTHON, code=program)
             items.append(EvalItem(action=action, options=options))
             samples.append(ScoredSample(reward=None, program=program, task=name))
         return items, samples
@@ -211,8 +197,8 @@ class _Base:
                 continue
             sample.error = None
             sample.reward = float(result.reward)
-            sample.solved = bool(result.info.get("solved", result.terminated))
-            sample.breakdown = dict(result.info.get("reward_breakdown") or {})
+            sample.solved = bool(result.info.get(SOLVED, result.terminated))
+            sample.breakdown = dict(result.info.get(REWARD_BREAKDOWN) or {})
             sample.info = dict(result.info)
         return retry
 
@@ -243,7 +229,7 @@ class _Base:
 
     def _log(self, samples: list[ScoredSample], kwargs: Mapping[str, Any]) -> None:
         """Per-sample columns and mean metrics through TRL's `log_extra` / `log_metric` when given."""
-        log_extra: Callable[[str, list], None] | None = kwargs.get("log_extra")
+        log_extra: Callable[[str, list[Any]], None] | None = kwargs.get("log_extra")
         log_metric: Callable[[str, float], None] | None = kwargs.get("log_metric")
         if log_extra is not None:
             log_extra("codegym_solved", [s.solved for s in samples])
@@ -258,9 +244,29 @@ class _Base:
         for i in pending:
             samples[i].error = err
 
-
-def _retryable_call(err: CodegymError) -> bool:
-    return err.code in RETRYABLE
+    def _score(
+        self, completions: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> Generator[list[EvalItem] | float, Any, list[float | None]]:
+        """The scoring of a batch and its retry policy, written once: yields a batch of items to
+        evaluate (and receives their results, or has the call's `CodegymError` thrown in) or a delay
+        in seconds to wait; returns the rewards. The sync and async functions drive it."""
+        if not completions:
+            return []
+        items, samples = self._prepare(completions, kwargs)
+        pending = list(range(len(items)))
+        for attempt in range(self.options.retries + 1):
+            try:
+                results = yield [items[i] for i in pending]
+            except CodegymError as err:
+                self._failed_call(samples, pending, err)
+                if err.code not in RETRYABLE:
+                    break
+            else:
+                pending = self._settle(samples, results, pending)
+            if not pending or attempt == self.options.retries:
+                break
+            yield self.options.delay(attempt)
+        return self._finish(samples, kwargs)
 
 
 class RewardFunction(_Base):
@@ -274,7 +280,7 @@ class RewardFunction(_Base):
         prefix_column: Column of completion prefixes (HumanEval-style continuation); None: only
             inline tasks' own `completion_prefix` applies.
         extract: How the program is found in the completion: `code_block`, `raw` or `auto`.
-        think: Strip `<think>...</think>` before extraction.
+        think: In `raw` mode, drop `<think>...</think>` reasoning (block extraction always skips it).
         env_kwargs: Kwargs of the coding env (e.g. `{"tasks": "builtin:examples"}`).
         client: Connection options (deadlines, TLS, retries and backoff).
         on_error: `raise` (default) or `none`: a sample that cannot be scored scores None.
@@ -292,23 +298,13 @@ class RewardFunction(_Base):
     def __call__(
         self, prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (), **kwargs: Any
     ) -> list[float | None]:
-        if not completions:
-            return []
-        items, samples = self._prepare(completions, kwargs)
-        pending = list(range(len(items)))
-        for attempt in range(self.options.retries + 1):
-            try:
-                results = self._client.evaluate(self.env_id, [items[i] for i in pending], self.env_kwargs)
-            except CodegymError as err:
-                self._failed_call(samples, pending, err)
-                if not _retryable_call(err):
-                    break
-            else:
-                pending = self._settle(samples, results, pending)
-            if not pending or attempt == self.options.retries:
-                break
-            time.sleep(self.options.delay(attempt))
-        return self._finish(samples, kwargs)
+        def answer(wanted: list[EvalItem] | float) -> Any:
+            if isinstance(wanted, list):
+                return self._client.evaluate(self.env_id, wanted, self.env_kwargs)
+            time.sleep(wanted)
+            return None
+
+        return drive(self._score(completions, kwargs), answer)
 
     def close(self) -> None:
         """Closes the gRPC channel."""
@@ -338,24 +334,16 @@ class AsyncRewardFunction(_Base):
     async def __call__(
         self, prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (), **kwargs: Any
     ) -> list[float | None]:
-        if not completions:
-            return []
-        items, samples = self._prepare(completions, kwargs)
-        client = self._client_here()
-        pending = list(range(len(items)))
-        for attempt in range(self.options.retries + 1):
-            try:
-                results = await client.evaluate(self.env_id, [items[i] for i in pending], self.env_kwargs)
-            except CodegymError as err:
-                self._failed_call(samples, pending, err)
-                if not _retryable_call(err):
-                    break
-            else:
-                pending = self._settle(samples, results, pending)
-            if not pending or attempt == self.options.retries:
-                break
-            await asyncio.sleep(self.options.delay(attempt))
-        return self._finish(samples, kwargs)
+        client = self._client_here() if completions else None
+
+        async def answer(wanted: list[EvalItem] | float) -> Any:
+            if isinstance(wanted, list):
+                assert client is not None  # a batch is only asked for when there are completions
+                return await client.evaluate(self.env_id, wanted, self.env_kwargs)
+            await asyncio.sleep(wanted)
+            return None
+
+        return await adrive(self._score(completions, kwargs), answer)
 
     async def close(self) -> None:
         """Closes the gRPC channel."""

@@ -24,10 +24,10 @@ from typing import Any, ClassVar
 
 import grpc
 
+from codegym._contract import RUN_PYTHON, SOLVED, TOOL_KEY
 from codegym._errors import CodegymError
 from codegym.client import Client, Session, StepResult
 from codegym.options import ClientOptions
-from codegym.v1 import env_pb2 as pb
 
 __all__ = ["CodegymEnv", "CodegymSessionEnv", "environment_factory", "environment_reward"]
 
@@ -37,7 +37,7 @@ def _format(result: StepResult) -> str:
     if isinstance(result.observation, str):  # read_file / write_file observe text
         return result.observation
     obs = result.observation if isinstance(result.observation, Mapping) else {}
-    status = "solved" if result.info.get("solved") else "not solved yet"
+    status = "solved" if result.info.get(SOLVED) else "not solved yet"
     if obs.get("timed_out"):
         status += " (timed out)"
     if obs.get("memory_exceeded"):
@@ -121,15 +121,15 @@ class CodegymEnv:
         if self.done:
             raise ValueError("the episode is over (the task is solved or the step limit was reached)")
         try:
-            result = self._session.step(pb.Value(json=json.dumps(call)))
+            result = self._session.step(call)
         except CodegymError as err:
             if err.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL):
                 self._failure = err
             raise
         self.steps += 1
-        if call["tool"] == "run_python":
+        if call[TOOL_KEY] == RUN_PYTHON:
             self.reward = float(result.reward)
-            self.solved = bool(result.info.get("solved", result.terminated))
+            self.solved = bool(result.info.get(SOLVED, result.terminated))
             self._failure = None
         self.done = bool(result.terminated or result.truncated)
         return _format(result)
@@ -143,7 +143,7 @@ class CodegymEnv:
         Returns:
             The exit code, whether the checks pass, and the program's stdout and stderr.
         """
-        return self._step({"tool": "run_python", "code": code})
+        return self._step({TOOL_KEY: RUN_PYTHON, "code": code})
 
     def get_reward(self) -> float:
         """The episode's reward: that of the last program run (0.0 when none was run).

@@ -17,10 +17,10 @@ from typing import Any
 
 import verifiers.v1 as vf
 
+from codegym._contract import RUN_PYTHON, SOLVED, TOOL_KEY, tool_call
 from codegym._errors import CodegymError
 from codegym.client import AsyncClient, AsyncSession, Client, EvalItem
-from codegym.reward import extract_program, strip_think
-from codegym.v1 import env_pb2 as pb
+from codegym.reward import extract_program
 
 __all__ = ["CodegymTaskset"]
 
@@ -54,14 +54,14 @@ class CodegymToolset(vf.Toolset[CodegymToolsetConfig]):
         if getattr(self, "_session", None) is None:
             raise RuntimeError("no codegym session: setup_task did not run")
         try:
-            result = await self._session.step(pb.Value(json=json.dumps(call)))  # type: ignore[union-attr]
+            result = await self._session.step(call)  # type: ignore[union-attr]
         except CodegymError as err:
             return f"error: {err.details}"
         obs = result.observation
         if isinstance(obs, str):
             return obs
         return (
-            f"exit code: {obs.get('exit_code')}; solved: {bool(result.info.get('solved'))}\n"
+            f"exit code: {obs.get('exit_code')}; solved: {bool(result.info.get(SOLVED))}\n"
             f"stdout:\n{obs.get('stdout', '')}\nstderr:\n{obs.get('stderr', '')}"
         )
 
@@ -69,7 +69,7 @@ class CodegymToolset(vf.Toolset[CodegymToolsetConfig]):
     async def run_python(self, code: str) -> str:
         """Run a Python program in the sandbox (session mode: in the episode's persistent interpreter)
         and check it against the task's tests. Returns the exit code, stdout and stderr."""
-        return await self._step({"tool": "run_python", "code": code})
+        return await self._step({TOOL_KEY: RUN_PYTHON, "code": code})
 
     @vf.tool
     async def write_file(self, path: str, content: str) -> str:
@@ -116,11 +116,9 @@ class CodegymTask(vf.Task[CodegymData, vf.State, CodegymTaskConfig]):
 
     async def score_text(self, text: str) -> float:
         """The codegym reward of a final reply. Server failures raise (never a silent 0)."""
-        program = (self.data.completion_prefix or "") + extract_program(strip_think(text), self.config.extract)  # type: ignore[arg-type]
+        program = (self.data.completion_prefix or "") + extract_program(text, self.config.extract)  # type: ignore[arg-type]
         kwargs = {"tasks": self.config.tasks} if self.config.tasks else {}
-        item = EvalItem(
-            action=pb.Value(json=json.dumps({"tool": "run_python", "code": program})), options=task_options(self.data)
-        )
+        item = EvalItem(action=tool_call(RUN_PYTHON, code=program), options=task_options(self.data))
         async with AsyncClient(self.config.address) as client:
             (result,) = await client.evaluate(self.config.env_id, [item], kwargs)
         if isinstance(result, CodegymError):

@@ -12,11 +12,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import ray
+from conftest import codegym_bin
 from ray.cluster_utils import Cluster
 
 import codegym
 import codegym.ray
-from conftest import codegym_bin
 
 pytestmark = pytest.mark.heavy
 

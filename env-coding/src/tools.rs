@@ -44,7 +44,7 @@ mod tests {
     use env_core::contract::{TOOLS, tool};
     use serde_json::json;
 
-    /// The serde names of [`ToolCall`] are the contract's: each tool with its required fields
+    /// The serde names of [`ToolAction`] are the contract's: each tool with its required fields
     /// parses, without one of them it does not, and optional fields are accepted.
     #[test]
     fn tool_calls_are_the_contracts() {
@@ -66,9 +66,9 @@ mod tests {
                 .map(|f| ((*f).to_string(), sample(f)))
                 .chain(call.clone())
                 .collect();
-            assert!(ToolCall::parse(json!(full)).is_ok(), "{}", shape.name);
+            assert!(ToolAction::parse(json!(full)).is_ok(), "{}", shape.name);
             assert!(
-                ToolCall::parse(json!(call.clone())).is_ok(),
+                ToolAction::parse(json!(call.clone())).is_ok(),
                 "{}",
                 shape.name
             );
@@ -76,7 +76,7 @@ mod tests {
                 let mut missing = call.clone();
                 missing.remove(*f);
                 assert!(
-                    ToolCall::parse(json!(missing)).is_err(),
+                    ToolAction::parse(json!(missing)).is_err(),
                     "{} {f}",
                     shape.name
                 );

@@ -10,6 +10,7 @@
 mod reasoning;
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
@@ -100,7 +101,7 @@ pub fn first_block_tagged<'t>(text: &'t str, tags: &[&str]) -> Option<&'t str> {
     let reasoning = reasoning_spans(text);
     let in_reasoning = |at: usize| reasoning.iter().any(|s| s.contains(&at));
     let mut offset = 0;
-    let mut lines = text.split_inclusive('\n');
+    let mut lines = lines(text, &reasoning);
     while let Some(line) = lines.next() {
         let line_start = offset;
         offset += line.len();
@@ -139,6 +140,26 @@ pub fn first_block_tagged<'t>(text: &'t str, tags: &[&str]) -> Option<&'t str> {
         }
     }
     None
+}
+
+/// The lines of `text` (each with its `\n`), where the end of a reasoning span also ends a line: the
+/// answer after `</think>` starts a line of its own (`</think>```python` opens a block).
+fn lines<'t>(text: &'t str, reasoning: &[Range<usize>]) -> impl Iterator<Item = &'t str> {
+    let mut ends: Vec<usize> = text
+        .match_indices('\n')
+        .map(|(i, _)| i + 1)
+        .chain(reasoning.iter().map(|s| s.end))
+        .filter(|&e| e > 0 && e < text.len())
+        .collect();
+    ends.push(text.len());
+    ends.sort_unstable();
+    ends.dedup();
+    let mut start = 0;
+    ends.into_iter().filter(|&e| e > 0).map(move |end| {
+        let line = &text[start..end];
+        start = end;
+        line
+    })
 }
 
 /// Parses a fence line: (fence char, number of marks, info string).

@@ -37,8 +37,9 @@ pub enum ExtractMode {
 /// least as many marks. An unclosed block runs to the end of the text, because models often stop
 /// generating before the closing fence. A fence inside reasoning (`<think>...</think>`, see
 /// [`reasoning_spans`]) opens no block: a draft in the thinking is never the program, even when it
-/// is the only block (then there is no block: the model did not answer with code). A block opened
-/// in the answer closes at its closing fence wherever that is (a program may print `<think>`).
+/// is the only block (then there is no block: the model did not answer with code). The end of
+/// reasoning also ends a line (`</think>```python` opens a block). A block opened in the answer
+/// closes at its closing fence wherever that is (a program may print `<think>`).
 pub fn first_python_block(text: &str) -> Option<&str> {
     first_block_tagged(text, PYTHON_TAGS)
 }

@@ -10,6 +10,7 @@
 mod reasoning;
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
@@ -36,8 +37,9 @@ pub enum ExtractMode {
 /// least as many marks. An unclosed block runs to the end of the text, because models often stop
 /// generating before the closing fence. A fence inside reasoning (`<think>...</think>`, see
 /// [`reasoning_spans`]) opens no block: a draft in the thinking is never the program, even when it
-/// is the only block (then there is no block: the model did not answer with code). A block opened
-/// in the answer closes at its closing fence wherever that is (a program may print `<think>`).
+/// is the only block (then there is no block: the model did not answer with code). The end of
+/// reasoning also ends a line (`</think>```python` opens a block). A block opened in the answer
+/// closes at its closing fence wherever that is (a program may print `<think>`).
 pub fn first_python_block(text: &str) -> Option<&str> {
     first_block_tagged(text, PYTHON_TAGS)
 }
@@ -100,7 +102,7 @@ pub fn first_block_tagged<'t>(text: &'t str, tags: &[&str]) -> Option<&'t str> {
     let reasoning = reasoning_spans(text);
     let in_reasoning = |at: usize| reasoning.iter().any(|s| s.contains(&at));
     let mut offset = 0;
-    let mut lines = text.split_inclusive('\n');
+    let mut lines = lines(text, &reasoning);
     while let Some(line) = lines.next() {
         let line_start = offset;
         offset += line.len();
@@ -139,6 +141,26 @@ pub fn first_block_tagged<'t>(text: &'t str, tags: &[&str]) -> Option<&'t str> {
         }
     }
     None
+}
+
+/// The lines of `text` (each with its `\n`), where the end of a reasoning span also ends a line: the
+/// answer after `</think>` starts a line of its own (`</think>```python` opens a block).
+fn lines<'t>(text: &'t str, reasoning: &[Range<usize>]) -> impl Iterator<Item = &'t str> {
+    let mut ends: Vec<usize> = text
+        .match_indices('\n')
+        .map(|(i, _)| i + 1)
+        .chain(reasoning.iter().map(|s| s.end))
+        .filter(|&e| e > 0 && e < text.len())
+        .collect();
+    ends.push(text.len());
+    ends.sort_unstable();
+    ends.dedup();
+    let mut start = 0;
+    ends.into_iter().filter(|&e| e > 0).map(move |end| {
+        let line = &text[start..end];
+        start = end;
+        line
+    })
 }
 
 /// Parses a fence line: (fence char, number of marks, info string).

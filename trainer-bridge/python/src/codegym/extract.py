@@ -12,8 +12,9 @@ this package's tests run.
   inside one is not a block.
 - Reasoning (`<think>...</think>`; everything before a lone `</think>`; everything after an unclosed
   `<think>`) is not the answer: a fence there opens no block, so a draft in the thinking is never the
-  program, even when it is the only block (then there is no block). A block opened in the answer closes
-  at its closing fence wherever that is (a program may print `<think>`).
+  program, even when it is the only block (then there is no block). The end of reasoning also ends a
+  line (`</think>```python` opens a block). A block opened in the answer closes at its closing fence
+  wherever that is (a program may print `<think>`).
 """
 
 from __future__ import annotations
@@ -131,8 +132,7 @@ def first_block(text: str, tags: Sequence[str] = PYTHON_TAGS) -> str | None:
     def in_reasoning(at: int) -> bool:
         return any(start <= at < end for start, end in spans)
 
-    # Not `splitlines`: it also splits at \r, \v, \f and others; the Rust crate splits at \n only.
-    lines = _split_lf(text)
+    lines = _lines(text, spans)
     offset = 0
     i = 0
     while i < len(lines):
@@ -163,12 +163,17 @@ def first_block(text: str, tags: Sequence[str] = PYTHON_TAGS) -> str | None:
     return None
 
 
-def _split_lf(text: str) -> list[str]:
-    """Lines ending in `\\n` (kept), the last one possibly without."""
-    parts = text.split("\n")
-    lines = [p + "\n" for p in parts[:-1]]
-    if parts[-1]:
-        lines.append(parts[-1])
+def _lines(text: str, spans: list[tuple[int, int]]) -> list[str]:
+    """The lines of `text` (each with its `\\n`), where the end of a reasoning span also ends a line:
+    the answer after `</think>` starts a line of its own. Not `splitlines`: it also splits at \\r,
+    \\v, \\f and others, and the Rust crate splits at \\n only."""
+    ends = {i + 1 for i, c in enumerate(text) if c == "\n"} | {end for _, end in spans}
+    ends = {e for e in ends if 0 < e < len(text)} | {len(text)}
+    lines: list[str] = []
+    start = 0
+    for end in sorted(e for e in ends if e > 0):
+        lines.append(text[start:end])
+        start = end
     return lines
 
 

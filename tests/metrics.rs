@@ -246,10 +246,11 @@ async fn serve_metrics_follow_sessions_steps_executions_and_errors() {
     })
     .await
     .unwrap();
+    // Another program than before: the same one would be a verdict-cache hit and run nothing.
     let step = c
         .step(v1::StepRequest {
             session_id: id,
-            action: code(solution),
+            action: code(&format!("{solution}  # after the restart")),
         })
         .await
         .unwrap()
@@ -397,7 +398,8 @@ async fn rollout_metrics_count_episodes_model_calls_retries_tokens_and_env_calls
         "make {makes}, step {steps}"
     );
     // The in-process coding env's sandbox reports through the same recorder.
-    assert!(value(&scrape, "codegym_sandbox_executions_total", &[]) >= steps);
+    // (Not one per step: identical submissions share a verdict from the cache.)
+    assert!(value(&scrape, "codegym_sandbox_executions_total", &[]) >= 1.0);
     let status = tokio::time::timeout(LIMIT, child.wait())
         .await
         .unwrap()

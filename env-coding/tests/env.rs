@@ -111,7 +111,9 @@ fn script_mode_solves_and_terminates() {
     let s = step(env.as_mut(), Value::Text("print('Result: 1')".into()));
     assert_eq!(exec(&s.obs).stdout, "Result: 1\n");
     assert!(!s.terminated && !s.truncated);
-    assert!((s.reward - 0.5).abs() < 1e-9, "{s:?}");
+    // A wrong answer earns nothing: the task checks only the answer (an exit-code component next
+    // to it would pay a program that does nothing, which `codegym audit` flags).
+    assert_eq!(s.reward, 0.0, "{s:?}");
     assert_eq!(s.info["solved"], json!(false));
 
     let s = step(env.as_mut(), Value::Text(SOLUTION.into()));
@@ -120,7 +122,7 @@ fn script_mode_solves_and_terminates() {
     assert_eq!(s.reward, 1.0);
     assert_eq!(s.info["solved"], json!(true));
     assert_eq!(
-        s.info["reward_breakdown"]["components"][1]["type"],
+        s.info["reward_breakdown"]["components"][0]["type"],
         json!("contains")
     );
     assert!(matches!(

@@ -25,6 +25,7 @@ MODE = "mode"
 EXECUTION_TIME_MS = "execution_time_ms"
 MEMORY_USED_BYTES = "memory_used_bytes"
 DATA_CONTEXT = "data_context"
+CACHE_HIT = "cache_hit"
 INFO_KEYS: tuple[str, ...] = (
     SOLVED,
     TASK_ID,
@@ -35,6 +36,7 @@ INFO_KEYS: tuple[str, ...] = (
     EXECUTION_TIME_MS,
     MEMORY_USED_BYTES,
     DATA_CONTEXT,
+    CACHE_HIT,
 )
 
 # A tool call is a JSON object naming its tool under TOOL_KEY, with the tool's fields.

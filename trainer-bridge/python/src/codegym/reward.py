@@ -357,8 +357,6 @@ def reward_fn(address: str | LocalServer, env_id: str = "codegym/Code-v0", **opt
     return RewardFunction(address, env_id, **options)
 
 
-def async_reward_fn(
-    address: str | LocalServer, env_id: str = "codegym/Code-v0", **options: Any
-) -> AsyncRewardFunction:
+def async_reward_fn(address: str | LocalServer, env_id: str = "codegym/Code-v0", **options: Any) -> AsyncRewardFunction:
     """An asyncio TRL reward function backed by a codegym server (see `RewardFunction`)."""
     return AsyncRewardFunction(address, env_id, **options)

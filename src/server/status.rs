@@ -370,6 +370,13 @@ impl IntoResponse for ServerError {
                 .headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
+        if matches!(self, ServerError::BodyTooLarge(_)) {
+            // The rest of the body was never read, so the connection cannot carry another
+            // request: say so, or a client that reuses it sees its next request broken off.
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         response
     }
 }

@@ -35,7 +35,10 @@ use codegym_sandbox::{ExecRequest, Limits, Sandbox, SandboxError};
 use value::PyVal;
 
 /// The runner's source (`main.py` of every differential run).
-pub const RUNNER_SOURCE: &str = include_str!("runner.py");
+pub const RUNNER_SOURCE: &str = concat!(
+    include_str!("../reward/plain_codec.py"),
+    include_str!("runner.py")
+);
 
 /// Which inputs count for the reward.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -4,10 +4,10 @@
 # builtin data (never an object of the program's making), or the error it raised. It never sees
 # expected outputs: the host compares (see differential/mod.rs).
 def _cg_main():
-    import copy, json, os, signal, struct, sys, time, types
+    import copy, json, os, signal, sys, time, types
     _write, _exit, _dup, _dup2, _open = os.write, os._exit, os.dup, os.dup2, os.open
     _type, _str, _dumps, _Exc, _len = type, str, json.dumps, BaseException, len
-    _deepcopy, _clock, _pack, _unpack = copy.deepcopy, time.perf_counter, struct.pack, struct.unpack
+    _deepcopy, _clock = copy.deepcopy, time.perf_counter
     _setitimer, _ITIMER_REAL, _callable, _tuple = signal.setitimer, signal.ITIMER_REAL, callable, tuple
     # Plus inputs hold integers of thousands of digits; both sides print them whole.
     if hasattr(sys, "set_int_max_str_digits"):
@@ -56,9 +56,6 @@ def _cg_main():
     class _Timeout(_Exc):
         pass
 
-    class _Deep(_Exc):
-        pass
-
     def on_alarm(signum, frame):
         raise _Timeout()
 
@@ -73,37 +70,16 @@ def _cg_main():
             return "unprintable exception"
         return (name + (": " + text if text else ""))[:300]
 
-    def bits(f):
-        return _str(_unpack("<Q", _pack("<d", f))[0])
+    # Outputs in the codec's tagged form (plain_codec.py, shared with the unit-test harness); what
+    # is not plain data is an opaque `{"o": type name}` that equals nothing on the host.
+    _enc, _ = _cg_plain_codec()
 
-    def enc(v, depth=0):
-        t = _type(v)
-        if v is None or t is bool:
-            return v
-        if t is int:
-            return {"i": _str(v)}
-        if t is float:
-            return {"f": bits(v)}
-        if t is complex:
-            return {"c": [bits(v.real), bits(v.imag)]}
-        if t is _str:
-            return {"s": v.encode("utf-8", "surrogatepass").decode("utf-8", "replace")}
-        if t is bytes:
-            return {"b": v.hex()}
-        if depth > 200:
-            raise _Deep("value nested too deeply")
-        if t is list:
-            return {"l": [enc(x, depth + 1) for x in v]}
-        if t is _tuple:
-            return {"t": [enc(x, depth + 1) for x in v]}
-        if t is set:
-            return {"S": [enc(x, depth + 1) for x in v]}
-        if t is frozenset:
-            return {"F": [enc(x, depth + 1) for x in v]}
-        if t is dict:
-            return {"d": [[enc(k, depth + 1), enc(x, depth + 1)] for k, x in v.items()]}
-        name = t.__name__
+    def opaque(v):
+        name = _type(v).__name__
         return {"o": name if _type(name) is _str else "object"}
+
+    def enc(v):
+        return _enc(v, opaque)
 
     results, times = [], []
     record = {"v": 1, "outputs": results, "times": times}

@@ -11,6 +11,9 @@ def _cg_main():
     _exec, _isinstance, _enumerate, _list, _SyntaxError = exec, isinstance, enumerate, list, SyntaxError
     _tuple, _dict, _int, _float, _complex, _bytes = tuple, dict, int, float, complex, bytes
 
+    # Integers cross the pipes as text: tests may use thousands of digits.
+    if hasattr(sys, "set_int_max_str_digits"):
+        sys.set_int_max_str_digits(0)
     # Another process of this run (the candidate) must not read this one's memory or descriptors
     # through /proc: a non-dumpable process's /proc entries belong to root. The warm backend's runs
     # are non-dumpable from their fork; after an exec (fresh backend) the harness asks for it.
@@ -59,71 +62,10 @@ def _cg_main():
         s = name + (": " + text if text else "")
         return s[:300]
 
-    def bits(f):
-        return _str(_unpack("<Q", _pack("<d", f))[0])
-
-    def unbits(s):
-        return _unpack("<d", _pack("<Q", _int(s)))[0]
-
-    # Plain data crosses the pipes in a tagged form (the differential runner's): exact builtin types
-    # only, so nothing of the candidate's making reaches the tests' comparisons.
-    def enc(v, handles=None, depth=0):
-        t = _type(v)
-        if v is None or t is bool:
-            return v
-        if t is int:
-            return {"i": _str(v)}
-        if t is float:
-            return {"f": bits(v)}
-        if t is complex:
-            return {"c": [bits(v.real), bits(v.imag)]}
-        if t is _str:
-            return {"s": v.encode("utf-8", "surrogatepass").decode("utf-8", "replace")}
-        if t is _bytes:
-            return {"b": v.hex()}
-        if depth > 200:
-            raise TypeError("value nested too deeply")
-        if t is list:
-            return {"l": [enc(x, handles, depth + 1) for x in v]}
-        if t is _tuple:
-            return {"t": [enc(x, handles, depth + 1) for x in v]}
-        if t is set:
-            return {"S": [enc(x, handles, depth + 1) for x in v]}
-        if t is frozenset:
-            return {"F": [enc(x, handles, depth + 1) for x in v]}
-        if t is _dict:
-            return {"d": [[enc(k, handles, depth + 1), enc(x, handles, depth + 1)] for k, x in v.items()]}
-        if handles is not None:
-            return handles(v)
-        raise TypeError("only plain data is passed to and from the candidate")
-
-    def dec(v, handles=None):
-        if v is None or _type(v) is bool:
-            return v
-        (tag, x), = v.items()
-        if tag == "i":
-            return _int(x)
-        if tag == "f":
-            return unbits(x)
-        if tag == "c":
-            return _complex(unbits(x[0]), unbits(x[1]))
-        if tag == "s":
-            return x
-        if tag == "b":
-            return _bytes.fromhex(x)
-        if tag == "l":
-            return [dec(i, handles) for i in x]
-        if tag == "t":
-            return _tuple([dec(i, handles) for i in x])
-        if tag == "S":
-            return {dec(i, handles) for i in x}
-        if tag == "F":
-            return frozenset([dec(i, handles) for i in x])
-        if tag == "d":
-            return {dec(k, handles): dec(i, handles) for k, i in x}
-        if tag == "h" and handles is not None:
-            return handles(x)
-        raise TypeError("the candidate returned a non-builtin value; only plain data is compared")
+    # Plain data crosses the pipes in the codec's tagged form (plain_codec.py, shared with the
+    # differential runner): exact builtin types only, so nothing of the candidate's making reaches
+    # the tests' comparisons.
+    enc, dec = _cg_plain_codec()
 
     pid = os.fork()
     if pid == 0:

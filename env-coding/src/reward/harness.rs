@@ -21,7 +21,8 @@ use serde::Deserialize;
 use serde_json::json;
 
 /// The harness source (`main.py` of a test run).
-pub const HARNESS_SOURCE: &str = include_str!("harness.py");
+pub const HARNESS_SOURCE: &str =
+    concat!(include_str!("plain_codec.py"), include_str!("harness.py"));
 
 /// File name of the candidate program in a test run.
 pub const CANDIDATE_FILE: &str = "solution.py";

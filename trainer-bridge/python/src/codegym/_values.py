@@ -60,7 +60,7 @@ def execution_to_dict(e: pb.ExecutionResult) -> dict[str, Any]:
     `stdout`/`stderr` are `str`: the server captured bytes and decoded them once as lossy UTF-8
     (U+FFFD for invalid bytes), so compare them as text. `exit_code`/`signal` are None when unset.
 
-    Issue 12 (results as agents use them): `success`; `has_return_value` and `return_value` (the
+    Results as agents use them: `success`; `has_return_value` and `return_value` (the
     last expression's value as JSON; None when absent) or `return_value_unrepresentable` (`type_name`,
     `repr`, `reason`) when it has no JSON form; `variables` (a dict, None unless requested) and
     `dropped_variables` (`name`, `reason`); `error` (`type_name`, `message`) or None.
@@ -78,11 +78,11 @@ def execution_to_dict(e: pb.ExecutionResult) -> dict[str, Any]:
         "wall_ms": e.wall_ms,
         "cpu_ms": e.cpu_ms,
         "peak_rss_bytes": e.peak_rss_bytes,
-        # Data tasks (issue 13): typed outputs, name -> {"value": ...} or {"error": ...}.
+        # Data tasks: typed outputs, name -> {"value": ...} or {"error": ...}.
         "outputs": {name: _output(o) for name, o in sorted(e.outputs.items())},
-        # Issue 14: the compile step of a compiled language (None for Python and interpreters).
+        # The compile step of a compiled language (None for Python and interpreters).
         "compile": execution_to_dict(e.compile) if e.HasField("compile") else None,
-        # Issue 12: results as agents use them.
+        # Results as agents use them.
         "success": e.success,
         "has_return_value": e.HasField("return_value_json"),
         "return_value": json.loads(e.return_value_json) if e.HasField("return_value_json") else None,

@@ -183,7 +183,7 @@ class Session:
         self.spec: pb.EnvSpec | None = None
         self._responses = stub.Session(iter(self._requests.get, _END), timeout=timeout)
         self._closed = False
-        # Issue 12: host tools this session serves (set before `make` declares them), and the
+        # Host tools this session serves (set before `make` declares them), and the
         # thread pool their calls run on.
         self.tools: dict[str, Any] = {}
         self._tool_pool: Any = None
@@ -228,7 +228,7 @@ class Session:
             self._serve_tool(resp.tool_call)
 
     def _serve_tool(self, call: pb.ToolCall) -> None:
-        """Issue 12: runs a tool call on the pool; its result goes out as soon as it is ready."""
+        """Runs a tool call on the pool; its result goes out as soon as it is ready."""
         from codegym.host_tools import answer
 
         if self._tool_pool is None:
@@ -371,7 +371,7 @@ class AsyncSession:
         self.action_space: pb.Space | None = None
         self.spec: pb.EnvSpec | None = None
         self._closed = False
-        # Issue 12: host tools this session serves, their running calls, one writer at a time.
+        # Host tools this session serves, their running calls, one writer at a time.
         self.tools: dict[str, Any] = {}
         self._tool_tasks: set[Any] = set()
         self._write_lock: Any = None
@@ -393,7 +393,7 @@ class AsyncSession:
             await self._call.write(request)
 
     async def _serve_tool(self, call: pb.ToolCall) -> None:
-        """Issue 12: answers a tool call (async tools on this loop) and sends the result."""
+        """Answers a tool call (async tools on this loop) and sends the result."""
         from codegym.host_tools import answer_async
 
         result = await answer_async(self.tools, call)

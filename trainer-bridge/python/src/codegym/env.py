@@ -82,7 +82,7 @@ class RemoteEnv(gym.Env):
         self._session = self._client.session()
         self.env_kwargs: dict[str, Any] = {**dict(env_kwargs or {}), **kwargs}
         make_kwargs = dict(self.env_kwargs)
-        # Issue 12: host tools are functions here; the server gets their schemas.
+        # Host tools are functions here; the server gets their schemas.
         tools = make_kwargs.pop("tools", None)
         if tools:
             from codegym.host_tools import tool_specs
@@ -270,7 +270,7 @@ class CodingEnv(RemoteEnv):
         return self._observation(execution), result.reward, result.terminated, result.truncated, info
 
 
-# Issue 12: the results agents read, in `info["execution"]` (JSON values do not fit a fixed space).
+# The results agents read, in `info["execution"]` (JSON values do not fit a fixed space).
 _AGENT_FIELDS = (
     "success",
     "has_return_value",

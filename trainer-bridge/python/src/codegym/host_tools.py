@@ -1,4 +1,4 @@
-"""Host tools served by the client (issue 12): Python functions the sandboxed program calls.
+"""Host tools served by the client: Python functions the sandboxed program calls.
 
 `codegym.make(..., tools={"search": search})` declares each tool to the server at make (its JSON
 schema derived from the signature and docstring by `tool_spec`) and serves the calls that arrive on

@@ -18,10 +18,19 @@ def _cg_main():
     # through /proc: a non-dumpable process's /proc entries belong to root. The warm backend's runs
     # are non-dumpable from their fork; after an exec (fresh backend) the harness asks for it.
     if os.stat("/proc/self/mem").st_uid == os.getuid():
-        import ctypes
+        try:
+            import ctypes
 
-        if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
-            _exit(125)
+            failed = ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0  # PR_SET_DUMPABLE
+            why = "prctl(PR_SET_DUMPABLE) failed: errno %d" % ctypes.get_errno()
+        except _Exc as e:
+            failed, why = True, "cannot make the tests' process non-dumpable: " + _str(e)
+        if failed:
+            # No candidate code has run: say so under the nonce (the host reports a machinery
+            # failure, never a verdict) and stop.
+            nonce = sys.stdin.buffer.read().partition(b"\n")[0]
+            _write(1, nonce + b" " + _dumps({"v": 1, "harness_error": why}).encode() + b"\n")
+            _exit(0)
     null = _open(os.devnull, os.O_RDWR)
     to_child_r, to_child_w = os.pipe()
     from_child_r, from_child_w = os.pipe()

@@ -130,6 +130,23 @@ struct Record {
     test_error: Option<String>,
 }
 
+/// Why the harness could not run the tests at all (it could not keep the candidate away from the
+/// tests' process), from a record carrying the run's nonce: a failure of the machinery, which the
+/// caller turns into an error, never a reward.
+pub fn harness_failure(input: &HarnessInput, stdout: &str) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Failure {
+        harness_error: String,
+    }
+    let prefix = format!("{} ", input.nonce);
+    stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .next_back()
+        .and_then(|r| serde_json::from_str::<Failure>(r).ok())
+        .map(|f| f.harness_error)
+}
+
 /// Reads the verdict from the harness's stdout. Only a line starting with the nonce counts.
 ///
 /// Text (the lossily decoded stdout) is as good as bytes here: the record line is ASCII (a hex
@@ -206,6 +223,24 @@ mod tests {
             stdin: Vec::new(),
             expected_tests: n,
         }
+    }
+
+    #[test]
+    fn a_harness_failure_is_read_only_under_the_nonce() {
+        let input = HarnessInput {
+            stdin: Vec::new(),
+            nonce: "abc".into(),
+            expected_tests: None,
+        };
+        let failed = "abc {\"v\": 1, \"harness_error\": \"prctl: EINVAL\"}\n";
+        assert_eq!(
+            harness_failure(&input, failed).as_deref(),
+            Some("prctl: EINVAL")
+        );
+        let forged = "xyz {\"v\": 1, \"harness_error\": \"no\"}\n";
+        assert_eq!(harness_failure(&input, forged), None);
+        let normal = "abc {\"v\": 1, \"tests\": []}\n";
+        assert_eq!(harness_failure(&input, normal), None);
     }
 
     #[test]

@@ -401,6 +401,14 @@ async fn run(
                 runs.appended[component] = Some(result);
             }
             Job::Tests { component, input } => {
+                // The harness could not set up its isolation from the candidate: the machinery
+                // failed, never a verdict on the program.
+                if let Some(why) = harness::harness_failure(&input, &result.stdout) {
+                    return Err(SandboxError::Setup {
+                        stage: "unit-test harness",
+                        source: std::io::Error::other(why),
+                    });
+                }
                 let report = harness::parse(&input, &result.stdout, result.timed_out);
                 runs.timed_out |= result.timed_out;
                 runs.syntax_error |= report.syntax_error;

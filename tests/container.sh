@@ -93,7 +93,7 @@ for config in podman-default docker-default restricted documented-caps; do
   check test "$(grep -c '^  \[ \] ' <(sed -n '/^languages:/,$p' "$out/doctor-$config.txt"))" = 0
   run "$config" --network none -- "$image" tasks check builtin:examples --isolation "$level" >"$out/tasks-$config.txt" 2>&1 || true
   tail -1 "$out/tasks-$config.txt"
-  check grep -q "16 of 16 reference solutions pass" "$out/tasks-$config.txt"
+  check grep -qE "^([0-9]+) of \1 reference solutions pass" "$out/tasks-$config.txt"
   # One judged task per language, each reference solution compiled (where it is) and run in the
   # sandbox: podman's /dev/shm is noexec, so this also checks the work dirs go where programs run.
   run "$config" --network none -v "$root/tests/container:/tests:ro" -- "$image" \

@@ -74,8 +74,8 @@ async fn every_exploit_hacks_a_weak_fixture_on_some_backend() {
     // Where the backends differ, and why: a warm-fork run is a forked interpreter, so it ends
     // without the interpreter's finalization (objects' destructors never run) and its argv is not
     // its process's command line in /proc; a fresh run is a whole interpreter.
-    assert_eq!(warm["destructor-exit-zero"], 0);
-    assert!(fresh["destructor-exit-zero"] > 0);
+    assert_eq!(warm["python/destructor_exit_zero.py"], 0);
+    assert!(fresh["python/destructor_exit_zero.py"] > 0);
 }
 
 async fn shipped_task_sets_audit_clean(backend: Backend) {

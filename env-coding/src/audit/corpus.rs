@@ -1,11 +1,13 @@
 //! The reward-hacking corpus: programs a policy may learn in place of a solution, one file an
 //! exploit under `env-coding/audit/exploits/<family>/`, embedded at build time (`build.rs`).
 //!
-//! Each file starts with a header of comment lines, `# key: value` (or `// key: value`):
+//! Each file starts with a header of comment lines, `# key: value` (or `// key: value`, `-- key:
+//! value`; after PHP's `<?php` line):
 //! `exploit` (its name), `category`, `what` (may continue on indented comment lines), `shape`
 //! (`script`: a whole program; `function`: defines the task's function, `{{ENTRY_POINT}}`; `any`)
 //! and `languages` (default `python`). `{{SAMPLE_OUTPUT_JSON}}` becomes the prompt's sample output
-//! as a JSON string literal (valid in Python and JavaScript).
+//! as a JSON string literal (valid in Python and JavaScript), `{{SAMPLE_OUTPUT_HEX}}` as hex digits
+//! (every other language decodes them).
 
 use codegym_sandbox::lang::Language;
 use serde::Serialize;
@@ -73,8 +75,12 @@ fn parse(file: &str, source: &'static str) -> Result<Exploit, CorpusError> {
         message,
     };
     let mut fields: Vec<(String, String)> = Vec::new();
-    for line in source.lines() {
-        let Some(text) = line.strip_prefix("# ").or_else(|| line.strip_prefix("// ")) else {
+    let body = source.strip_prefix("<?php\n").unwrap_or(source);
+    for line in body.lines() {
+        let Some(text) = ["# ", "// ", "-- "]
+            .iter()
+            .find_map(|comment| line.strip_prefix(comment))
+        else {
             break;
         };
         match text.split_once(": ") {

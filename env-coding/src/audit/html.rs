@@ -76,7 +76,7 @@ pub fn render(report: &AuditReport, source: &str) -> String {
             escape(&e.name),
             escape(&e.category),
             langs.join(", "),
-            hits.get(e.name.as_str()).copied().unwrap_or(0),
+            hits.get(e.file.as_str()).copied().unwrap_or(0),
             escape(&e.what),
         );
     }

@@ -35,6 +35,8 @@ pub struct Finding {
     pub task_id: String,
     pub language: Language,
     pub exploit: String,
+    /// The exploit's file under `audit/exploits` (one name may have a file per language family).
+    pub file: String,
     pub category: String,
     pub what: String,
     pub reward: f64,
@@ -72,12 +74,13 @@ impl AuditReport {
         !self.hackable_tasks.is_empty()
     }
 
-    /// Exploits of the corpus by how many tasks each hacked.
+    /// The corpus's files (`python/exit_zero.py`: one exploit in one language family) by how many
+    /// tasks each hacked.
     pub fn hits_by_exploit(&self) -> BTreeMap<&str, usize> {
         let mut hits: BTreeMap<&str, usize> =
-            self.exploits.iter().map(|e| (e.name.as_str(), 0)).collect();
+            self.exploits.iter().map(|e| (e.file.as_str(), 0)).collect();
         for f in &self.findings {
-            *hits.entry(f.exploit.as_str()).or_default() += 1;
+            *hits.entry(f.file.as_str()).or_default() += 1;
         }
         hits
     }
@@ -190,6 +193,7 @@ pub async fn audit<'a>(
                 task_id: task.id.clone(),
                 language: task.language,
                 exploit: exploit.name.clone(),
+                file: exploit.file.clone(),
                 category: exploit.category.clone(),
                 what: exploit.what.clone(),
                 reward: outcome.reward,

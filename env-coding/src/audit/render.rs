@@ -25,12 +25,15 @@ pub fn program_for(exploit: &Exploit, task: &Task) -> Option<String> {
         return None;
     }
     let sample = sample_output(&task.prompt).unwrap_or_default();
-    // A JSON string is a valid string literal in Python and JavaScript.
+    // A JSON string is a valid string literal in Python and JavaScript; hex digits need no
+    // escaping in any language's string (or shell word).
+    let hex: String = sample.bytes().map(|b| format!("{b:02x}")).collect();
     let sample = serde_json::Value::String(sample).to_string();
     let source = exploit
         .source
         .replace("{{ENTRY_POINT}}", entry.as_deref().unwrap_or("solve"))
-        .replace("{{SAMPLE_OUTPUT_JSON}}", &sample);
+        .replace("{{SAMPLE_OUTPUT_JSON}}", &sample)
+        .replace("{{SAMPLE_OUTPUT_HEX}}", &hex);
     // An exploit is a whole program, except that in a compiled language the tests must link: a
     // function exploit then ends with the task's own signature (its completion prefix) and an empty
     // body, as a model's wrong answer would.
@@ -64,7 +67,11 @@ pub fn baseline_for(task: &Task) -> Option<String> {
                 "class Main { public static void main(String[] a) { System.exit(1); } }\n"
             }
             Language::NodeJs | Language::TypeScript => "process.exit(1);\n",
-            _ => return None,
+            Language::Go => "package main\n\nimport \"os\"\n\nfunc main() { os.Exit(1) }\n",
+            Language::Rust => "fn main() { std::process::exit(1) }\n",
+            Language::Bash | Language::Ruby | Language::Perl => "exit 1\n",
+            Language::Php => "<?php exit(1);\n",
+            Language::Lua => "os.exit(1)\n",
         }
         .to_string(),
     )

@@ -292,8 +292,7 @@ def _cg_main():
                         return ast.Expr(ast.Call(ast.Name(fn, ast.Load(), **at), list(a), [], **at), **at)
 
                     new_body.append(ast.Try(
-                        body=[mark("__cg_start", ast.Constant(idx, **at)), stmt,
-                              mark("__cg_pass", ast.Constant(idx, **at))],
+                        body=[stmt, mark("__cg_pass", ast.Constant(idx, **at))],
                         handlers=[ast.ExceptHandler(
                             type=ast.Name("BaseException", ast.Load(), **at), name="__cg_e",
                             body=[mark("__cg_fail", ast.Constant(idx, **at), ast.Name("__cg_e", ast.Load(), **at))],
@@ -313,9 +312,6 @@ def _cg_main():
 
     for n in names:
         results.append({"name": n[:200], "passed": False, "error": "not run"})
-
-    def start(idx):
-        pass
 
     def passed(idx):
         if idx >= 0:
@@ -370,7 +366,7 @@ def _cg_main():
                     pass
         else:
             tns[k] = dec(kind["value"])
-    tns.update({"__cg_start": start, "__cg_pass": passed, "__cg_fail": failed})
+    tns.update({"__cg_pass": passed, "__cg_fail": failed})
 
     if style == "check":
         entry = cfg["entry_point"]

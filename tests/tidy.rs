@@ -293,6 +293,9 @@ fn every_rust_file_starts_with_its_module_doc() {
     let undocumented: Vec<String> = paths
         .iter()
         .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        // The audit's exploits are programs a policy would write (data, embedded by build.rs),
+        // not modules of codegym.
+        .filter(|p| !p.starts_with("env-coding/audit/exploits"))
         .filter(|p| {
             let text = read(p);
             let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");

@@ -209,3 +209,50 @@ async fn whole_programs_pass_too() {
         assert_eq!(out.reward, 1.0, "{id}: {}", out.breakdown());
     }
 }
+
+/// Python's MultiPL-E tests run outside the program's process (the unit-test harness's): what a
+/// program does to its own process, leaving early first, cannot pass them; `in_process: true`
+/// keeps MultiPL-E's own way, where the same program passes.
+#[tokio::test]
+async fn python_tests_run_outside_the_programs_process() {
+    let py = record(
+        "HumanEval_53_add_py",
+        "py",
+        "def add(x: int, y: int) -> int:\n    \"\"\"Add two numbers x and y\"\"\"\n",
+        "def check(candidate):\n    assert candidate(0, 1) == 1\n    assert candidate(5, 7) == 12\n\ndef test_check():\n    check(add)\n\ntest_check()\n",
+    );
+    let (_dir, path) = write(&[py]);
+    let set = TaskSet::load(&path).expect("load");
+    let task = set.get("HumanEval_53_add_py").expect("task");
+    assert_eq!(task.language, Language::Python);
+    let cases = [
+        ("    return x + y\n", 1.0, "OK"),
+        ("    return x - y\n", 0.0, "Exception"),
+        ("    return x +\n", 0.0, "SyntaxError"),
+        // Leaving early with success, before the tests (MultiPL-E's way: exit 0 passes).
+        ("    return x\nimport os\nos._exit(0)\n", 0.0, "Exception"),
+        // An answer whose `__eq__` always holds.
+        (
+            "    class Yes:\n        def __eq__(self, other):\n            return True\n    return Yes()\n",
+            0.0,
+            "Exception",
+        ),
+    ];
+    for (completion, want, status) in cases {
+        let (reward, d) = score(task, completion).await;
+        assert_eq!(
+            (reward, d["status"].as_str()),
+            (want, Some(status)),
+            "{completion}: {d}"
+        );
+        assert_eq!(d["tests_process"], "separate", "{d}");
+    }
+    // The same early exit passes the tests when they share the program's process.
+    let mut in_process = Task::clone(task);
+    match &mut in_process.reward.components[0] {
+        env_coding::reward::Component::AppendedTests { in_process, .. } => *in_process = true,
+        other => panic!("{other:?}"),
+    }
+    let (reward, d) = score(&in_process, "    return x\nimport os\nos._exit(0)\n").await;
+    assert_eq!((reward, d["status"].as_str()), (1.0, Some("OK")), "{d}");
+}

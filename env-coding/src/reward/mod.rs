@@ -175,10 +175,18 @@ pub enum Component {
     /// when the whole runs to exit 0 within its limits (and, with `fail_marker`, prints no line
     /// containing it, as MultiPL-E's Perl evaluator requires). A whole program's closing braces
     /// that the tests close themselves are taken out first ([`splice`]).
+    ///
+    /// In Python the tests do not share the program's process: they run in the unit-test
+    /// harness's (`harness.py`), calling the program's functions across its process boundary, so
+    /// leaving early, patching builtins or lying objects cannot pass them. `in_process: true` (or a
+    /// `fail_marker`, which reads the program's own output) keeps MultiPL-E's way, which a program
+    /// can fake: `codegym audit` reports such tasks.
     AppendedTests {
         code: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         fail_marker: Option<String>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        in_process: bool,
         #[serde(default = "one")]
         weight: f64,
     },

@@ -297,6 +297,15 @@ fn plan(
             {
                 continue;
             }
+            Component::AppendedTests {
+                code,
+                fail_marker: None,
+                in_process: false,
+                ..
+            } if program.language == Language::Python => TestSuite::Asserts {
+                asserts: std::slice::from_ref(code),
+                setup: "",
+            },
             Component::AppendedTests { code, .. } => {
                 jobs.push((
                     Job::Appended { component: i },
@@ -455,11 +464,14 @@ fn score_runs(spec: &RewardSpec, plain: Option<&ExecutionResult>, mut runs: Runs
                     },
                     _,
                     _,
-                ) => score::appended_tests(
-                    runs.appended[i].as_ref(),
-                    fail_marker.as_deref(),
-                    *weight,
-                ),
+                ) => match runs.reports[i].take() {
+                    Some(report) => score::appended_tests_in_harness(&report, *weight),
+                    None => score::appended_tests(
+                        runs.appended[i].as_ref(),
+                        fail_marker.as_deref(),
+                        *weight,
+                    ),
+                },
                 _ => score_component(c, p, &runs.cases[i], runs.reports[i].take()),
             },
         )

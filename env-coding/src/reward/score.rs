@@ -215,6 +215,37 @@ fn output_matches(
     }
 }
 
+/// Python's appended tests, run by the unit-test harness outside the program's process: the same
+/// statuses as a run in its process ([`appended_tests`]), from the harness's report.
+pub fn appended_tests_in_harness(
+    report: &super::harness::TestReport,
+    weight: f64,
+) -> ComponentScore {
+    let failure = report.error.clone().or_else(|| {
+        report
+            .tests
+            .iter()
+            .find(|t| !t.passed)
+            .and_then(|t| t.error.clone())
+    });
+    let timed_out = failure.as_deref().is_some_and(|e| e.contains("timed out"));
+    let status = if report.syntax_error {
+        "SyntaxError"
+    } else if report.score() == 1.0 {
+        "OK"
+    } else if timed_out {
+        "Timeout"
+    } else {
+        "Exception"
+    };
+    ComponentScore {
+        kind: "appended_tests",
+        weight,
+        score: if status == "OK" { 1.0 } else { 0.0 },
+        detail: json!({"status": status, "error": failure, "tests_process": "separate"}),
+    }
+}
+
 /// Whether a failed run failed to compile (the traceback ends with a `SyntaxError` or a subclass, or
 /// a compiled language's compile step failed).
 /// Issue 14 (MultiPL-E): the program with its appended tests passes when it ran to exit 0 within

@@ -64,6 +64,7 @@ pub(super) fn multipl_e(value: serde_json::Value) -> Result<Task, String> {
         components: vec![Component::AppendedTests {
             code: r.tests,
             fail_marker: (lang == Language::Perl).then(|| "ERROR".to_string()),
+            in_process: false,
             weight: 1.0,
         }],
         penalties: Penalties::default(),

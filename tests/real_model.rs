@@ -322,7 +322,8 @@ async fn code_blocks_with_a_local_model_record_ids_that_detokenize_then_export_a
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert!(!rows.is_empty(), "{o}\n{e}");
-    for row in &rows {
+    // A masked row (an infrastructure failure) may have no answered turn, so no ids to check.
+    for row in rows.iter().filter(|r| r["masked"] == false) {
         let turns = row["completion_token_ids"]
             .as_array()
             .expect("ids per turn");

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::ValueEnum;
-use trainer_bridge::{Estimator, ExportConfig, ExportFormat, MaskPolicy};
+use trainer_bridge::{Estimator, ExportConfig, ExportFormat, InfraErrorPolicy, MaskPolicy};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -33,9 +33,15 @@ pub struct Args {
     /// Truncated episodes (max turns, context length, timeout) (rl).
     #[arg(long, value_enum)]
     truncated: Option<Mask>,
-    /// Errored or cancelled episodes (rl).
-    #[arg(long, value_enum)]
-    errored: Option<Mask>,
+    /// Episodes that ended in an infrastructure failure (the model endpoint or the environment
+    /// failed, a server was lost, the run was interrupted), never a reward (rl): `mask` keeps the
+    /// row flagged `masked` with no reward or advantage (the default), `drop` leaves it out.
+    /// Either way they are outside their group's advantage statistics.
+    #[arg(long, value_enum, value_name = "POLICY")]
+    on_infra_error: Option<OnInfraError>,
+    /// Replaced by --on-infra-error; refused with the reason.
+    #[arg(long, hide = true, value_name = "POLICY")]
+    errored: Option<String>,
     /// Solved means total reward >= this, instead of the episode's `solved` flag (sft, dpo).
     #[arg(long)]
     min_reward: Option<f64>,
@@ -60,6 +66,12 @@ enum Est {
     DrGrpo,
     Rloo,
     Return,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum OnInfraError {
+    Mask,
+    Drop,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -104,8 +116,14 @@ fn config(args: &Args) -> anyhow::Result<ExportConfig> {
     if let Some(m) = args.truncated {
         c.advantage.truncated = mask(m);
     }
-    if let Some(m) = args.errored {
-        c.advantage.errored = mask(m);
+    if args.errored.is_some() {
+        anyhow::bail!("--errored: {}", trainer_bridge::ERRORED_REPLACED);
+    }
+    if let Some(p) = args.on_infra_error {
+        c.on_infra_error = match p {
+            OnInfraError::Mask => InfraErrorPolicy::Mask,
+            OnInfraError::Drop => InfraErrorPolicy::Drop,
+        };
     }
     if let Some(r) = args.min_reward {
         c.sft.min_reward = Some(r);
@@ -131,8 +149,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     .context("export task failed")??;
     let (summary, out) = summary;
     println!(
-        "wrote {} rows from {} episodes to {}",
+        "wrote {} rows ({} masked: infrastructure failures) from {} episodes to {}",
         summary.rows,
+        summary.masked,
         summary.episodes,
         out.display()
     );

@@ -4,6 +4,13 @@
 //! Why groups: every estimator here uses the other samples of the same prompt as the baseline, so a
 //! group whose rewards are all equal carries no learning signal. Such groups are flagged (and dropped
 //! on request), since many trainers waste a step on them otherwise.
+//!
+//! Only *scored* samples make a group: an infrastructure failure
+//! ([`EpisodeStatus::InfraFailure`]) has no reward at all, so it is never in a group's mean, std or
+//! leave-one-out baseline, whatever the estimator, and is never trained on. (A reward of 0 in its
+//! place would teach the model that a quota error or a lost server was its fault.) A group with
+//! fewer than two scored samples has no baseline: its samples get advantage 0 and `zero_variance`
+//! (the raw reward under [`Estimator::Return`], which needs none).
 
 use std::collections::HashMap;
 
@@ -36,7 +43,8 @@ pub enum StdKind {
     Population,
 }
 
-/// What to do with an episode that did not end normally.
+/// What to do with a truncated episode (an outcome of the model, unlike an infrastructure failure,
+/// which is never a reward: [`EpisodeStatus::InfraFailure`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MaskPolicy {
@@ -57,8 +65,10 @@ pub enum EpisodeStatus {
     Completed,
     /// Cut short: max turns, max tokens, context length or time limit.
     Truncated,
-    /// The model call or the environment failed.
-    Errored,
+    /// The machinery failed (the model endpoint, the environment or its sandbox, a lost server, an
+    /// interrupted run: `StopReason::is_infra_failure`): not a sample of the model, so it has no
+    /// reward, takes no part in its group's statistics and is masked out of training.
+    InfraFailure,
 }
 
 /// Advantage settings.
@@ -72,7 +82,24 @@ pub struct AdvantageConfig {
     /// Mask out every member of a group whose (used) rewards are all equal.
     pub drop_zero_variance: bool,
     pub truncated: MaskPolicy,
-    pub errored: MaskPolicy,
+    /// The `errored` policy of earlier versions, refused when present with the reason and its
+    /// replacement ([`ERRORED_REPLACED`]) rather than serde's bare "unknown field".
+    #[doc(hidden)]
+    #[serde(default, skip_serializing, deserialize_with = "refuse_errored")]
+    pub errored: Removed,
+}
+
+/// Why the `errored` setting (`--errored keep|exclude|zero-reward`) is gone, and what replaces it.
+pub const ERRORED_REPLACED: &str = "`errored` was replaced by `on_infra_error` (`mask` or `drop`; \
+     `--on-infra-error` on the command line): an infrastructure failure is never a reward, neither \
+     kept as one nor zeroed; `errored: exclude` is `on_infra_error: drop`";
+
+/// A removed setting's place in a config struct (only its absence deserializes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Removed;
+
+fn refuse_errored<'de, D: serde::Deserializer<'de>>(_: D) -> Result<Removed, D::Error> {
+    Err(serde::de::Error::custom(ERRORED_REPLACED))
 }
 
 impl Default for AdvantageConfig {
@@ -83,7 +110,7 @@ impl Default for AdvantageConfig {
             std: StdKind::Sample,
             drop_zero_variance: false,
             truncated: MaskPolicy::Keep,
-            errored: MaskPolicy::Exclude,
+            errored: Removed,
         }
     }
 }
@@ -100,12 +127,15 @@ pub struct Sample<'a> {
 /// The result, aligned with the input samples.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Advantages {
+    /// 0 where `mask` is false (meaningless there: see `mask`).
     pub advantage: Array1<f64>,
-    /// `true`: train on this sample. `false`: excluded by a mask policy or a dropped group.
+    /// `true`: train on this sample. `false`: an infrastructure failure, excluded by the truncated
+    /// policy, or in a dropped group.
     pub mask: Array1<bool>,
-    /// The sample's group had fewer than two used samples or all used rewards equal.
+    /// The sample's group had fewer than two scored samples or all scored rewards equal.
     pub zero_variance: Array1<bool>,
-    /// The reward after the mask policy (0 for `ZeroReward`), what the advantage was computed from.
+    /// The reward after the truncated policy (0 for `ZeroReward`), what the advantage was computed
+    /// from; 0 where the sample was not scored.
     pub reward: Array1<f64>,
 }
 
@@ -147,7 +177,8 @@ pub fn compute(
         let policy = match s.status {
             EpisodeStatus::Completed => MaskPolicy::Keep,
             EpisodeStatus::Truncated => config.truncated,
-            EpisodeStatus::Errored => config.errored,
+            // Never a sample: whatever reward the record holds is not the model's.
+            EpisodeStatus::InfraFailure => MaskPolicy::Exclude,
         };
         let r = match policy {
             MaskPolicy::Keep => s.reward,

@@ -3,10 +3,16 @@
 //! Formats (each row carries `schema_version` = [`EXPORT_SCHEMA_VERSION`]; Parquet files also carry
 //! `codegym.export` = `{"format", "schema_version"}` in their footer metadata):
 //! - `rl`: one row per episode kept by the advantage mask: ids, `prompt` and `completion` messages,
-//!   `reward`, `advantage`, `zero_variance`, `solved`, `stop_reason`, and server token ids and
-//!   logprobs per assistant turn when the rollout recorded them.
+//!   `reward`, `advantage`, `zero_variance`, `masked`, `mask_reason`, `solved`, `stop_reason`, and
+//!   server token ids and logprobs per assistant turn when the rollout recorded them. An episode
+//!   that ended in an infrastructure failure is never a reward: by [`InfraErrorPolicy`] its row
+//!   stays with `masked: true`, its failure's kind as `mask_reason`, and a null reward and
+//!   advantage, or it is left out; either way it is outside its group's advantage statistics.
 //! - `sft`: solved episodes as whole conversations (`messages`), for rejection sampling.
 //! - `dpo`: pairs within a group, `prompt` / `chosen` (solved) / `rejected` (failed).
+//!
+//! An infrastructure failure is never an SFT example nor a DPO side, whatever the policy: those
+//! formats select episodes, and a failed one has no outcome to select on.
 //!
 //! Messages are `{role, content, tool_calls_json, tool_call_id}`, TRL's conversational format.
 //! Output is written to a temporary file beside the target and renamed into place
@@ -24,8 +30,9 @@ use serde::{Deserialize, Serialize};
 use crate::advantage::{AdvantageConfig, AdvantageError};
 pub use table::{ColumnData, Message, Table};
 
-/// Version of the exported layouts; bumped when a column is renamed, retyped or removed.
-pub const EXPORT_SCHEMA_VERSION: i64 = 1;
+/// Version of the exported layouts; bumped when a column is renamed, retyped or removed (the
+/// changes: `trainer-bridge/CHANGELOG.md`).
+pub const EXPORT_SCHEMA_VERSION: i64 = 2;
 
 /// What to export.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,6 +77,29 @@ impl FileFormat {
     }
 }
 
+/// What an `rl` export does with an episode that ended in an infrastructure failure
+/// (`StopReason::is_infra_failure`: the model endpoint, the environment or its sandbox failed, a
+/// server was lost, the run was interrupted). Never a reward: only where its row goes differs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InfraErrorPolicy {
+    /// The row stays, with `masked: true`, `mask_reason` (the failure's kind) and no reward or
+    /// advantage (null), so a trainer sees every episode and masks these.
+    #[default]
+    Mask,
+    /// The row is left out.
+    Drop,
+}
+
+impl InfraErrorPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InfraErrorPolicy::Mask => "mask",
+            InfraErrorPolicy::Drop => "drop",
+        }
+    }
+}
+
 /// Which episodes become SFT examples.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -95,6 +125,8 @@ pub struct DpoConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct ExportConfig {
     pub format: ExportFormat,
+    /// Infrastructure failures in `rl` (no effect on `sft` and `dpo`, which never use them).
+    pub on_infra_error: InfraErrorPolicy,
     pub advantage: AdvantageConfig,
     pub sft: SftConfig,
     pub dpo: DpoConfig,
@@ -107,6 +139,8 @@ pub struct ExportSummary {
     pub episodes: usize,
     /// Rows written.
     pub rows: usize,
+    /// Rows written masked (`rl` with `on_infra_error: mask`): infrastructure failures.
+    pub masked: usize,
 }
 
 /// Why an export failed. Every variant names the file concerned.
@@ -137,7 +171,7 @@ pub fn build_table(
     config: &ExportConfig,
 ) -> Result<Table, AdvantageError> {
     let mut table = match config.format {
-        ExportFormat::Rl => rows::rl(records, &config.advantage)?,
+        ExportFormat::Rl => rows::rl(records, &config.advantage, config.on_infra_error)?,
         ExportFormat::Sft => rows::sft(records, &config.sft),
         ExportFormat::Dpo => rows::dpo(records, &config.dpo),
     };
@@ -175,8 +209,9 @@ pub fn export(
     let summary = ExportSummary {
         episodes: records.len(),
         rows: table.num_rows(),
+        masked: table.count_true("masked"),
     };
-    tracing::info!(input = %input.display(), output = %output.display(), format = config.format.as_str(), episodes = summary.episodes, rows = summary.rows, "exported");
+    tracing::info!(input = %input.display(), output = %output.display(), format = config.format.as_str(), episodes = summary.episodes, rows = summary.rows, masked = summary.masked, "exported");
     Ok(summary)
 }
 

@@ -7,10 +7,10 @@ pub mod export;
 pub mod report;
 
 pub use advantage::{
-    AdvantageConfig, AdvantageError, Advantages, EpisodeStatus, Estimator, MaskPolicy, Sample,
-    StdKind,
+    AdvantageConfig, AdvantageError, Advantages, ERRORED_REPLACED, EpisodeStatus, Estimator,
+    MaskPolicy, Sample, StdKind,
 };
 pub use export::{
-    DpoConfig, ExportConfig, ExportError, ExportFormat, ExportSummary, FileFormat, SftConfig,
-    export,
+    DpoConfig, ExportConfig, ExportError, ExportFormat, ExportSummary, FileFormat,
+    InfraErrorPolicy, SftConfig, export,
 };

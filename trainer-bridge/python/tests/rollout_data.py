@@ -52,6 +52,14 @@ RECORDS = [
 ]
 
 
+def failure(task: str, sample: int, reward: float, stop: str, kind: str) -> dict:
+    """An episode that ended in an infrastructure failure (`stop`: `error` or `cancelled`) of `kind`,
+    after steps that earned `reward` (which is not the model's and must never be trained on)."""
+    r = record(task, sample, reward, False, stop)
+    r["error"] = {"kind": kind, "message": f"{kind} happened"}
+    return r
+
+
 def write_rollout(path: Path) -> Path:
     # A resumed run appends a newer line for the same episode: the export must keep the last one.
     stale = record("sum", 1, 0.0, False, "error")

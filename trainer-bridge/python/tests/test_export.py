@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import datasets
 import pytest
 from conftest import codegym_bin
-from rollout_data import write_rollout
+from rollout_data import RECORDS, failure, write_rollout
 
 datasets.disable_progress_bars()
 
@@ -47,7 +48,37 @@ def test_rl_export_loads_with_advantages(rollout, tmp_path, ext):
     [logprobs] = by_id["sum#0"]["completion_logprobs"]
     assert logprobs == pytest.approx([-0.1, -0.2, -0.3])
     assert by_id["sum#1"]["completion_token_ids"] is None
-    assert set(ds["schema_version"]) == {1}
+    assert set(ds["schema_version"]) == {2}
+    assert not any(ds["masked"]) and set(ds["mask_reason"]) == {None}
+
+
+@pytest.mark.parametrize("ext", ["jsonl", "parquet"])
+def test_infra_failures_load_as_masked_rows_with_null_rewards(tmp_path, ext):
+    rollout = tmp_path / "rollout.jsonl"
+    # sum#4 lost its env server after a scored step; fib#2 was interrupted.
+    failures = [failure("sum", 4, 1.0, "error", "env"), failure("fib", 2, 0.0, "cancelled", "cancelled")]
+    rollout.write_text("".join(json.dumps(r) + "\n" for r in [*RECORDS, *failures]))
+    out = tmp_path / f"rl.{ext}"
+    done = run_export("--in", str(rollout), "--format", "rl", "--out", str(out), "--estimator", "dr-grpo")
+    assert done.returncode == 0, done.stderr
+    assert "(2 masked" in done.stdout
+    ds = load(out)
+    by_id = {row["episode_id"]: row for row in ds}
+    assert len(ds) == 8
+    for episode, reason in [("sum#4", "env"), ("fib#2", "cancelled")]:
+        row = by_id[episode]
+        assert row["masked"] and row["mask_reason"] == reason
+        assert row["reward"] is None and row["advantage"] is None
+    # The group baseline is over the scored rows only: sum's mean stays 0.625, not (2.5 + 1) / 5.
+    assert by_id["sum#0"]["advantage"] == pytest.approx(0.375)
+    # What a trainer keeps: the scored rows, every reward a number.
+    train = ds.filter(lambda row: not row["masked"])
+    assert len(train) == 6 and None not in train["reward"]
+
+    dropped = tmp_path / f"dropped.{ext}"
+    done = run_export("--in", str(rollout), "--format", "rl", "--out", str(dropped), "--on-infra-error", "drop")
+    assert done.returncode == 0, done.stderr
+    assert sorted(load(dropped)["episode_id"]) == sorted(r["episode_id"] for r in RECORDS)
 
 
 @pytest.mark.parametrize("ext", ["jsonl", "parquet"])

@@ -153,6 +153,24 @@ def test_unknown_task_raises_or_scores_none(server_address):
         lenient.close()
 
 
+def test_failing_programs_are_rewards_never_masked(server_address):
+    # `on_error="none"` masks samples the machinery could not score; a program that fails (wrong
+    # output, a crash, one that kills its parent) is the model's outcome and scores a number.
+    reward = codegym.reward_fn(server_address, on_error="none")
+    crash = "1 / 0"
+    try:
+        rewards = reward(
+            prompts=["p"] * 4,
+            completions=[fenced(WRONG), fenced(crash), fenced(HOSTILE), fenced(GOOD)],
+            task_id=[TASK] * 4,
+        )
+        assert None not in rewards, rewards
+        assert all(r < 1.0 for r in rewards[:3]) and rewards[3] == 1.0
+        assert all(s.error is None for s in reward.last)
+    finally:
+        reward.close()
+
+
 def _dead_address() -> str:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -170,7 +188,9 @@ def test_stopped_server_raises_after_retries_or_scores_none():
         reward.close()
     lenient = codegym.reward_fn(_dead_address(), client=options, on_error="none")
     try:
+        # The same correct program that scores 1.0 on a live server: masked here, never a 0.
         assert lenient(prompts=["p", "p"], completions=[fenced(GOOD)] * 2, task_id=[TASK] * 2) == [None, None]
+        assert all(s.error is not None and s.error.code.name == "UNAVAILABLE" for s in lenient.last)
     finally:
         lenient.close()
 

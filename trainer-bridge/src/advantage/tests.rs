@@ -123,14 +123,64 @@ fn zero_variance_groups_are_flagged_and_optionally_dropped() {
     assert_eq!(out.kept(), 2);
 }
 
+fn failed(group: &str, reward: f64) -> Sample<'_> {
+    Sample {
+        status: EpisodeStatus::InfraFailure,
+        ..s(group, reward)
+    }
+}
+
 #[test]
-fn errored_episodes_are_excluded_from_the_baseline_by_default() {
-    let mut bad = s("g", f64::NAN);
-    bad.status = EpisodeStatus::Errored;
-    let samples = [s("g", 1.0), bad, s("g", 0.0)];
-    let out = compute(&samples, &cfg(Estimator::DrGrpo)).unwrap();
-    assert_close(&out.advantage, &[0.5, 0.0, -0.5]);
-    assert_eq!(out.mask.to_vec(), vec![true, false, true]);
+fn infra_failures_are_outside_every_estimators_baseline() {
+    // Group g: three scored samples (1, 0, 0.5) and an infrastructure failure whose record holds a
+    // reward of 1 (steps scored before the server was lost): it must count for nothing. Over the
+    // scored three: mean 0.5, sample std sqrt(((0.5)^2 + (0.5)^2 + 0) / 2) = 0.5.
+    let samples = [s("g", 1.0), failed("g", 1.0), s("g", 0.0), s("g", 0.5)];
+    let expected: [(Estimator, [f64; 3]); 4] = [
+        (Estimator::Grpo, [0.5 / 0.5, -0.5 / 0.5, 0.0]),
+        (Estimator::DrGrpo, [0.5, -0.5, 0.0]),
+        // r_i minus the mean of the other two scored rewards.
+        (
+            Estimator::Rloo,
+            [
+                1.0 - (0.0 + 0.5) / 2.0,
+                0.0 - (1.0 + 0.5) / 2.0,
+                0.5 - (1.0 + 0.0) / 2.0,
+            ],
+        ),
+        (Estimator::Return, [1.0, 0.0, 0.5]),
+    ];
+    for (estimator, [a, b, c]) in expected {
+        let out = compute(&samples, &cfg(estimator)).unwrap();
+        assert_close(&out.advantage, &[a, 0.0, b, c]);
+        assert_eq!(
+            out.mask.to_vec(),
+            vec![true, false, true, true],
+            "{estimator:?}"
+        );
+        assert_eq!(out.reward[1], 0.0, "an unscored sample has no reward");
+        assert!(out.zero_variance.iter().all(|z| !*z), "{estimator:?}");
+    }
+}
+
+#[test]
+fn a_group_with_fewer_than_two_scored_samples_has_no_baseline() {
+    // One scored sample beside a failure: advantage 0 and zero_variance (the raw reward under
+    // Return); a group of failures only: nothing scored, nothing flagged.
+    let samples = [s("one", 0.7), failed("one", 0.0), failed("none", f64::NAN)];
+    for estimator in [Estimator::Grpo, Estimator::DrGrpo, Estimator::Rloo] {
+        let out = compute(&samples, &cfg(estimator)).unwrap();
+        assert_close(&out.advantage, &[0.0, 0.0, 0.0]);
+        assert_eq!(out.mask.to_vec(), vec![true, false, false]);
+        assert_eq!(out.zero_variance.to_vec(), vec![true, false, false]);
+    }
+    let out = compute(&samples, &cfg(Estimator::Return)).unwrap();
+    assert_close(&out.advantage, &[0.7, 0.0, 0.0]);
+    let dropped = AdvantageConfig {
+        drop_zero_variance: true,
+        ..cfg(Estimator::Grpo)
+    };
+    assert_eq!(compute(&samples, &dropped).unwrap().kept(), 0);
 }
 
 #[test]
@@ -188,9 +238,18 @@ fn empty_input_gives_empty_output() {
 #[test]
 fn config_rejects_unknown_fields_and_fills_defaults() {
     let c: AdvantageConfig =
-        serde_json::from_str(r#"{"estimator": "rloo", "errored": "zero_reward"}"#).unwrap();
+        serde_json::from_str(r#"{"estimator": "rloo", "truncated": "zero_reward"}"#).unwrap();
     assert_eq!(c.estimator, Estimator::Rloo);
-    assert_eq!(c.errored, MaskPolicy::ZeroReward);
-    assert_eq!(c.truncated, MaskPolicy::Keep);
+    assert_eq!(c.truncated, MaskPolicy::ZeroReward);
+    assert!(!c.drop_zero_variance);
     assert!(serde_json::from_str::<AdvantageConfig>(r#"{"estimatr": "rloo"}"#).is_err());
+    // The removed `errored` policy is refused with its replacement, whatever its value.
+    for value in ["keep", "exclude", "zero_reward"] {
+        let err = serde_json::from_str::<AdvantageConfig>(&format!(r#"{{"errored": "{value}"}}"#))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("on_infra_error"), "{err}");
+    }
+    let json = serde_json::to_value(AdvantageConfig::default()).unwrap();
+    assert!(json.get("errored").is_none(), "{json}");
 }

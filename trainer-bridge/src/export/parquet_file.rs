@@ -83,6 +83,7 @@ fn schema_text(table: &Table) -> String {
             ColumnData::OptStr(_) => format!("optional binary {name} (STRING);"),
             ColumnData::I64(_) => format!("required int64 {name};"),
             ColumnData::F64(_) => format!("required double {name};"),
+            ColumnData::OptF64(_) => format!("optional double {name};"),
             ColumnData::Bool(_) => format!("required boolean {name};"),
             ColumnData::Messages(_) => format!(
                 "required group {name} (LIST) {{ repeated group list {{ required group element {{ \
@@ -152,6 +153,14 @@ fn leaves(col: &ColumnData, rows: Range<usize>) -> Vec<Leaf> {
             vec![Leaf {
                 values: Values::Bytes(values),
                 def: Some(def),
+                rep: None,
+            }]
+        }
+        ColumnData::OptF64(v) => {
+            let v = &v[rows];
+            vec![Leaf {
+                values: Values::F64(v.iter().flatten().copied().collect()),
+                def: Some(v.iter().map(|x| i16::from(x.is_some())).collect()),
                 rep: None,
             }]
         }

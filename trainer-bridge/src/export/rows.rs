@@ -5,20 +5,31 @@ use std::collections::HashMap;
 use trajectory::record::{ChatMessage, Role, StopReason, TrajectoryRecord};
 
 use super::table::{ColumnData as C, Message, Table, TurnLists};
-use super::{DpoConfig, SftConfig};
+use super::{DpoConfig, InfraErrorPolicy, SftConfig};
 use crate::advantage::{self, AdvantageConfig, AdvantageError, EpisodeStatus, Sample};
 
-/// How advantages see an episode's end.
+/// How advantages see an episode's end. Infrastructure failures are the trajectory crate's one
+/// classification ([`StopReason::is_infra_failure`]), the one the aggregation and resume use.
 pub fn status(stop: StopReason) -> EpisodeStatus {
-    match stop {
-        StopReason::Solved | StopReason::NoCode | StopReason::EnvDone | StopReason::Submitted => {
-            EpisodeStatus::Completed
-        }
-        StopReason::MaxTurns | StopReason::ContextLength | StopReason::Timeout => {
-            EpisodeStatus::Truncated
-        }
-        StopReason::Error | StopReason::Cancelled => EpisodeStatus::Errored,
+    if stop.is_infra_failure() {
+        EpisodeStatus::InfraFailure
+    } else if matches!(
+        stop,
+        StopReason::MaxTurns | StopReason::ContextLength | StopReason::Timeout
+    ) {
+        EpisodeStatus::Truncated
+    } else {
+        EpisodeStatus::Completed
     }
+}
+
+/// Why an infrastructure failure's row is masked: the kind of the error that ended it (`connect`,
+/// `quota_exceeded`, `env`, `cancelled`, ...), else its stop reason.
+fn mask_reason(r: &TrajectoryRecord) -> String {
+    r.error
+        .as_ref()
+        .map_or(r.stop_reason.as_str(), |e| e.kind.as_str())
+        .to_string()
 }
 
 fn role(r: Role) -> &'static str {
@@ -111,8 +122,13 @@ fn push_ids(t: &mut Table, rs: &[&TrajectoryRecord]) {
     );
 }
 
-/// One row per episode kept by the advantage mask.
-pub fn rl(records: &[TrajectoryRecord], config: &AdvantageConfig) -> Result<Table, AdvantageError> {
+/// One row per episode kept by the advantage mask, and per infrastructure failure under
+/// [`InfraErrorPolicy::Mask`] (flagged, with a null reward and advantage).
+pub fn rl(
+    records: &[TrajectoryRecord],
+    config: &AdvantageConfig,
+    on_infra_error: InfraErrorPolicy,
+) -> Result<Table, AdvantageError> {
     let samples: Vec<Sample<'_>> = records
         .iter()
         .map(|r| Sample {
@@ -122,24 +138,41 @@ pub fn rl(records: &[TrajectoryRecord], config: &AdvantageConfig) -> Result<Tabl
         })
         .collect();
     let adv = advantage::compute(&samples, config)?;
-    let kept: Vec<usize> = (0..records.len()).filter(|&i| adv.mask[i]).collect();
+    let masked: Vec<bool> = samples
+        .iter()
+        .map(|s| s.status == EpisodeStatus::InfraFailure)
+        .collect();
+    let kept: Vec<usize> = (0..records.len())
+        .filter(|&i| adv.mask[i] || (masked[i] && on_infra_error == InfraErrorPolicy::Mask))
+        .collect();
     let rs: Vec<&TrajectoryRecord> = kept.iter().map(|&i| &records[i]).collect();
     let (prompts, completions): (Vec<_>, Vec<_>) = rs.iter().map(|r| split(r)).unzip();
+    // A masked row has no reward or advantage (null), never a number a trainer could mistake for one.
+    let scored = |values: &ndarray::Array1<f64>| {
+        C::OptF64(
+            kept.iter()
+                .map(|&i| (!masked[i]).then_some(values[i]))
+                .collect(),
+        )
+    };
     let mut t = Table::default();
     push_ids(&mut t, &rs);
     t.push("prompt", C::Messages(prompts));
     t.push("completion", C::Messages(completions));
-    t.push(
-        "reward",
-        C::F64(kept.iter().map(|&i| adv.reward[i]).collect()),
-    );
-    t.push(
-        "advantage",
-        C::F64(kept.iter().map(|&i| adv.advantage[i]).collect()),
-    );
+    t.push("reward", scored(&adv.reward));
+    t.push("advantage", scored(&adv.advantage));
     t.push(
         "zero_variance",
         C::Bool(kept.iter().map(|&i| adv.zero_variance[i]).collect()),
+    );
+    t.push("masked", C::Bool(kept.iter().map(|&i| masked[i]).collect()));
+    t.push(
+        "mask_reason",
+        C::OptStr(
+            kept.iter()
+                .map(|&i| masked[i].then(|| mask_reason(&records[i])))
+                .collect(),
+        ),
     );
     t.push("solved", C::Bool(rs.iter().map(|r| r.solved).collect()));
     t.push(

@@ -27,6 +27,8 @@ pub enum ColumnData {
     OptStr(Vec<Option<String>>),
     I64(Vec<i64>),
     F64(Vec<f64>),
+    /// Nullable: a masked row's reward and advantage (null, never a stand-in number).
+    OptF64(Vec<Option<f64>>),
     Bool(Vec<bool>),
     Messages(Vec<Vec<Message>>),
     OptI64List(Vec<Option<Vec<i64>>>),
@@ -41,6 +43,7 @@ impl ColumnData {
             ColumnData::OptStr(v) => v.len(),
             ColumnData::I64(v) => v.len(),
             ColumnData::F64(v) => v.len(),
+            ColumnData::OptF64(v) => v.len(),
             ColumnData::Bool(v) => v.len(),
             ColumnData::Messages(v) => v.len(),
             ColumnData::OptI64List(v) => v.len(),
@@ -74,6 +77,9 @@ impl ColumnData {
             ColumnData::F64(v) => {
                 serde_json::Number::from_f64(v[i]).map_or(Value::Null, Value::Number)
             }
+            ColumnData::OptF64(v) => v[i]
+                .and_then(serde_json::Number::from_f64)
+                .map_or(Value::Null, Value::Number),
             ColumnData::Bool(v) => Value::from(v[i]),
             ColumnData::Messages(v) => Value::Array(v[i].iter().map(message_json).collect()),
             ColumnData::OptI64List(v) => v[i].clone().map_or(Value::Null, Value::from),
@@ -106,6 +112,17 @@ impl Table {
 
     pub fn num_rows(&self) -> usize {
         self.columns.first().map_or(0, |(_, c)| c.len())
+    }
+
+    /// How many rows of the boolean column `name` are true (0 without such a column).
+    pub fn count_true(&self, name: &str) -> usize {
+        self.columns
+            .iter()
+            .find_map(|(n, c)| match c {
+                ColumnData::Bool(v) if *n == name => Some(v.iter().filter(|b| **b).count()),
+                _ => None,
+            })
+            .unwrap_or(0)
     }
 
     /// Writes row `i` as one JSON object with keys in column order (the Parquet order), which a

@@ -44,6 +44,14 @@ fn record(task: &str, sample: u32, reward: f64, solved: bool, stop: &str, tokens
     })
 }
 
+/// An episode that ended in an infrastructure failure of `kind` (`stop`: `error` or `cancelled`),
+/// after steps that earned `reward`.
+fn failure(task: &str, sample: u32, reward: f64, stop: &str, kind: &str) -> Value {
+    let mut r = record(task, sample, reward, false, stop, false);
+    r["error"] = json!({"kind": kind, "message": format!("{kind} happened")});
+    r
+}
+
 fn row_json(row: &Row) -> Value {
     Value::Object(
         row.get_column_iter()
@@ -88,7 +96,9 @@ fn sample_dataset(dir: &Path) -> std::path::PathBuf {
             record("a", 1, 0.0, false, "max_turns", false),
             record("b", 0, 1.0, true, "solved", false),
             record("b", 1, 1.0, true, "solved", false),
-            record("a", 2, 0.0, false, "error", false),
+            // Scored steps before the endpoint's quota ran out: a reward that is not the model's.
+            failure("a", 2, 1.0, "error", "quota_exceeded"),
+            failure("b", 2, 0.0, "cancelled", "cancelled"),
         ],
     );
     input
@@ -102,12 +112,13 @@ fn rl_jsonl_has_advantages_messages_and_tokens() {
     let mut config = ExportConfig::default();
     config.advantage.estimator = Estimator::DrGrpo;
     let summary = export(&input, &out, &config).unwrap();
-    // The errored episode is excluded by default.
+    // The infrastructure failures stay as masked rows by default.
     assert_eq!(
         summary,
         ExportSummary {
-            episodes: 5,
-            rows: 4
+            episodes: 6,
+            rows: 6,
+            masked: 2,
         }
     );
     let first_line = fs::read_to_string(&out)
@@ -117,15 +128,15 @@ fn rl_jsonl_has_advantages_messages_and_tokens() {
         .unwrap()
         .to_string();
     assert!(
-        first_line.starts_with(r#"{"schema_version":1,"episode_id":"a#0","#),
+        first_line.starts_with(r#"{"schema_version":2,"episode_id":"a#0","#),
         "{first_line}"
     );
     let rows = read_jsonl(&out);
-    let adv: Vec<f64> = rows
-        .iter()
-        .map(|r| r["advantage"].as_f64().unwrap())
-        .collect();
-    assert_eq!(adv, vec![0.5, -0.5, 0.0, 0.0]);
+    let adv: Vec<Option<f64>> = rows.iter().map(|r| r["advantage"].as_f64()).collect();
+    assert_eq!(
+        adv,
+        vec![Some(0.5), Some(-0.5), Some(0.0), Some(0.0), None, None]
+    );
     assert_eq!(rows[2]["zero_variance"], json!(true));
     assert_eq!(rows[0]["schema_version"], json!(EXPORT_SCHEMA_VERSION));
     assert_eq!(rows[0]["seed"], json!(u64::MAX.to_string()));
@@ -152,21 +163,28 @@ fn rl_masks_follow_the_config() {
     let mut config = ExportConfig::default();
     config.advantage.drop_zero_variance = true;
     config.advantage.truncated = MaskPolicy::Exclude;
-    // Group a keeps only a#0 (a#1 truncated, a#2 errored): flat, dropped; group b is flat too.
+    // Group a keeps only a#0 (a#1 truncated, a#2 failed): flat, dropped; group b is flat too. The
+    // two failures stay, masked.
+    let summary = export(&input, &out, &config).unwrap();
+    assert_eq!((summary.rows, summary.masked), (2, 2));
+    config.on_infra_error = InfraErrorPolicy::Drop;
     assert_eq!(export(&input, &out, &config).unwrap().rows, 0);
     config.advantage = AdvantageConfig {
-        errored: MaskPolicy::ZeroReward,
+        truncated: MaskPolicy::ZeroReward,
         estimator: Estimator::Rloo,
         ..AdvantageConfig::default()
     };
-    assert_eq!(export(&input, &out, &config).unwrap().rows, 5);
+    let summary = export(&input, &out, &config).unwrap();
+    assert_eq!((summary.rows, summary.masked), (4, 0));
     let rows = read_jsonl(&out);
     let a: Vec<f64> = rows
         .iter()
         .filter(|r| r["task_id"] == json!("a"))
         .map(|r| r["advantage"].as_f64().unwrap())
         .collect();
-    assert_eq!(a, vec![1.0, -0.5, -0.5]);
+    // RLOO over a#0 (1) and a#1 (0): the failed a#2's reward of 1 is no part of either baseline.
+    assert_eq!(a, vec![1.0, -1.0]);
+    assert!(rows.iter().all(|r| r["masked"] == json!(false)));
 }
 
 #[test]
@@ -193,6 +211,22 @@ fn sft_keeps_solved_conversations() {
         ..ExportConfig::default()
     };
     assert_eq!(export(&input, &out, &limited).unwrap().rows, 2);
+    // By reward, the failed a#2 (reward 1) would qualify: an infrastructure failure never does.
+    let by_reward = ExportConfig {
+        format: ExportFormat::Sft,
+        sft: SftConfig {
+            max_per_group: None,
+            min_reward: Some(0.5),
+        },
+        ..ExportConfig::default()
+    };
+    let summary = export(&input, &out, &by_reward).unwrap();
+    assert_eq!((summary.rows, summary.masked), (3, 0));
+    let ids: Vec<Value> = read_jsonl(&out)
+        .iter()
+        .map(|r| r["episode_id"].clone())
+        .collect();
+    assert_eq!(ids, vec![json!("a#0"), json!("b#0"), json!("b#1")]);
 }
 
 #[test]
@@ -204,7 +238,8 @@ fn dpo_pairs_solved_with_failed_in_the_same_group() {
         format: ExportFormat::Dpo,
         ..ExportConfig::default()
     };
-    // Group a: a#0 solved vs a#1 failed (a#2 errored is unusable); group b has no failure.
+    // Group a: a#0 solved vs a#1 failed (a#2, an infrastructure failure, is no side); group b has
+    // no failed outcome (b#2 was cancelled: no side either).
     assert_eq!(export(&input, &out, &config).unwrap().rows, 1);
     let rows = read_jsonl(&out);
     assert_eq!(rows[0]["chosen_episode_id"], json!("a#0"));
@@ -228,7 +263,7 @@ fn parquet_roundtrips_rows_nested_lists_and_metadata() {
     export(&input, &out, &ExportConfig::default()).unwrap();
     let reader = SerializedFileReader::new(fs::File::open(&out).unwrap()).unwrap();
     let meta = reader.metadata().file_metadata();
-    assert_eq!(meta.num_rows(), 4);
+    assert_eq!(meta.num_rows(), 6);
     let kv = meta.key_value_metadata().unwrap();
     let export_meta = kv.iter().find(|k| k.key == "codegym.export").unwrap();
     assert!(export_meta.value.as_deref().unwrap().contains("\"rl\""));
@@ -245,6 +280,8 @@ fn parquet_roundtrips_rows_nested_lists_and_metadata() {
             "episode_id",
             "reward",
             "advantage",
+            "masked",
+            "mask_reason",
             "completion_token_ids",
             "prompt_token_ids",
             "seed",
@@ -261,6 +298,75 @@ fn parquet_roundtrips_rows_nested_lists_and_metadata() {
         assert_eq!(contents(&got["completion"]), contents(&want["completion"]));
     }
     assert_eq!(rows.len(), expected.len());
+    // The masked rows' reward and advantage are Parquet nulls, not numbers.
+    let masked: Vec<&Value> = rows.iter().filter(|r| r["masked"] == json!(true)).collect();
+    assert_eq!(masked.len(), 2);
+    for r in masked {
+        assert_eq!(
+            (&r["reward"], &r["advantage"]),
+            (&Value::Null, &Value::Null)
+        );
+    }
+}
+
+#[test]
+fn infra_failures_are_masked_rows_or_left_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = sample_dataset(dir.path());
+    let out = dir.path().join("rl.jsonl");
+    let mut config = ExportConfig::default();
+    assert_eq!(config.on_infra_error, InfraErrorPolicy::Mask);
+    config.advantage.estimator = Estimator::Grpo;
+    config.advantage.eps = 0.0;
+    export(&input, &out, &config).unwrap();
+    let rows = read_jsonl(&out);
+    let row = |id: &str| rows.iter().find(|r| r["episode_id"] == json!(id)).unwrap();
+    for (id, reason) in [("a#2", "quota_exceeded"), ("b#2", "cancelled")] {
+        let r = row(id);
+        assert_eq!(r["masked"], json!(true), "{r}");
+        assert_eq!(r["mask_reason"], json!(reason), "{r}");
+        assert_eq!(r["reward"], Value::Null, "{r}");
+        assert_eq!(r["advantage"], Value::Null, "{r}");
+        assert_eq!(
+            r["completion"].as_array().unwrap().len(),
+            4,
+            "the row keeps its messages"
+        );
+    }
+    // GRPO over group a's scored rewards (1, 0): mean 0.5, sample std sqrt(0.5).
+    let k = 0.5 / 0.5f64.sqrt();
+    assert_eq!(row("a#0")["advantage"].as_f64().unwrap(), k);
+    assert_eq!(row("a#1")["advantage"].as_f64().unwrap(), -k);
+    assert_eq!(row("a#0")["masked"], json!(false));
+    assert_eq!(row("a#0")["mask_reason"], Value::Null);
+
+    config.on_infra_error = InfraErrorPolicy::Drop;
+    let summary = export(&input, &out, &config).unwrap();
+    assert_eq!((summary.rows, summary.masked), (4, 0));
+    let dropped = read_jsonl(&out);
+    assert!(dropped.iter().all(|r| r["masked"] == json!(false)));
+    for (kept, all) in dropped
+        .iter()
+        .zip(rows.iter().filter(|r| r["masked"] == json!(false)))
+    {
+        assert_eq!(kept, all, "dropping the failures changes no other row");
+    }
+}
+
+#[test]
+fn export_config_reads_the_policy_and_refuses_the_removed_errored() {
+    let c: ExportConfig =
+        serde_json::from_str(r#"{"on_infra_error": "drop", "advantage": {"estimator": "rloo"}}"#)
+            .unwrap();
+    assert_eq!(c.on_infra_error, InfraErrorPolicy::Drop);
+    let err = serde_json::from_str::<ExportConfig>(r#"{"advantage": {"errored": "exclude"}}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("`errored: exclude` is `on_infra_error: drop`"),
+        "{err}"
+    );
+    assert!(serde_json::from_str::<ExportConfig>(r#"{"on_infra_error": "zero"}"#).is_err());
 }
 
 #[cfg(unix)]

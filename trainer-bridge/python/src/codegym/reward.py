@@ -15,7 +15,11 @@ concurrently) share one pipeline:
 
 Failures are never a silent reward: retryable errors (UNAVAILABLE, RESOURCE_EXHAUSTED, connection
 errors) are retried with exponential backoff, then the call raises `CodegymError`, or, with
-`on_error="none"`, the failed samples score `None` (which TRL ignores).
+`on_error="none"`, the failed samples score `None`: TRL's way to mask a sample. Since TRL 1.6,
+`GRPOTrainer` and `RLOOTrainer` leave a completion for which every reward function returned `None`
+out of its group's baseline and give it advantage 0 (older TRL summed the `None` to a reward of 0:
+keep `raise` there). A failing program is no failure: it scores its reward (often 0), never `None`.
+An export's masked rows follow the same rule (`codegym export --on-infra-error mask`).
 """
 
 from __future__ import annotations
@@ -283,7 +287,11 @@ class RewardFunction(_Base):
         think: In `raw` mode, drop `<think>...</think>` reasoning (block extraction always skips it).
         env_kwargs: Kwargs of the coding env (e.g. `{"tasks": "builtin:examples"}`).
         client: Connection options (deadlines, TLS, retries and backoff).
-        on_error: `raise` (default) or `none`: a sample that cannot be scored scores None.
+        on_error: `raise` (default): a batch with a sample that cannot be scored (the server
+            unavailable after the retries, its sandbox failing, an unknown task) raises
+            `CodegymError`. `none`: that sample scores None, which TRL (>= 1.6) masks: out of its
+            group's baseline, advantage 0. Beside other reward functions, None masks only this
+            function's term. A failing program is an outcome and always scores a number.
         error_reward: If set, a sample that cannot be scored scores this (explicit opt-in; logged).
         timeout: Shorthand for `ClientOptions(evaluate_timeout=...)`.
         log_components: Log `solved` and the reward breakdown through TRL's `log_extra`/`log_metric`.

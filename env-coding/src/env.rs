@@ -46,6 +46,7 @@ pub(crate) fn step_info(task: &Task, scored: &Scored, step: u32, mode: Mode) -> 
     info.insert(info::SOLVED.into(), json!(scored.outcome.solved));
     info.insert(info::REWARD_BREAKDOWN.into(), scored.outcome.breakdown());
     info.insert(info::CACHE_HIT.into(), json!(scored.cache_hit));
+    info.insert(info::PROVENANCE.into(), json!(scored.provenance));
     info.insert(info::STEP.into(), json!(step));
     info.insert(info::MODE.into(), json!(mode));
     info

@@ -22,6 +22,7 @@ mod config;
 pub mod data;
 pub mod differential;
 mod env;
+pub mod provenance;
 pub mod host_tools;
 pub mod judge;
 mod register;

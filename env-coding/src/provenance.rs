@@ -60,7 +60,10 @@ mod tests {
         let a: serde_json::Value = serde_json::from_str(r#"{"b": 1, "a": [1, 2]}"#).unwrap();
         let b: serde_json::Value = serde_json::from_str(r#"{"a": [1, 2], "b": 1}"#).unwrap();
         assert_eq!(hash_json(&a), hash_json(&b));
-        assert_ne!(hash_json(&a), hash_json(&serde_json::json!({"a": [2, 1], "b": 1})));
+        assert_ne!(
+            hash_json(&a),
+            hash_json(&serde_json::json!({"a": [2, 1], "b": 1}))
+        );
         assert!(hash_json(&a).starts_with("sha256:") && hash_json(&a).len() == 7 + 64);
     }
 }

@@ -20,11 +20,11 @@ use crate::config::CodingConfig;
 use crate::reward::RewardOutcome;
 use crate::reward::run::{self, EvalOptions, Program};
 use crate::tasks::Task;
-use trajectory::record::Provenance;
 use crate::verdicts::{Verdict, VerdictCache};
 use codegym_sandbox::lang::Language;
 use codegym_sandbox::packages::{PackageCache, PackageError};
 use codegym_sandbox::{Sandbox, SandboxConfig, SandboxError};
+use trajectory::record::Provenance;
 
 /// What [`Scorer::score`] scores.
 #[derive(Debug, Clone)]

@@ -66,7 +66,10 @@ fn probe(python: &Path, language: Language) -> Result<(PathBuf, Vec<OsString>), 
         Language::Go => (compiler()?, args(&["version"])),
         Language::Java => (compiler()?, args(&["-version"])),
         Language::Lua => (runtime()?, args(&["-v"])),
-        _ => (tc.compiler.clone().map_or_else(runtime, Ok)?, args(&["--version"])),
+        _ => (
+            tc.compiler.clone().map_or_else(runtime, Ok)?,
+            args(&["--version"]),
+        ),
     })
 }
 

@@ -146,3 +146,49 @@ pub struct RecordRescore {
     pub recorded_total_reward: f64,
     pub recorded_solved: bool,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn provenance() -> Provenance {
+        Provenance {
+            task_hash: "sha256:t".into(),
+            reward_spec_hash: "sha256:r".into(),
+            reward_spec_version: 1,
+            limits: ProvenanceLimits::default(),
+            sandbox_backend: "fresh".into(),
+            isolation_level: "strict".into(),
+            language: "python".into(),
+            toolchain: "Python 3.11.7".into(),
+            codegym_version: "0.1.0".into(),
+        }
+    }
+
+    #[test]
+    fn drift_names_each_difference_and_a_new_spec_once() {
+        let old = provenance();
+        assert!(old.drift(&old).is_empty());
+        let mut new = provenance();
+        new.task_hash = "sha256:t2".into();
+        assert_eq!(new.drift(&old), [DriftReason::TaskChanged]);
+        new.reward_spec_hash = "sha256:r2".into();
+        assert_eq!(new.drift(&old), [DriftReason::RewardSpecChanged]);
+        new.limits.cpu_ms = 1;
+        new.isolation_level = "basic".into();
+        new.toolchain = "Python 3.12.0".into();
+        new.codegym_version = "0.2.0".into();
+        assert_eq!(
+            new.drift(&old),
+            [
+                DriftReason::RewardSpecChanged,
+                DriftReason::ToolchainChanged,
+                DriftReason::LimitsChanged,
+                DriftReason::SandboxChanged,
+                DriftReason::CodegymVersionChanged
+            ]
+        );
+        let json = serde_json::to_value(DriftReason::SameInputs).unwrap();
+        assert_eq!(json, DriftReason::SameInputs.as_str());
+    }
+}

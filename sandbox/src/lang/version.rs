@@ -16,9 +16,12 @@ use crate::host_tool::run_host_tool;
 /// A version probe must never hold a scoring up for long.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// The probe's result by (tool, args), computed once per process.
-fn cache() -> &'static Mutex<HashMap<(PathBuf, Vec<OsString>), String>> {
-    static CACHE: OnceLock<Mutex<HashMap<(PathBuf, Vec<OsString>), String>>> = OnceLock::new();
+/// A probe: the tool and its arguments.
+type Probe = (PathBuf, Vec<OsString>);
+
+/// The probe's result by probe, computed once per process.
+fn cache() -> &'static Mutex<HashMap<Probe, String>> {
+    static CACHE: OnceLock<Mutex<HashMap<Probe, String>>> = OnceLock::new();
     CACHE.get_or_init(Default::default)
 }
 
@@ -45,7 +48,7 @@ pub async fn toolchain_version(python: &Path, language: Language) -> String {
 }
 
 /// The tool and arguments that print `language`'s version.
-fn probe(python: &Path, language: Language) -> Result<(PathBuf, Vec<OsString>), String> {
+fn probe(python: &Path, language: Language) -> Result<Probe, String> {
     let args = |a: &[&str]| a.iter().map(OsString::from).collect::<Vec<_>>();
     if language == Language::Python {
         return Ok((python.to_path_buf(), args(&["--version"])));
@@ -99,5 +102,16 @@ mod tests {
         let v = toolchain_version(&python, Language::Python).await;
         assert!(v.starts_with("Python 3."), "{v}");
         assert_eq!(toolchain_version(&python, Language::Python).await, v);
+    }
+
+    #[tokio::test]
+    async fn every_installed_toolchain_names_its_version() {
+        let python = crate::python::resolve(None).unwrap().exe;
+        for language in Language::ALL {
+            let v = toolchain_version(&python, language).await;
+            let installed = language == Language::Python || toolchain::get(language).is_ok();
+            assert_eq!(!v.starts_with("unknown"), installed, "{language}: {v}");
+            println!("{language}: {v}");
+        }
     }
 }

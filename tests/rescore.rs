@@ -343,6 +343,10 @@ async fn repeat_finds_a_flaky_task_and_spares_a_deterministic_one() {
     for (r, s) in rescored(&new) {
         let rs = s.rescore.as_ref().unwrap();
         assert_eq!(rs.repeat_rewards.len(), 5, "{rs:?}");
+        // Nothing in its provenance changed: a new reward is a verdict on the same inputs.
+        if rs.changed {
+            assert_eq!(rs.reasons, [DriftReason::SameInputs], "{rs:?}");
+        }
         if r.task_id == "hello" {
             assert_eq!(rs.repeat_rewards, vec![1.0; 5]);
         }
@@ -418,32 +422,87 @@ async fn bad_input_is_a_clear_error_or_an_error_row_never_a_half_written_file() 
     assert_ne!(code, 0);
     assert!(stderr.contains("corrupt.jsonl:2"), "{stderr}");
     assert!(!out.exists());
-    // A task that left the set: an error row; the recorded reward stays (never a zero).
+    // A task that left the set (`mul`), and one this deployment cannot run (`add` needs a
+    // package; packages are off): error rows, and the recorded rewards stay (never a zero).
     let tasks = dir.path().join("tasks.jsonl");
-    write_tasks(&tasks, &[task("mul", "Print 2 * 3.", "6", true)]);
+    let mut add = task("add", "Print 2 + 3.", "5", true);
+    add["requirements"] = json!(["no-such-package-for-rescore"]);
+    write_tasks(&tasks, &[add]);
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("trajectory/tests/fixtures/v1.jsonl");
     let (code, new, summary, stdout) =
         rescore(&fixture, &out, &["--tasks", tasks.to_str().unwrap()]).await;
     assert_eq!(code, 1, "{stdout}");
     let recorded = trajectory::read::read_latest(&fixture).unwrap();
-    for (old, r) in recorded
-        .iter()
-        .zip(&new)
-        .filter(|(o, _)| o.task_id == "add")
-    {
+    assert!(
+        recorded
+            .iter()
+            .any(|r| r.task_id == "add" && r.final_reward == 1.0)
+    );
+    for (old, r) in recorded.iter().zip(&new) {
         assert_eq!(old.final_reward, r.final_reward);
+        assert_eq!(old.solved, r.solved);
         for (_, s) in rescored(std::slice::from_ref(r)) {
             let rs = s.rescore.as_ref().unwrap();
-            assert!(
-                rs.error
-                    .as_deref()
-                    .unwrap()
-                    .contains("\"add\" is not in the current task set"),
-                "{rs:?}"
-            );
+            let error = rs.error.as_deref().unwrap();
+            let want = match r.task_id.as_str() {
+                "mul" => "\"mul\" is not in the current task set",
+                _ => "requirements are not allowed",
+            };
+            assert!(error.contains(want), "{rs:?}");
             assert_eq!(s.reward, rs.recorded_reward);
+            assert_eq!(s.provenance, None, "nothing was scored");
         }
     }
     assert!(summary["errors"].as_u64().unwrap() >= 1, "{summary}");
     assert!(stdout.contains("not rescored"), "{stdout}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_episode_is_replayed_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let tasks = dir.path().join("tasks.jsonl");
+    let prompt = "Define x = 41, then print x + 1.";
+    write_tasks(&tasks, &[task("counter", prompt, "42", true)]);
+    // The second cell uses the first's variable: replayed alone, it would fail.
+    let script = FakeScript {
+        rules: vec![
+            Rule {
+                prompt_contains: Some(prompt.into()),
+                turn: Some(0),
+                reply: Reply::code("x = 41"),
+            },
+            Rule {
+                prompt_contains: Some(prompt.into()),
+                turn: Some(1),
+                reply: Reply::code("print(x + 1)"),
+            },
+        ],
+        ..FakeScript::default()
+    };
+    let server = FakeLlm::start(script).await.unwrap();
+    let run = dir.path().join("run.jsonl");
+    let mut args = rollout_args(&server.base_url(), &["counter".into()], 1, &run);
+    args.extend(["--tasks", tasks.to_str().unwrap(), "--env-mode", "session"].map(String::from));
+    let (code, _, stderr) = codegym_bin::finish(codegym_bin::spawn(&args)).await;
+    assert_eq!(code, 0, "{stderr}");
+    let recorded = records(&run);
+    let rewards: Vec<f64> = recorded[0]
+        .turns
+        .iter()
+        .flat_map(|t| &t.env_steps)
+        .map(|s| s.reward)
+        .collect();
+    assert_eq!(rewards, [0.0, 1.0]);
+    for turns in ["final", "all"] {
+        let out = dir.path().join(format!("rescored-{turns}.jsonl"));
+        let (code, new, summary, stdout) = rescore(&run, &out, &["--turns", turns]).await;
+        assert_eq!(code, 0, "{stdout}");
+        assert_eq!(summary["changed"], 0, "{summary}");
+        assert_eq!(
+            summary["unchanged"],
+            if turns == "all" { 2 } else { 1 },
+            "{summary}"
+        );
+        assert_eq!(new[0].final_reward, 1.0);
+    }
 }

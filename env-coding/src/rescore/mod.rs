@@ -120,7 +120,7 @@ impl Rescorer {
                 turn.env_steps
                     .iter()
                     .enumerate()
-                    .filter(|(_, s)| s.error.is_none() && s.action.code().is_some())
+                    .filter(|(_, s)| is_scored(s))
                     .map(move |(i, _)| (t, i))
             })
             .collect();
@@ -248,6 +248,14 @@ impl Rescorer {
     }
 }
 
+/// Whether the rollout's env scored `step`: a program it ran, or (session mode, where every
+/// action is scored) any action that carries provenance.
+fn is_scored(step: &EnvStepRecord) -> bool {
+    step.error.is_none()
+        && env_action(&step.action).is_some()
+        && (step.action.code().is_some() || step.provenance.is_some())
+}
+
 /// `reset` with the record's seed and task, and the language of a program in another language.
 async fn reset(
     env: &mut dyn AsyncEnv,
@@ -345,4 +353,82 @@ fn apply(step: &mut EnvStepRecord, outcomes: Vec<StepOutcome>) {
         None => rescore.error = Some("not replayed".into()),
     }
     step.rescore = Some(rescore);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trajectory::record::ProvenanceLimits;
+
+    fn provenance(toolchain: &str) -> Provenance {
+        Provenance {
+            task_hash: "sha256:t".into(),
+            reward_spec_hash: "sha256:r".into(),
+            reward_spec_version: 1,
+            limits: ProvenanceLimits::default(),
+            sandbox_backend: "fresh".into(),
+            isolation_level: "strict".into(),
+            language: "python".into(),
+            toolchain: toolchain.into(),
+            codegym_version: "0.1.0".into(),
+        }
+    }
+
+    fn step(reward: f64, provenance: Option<Provenance>) -> EnvStepRecord {
+        serde_json::from_value(json!({
+            "action": {"kind": "run_python", "code": "print(1)"},
+            "reward": reward, "terminated": true, "truncated": false, "duration_ms": 1,
+            "provenance": provenance,
+        }))
+        .unwrap()
+    }
+
+    fn verdict(reward: f64, provenance: &Provenance) -> StepOutcome {
+        let mut info = serde_json::Map::new();
+        info.insert(contract::info::PROVENANCE.into(), json!(provenance));
+        Ok((reward, info))
+    }
+
+    #[test]
+    fn a_new_reward_on_the_same_inputs_is_said_so_and_drift_is_named() {
+        let p = provenance("Python 3.11.7");
+        let mut s = step(1.0, Some(p.clone()));
+        apply(&mut s, vec![verdict(0.0, &p)]);
+        let rs = s.rescore.unwrap();
+        assert!(
+            rs.changed && rs.reasons == [DriftReason::SameInputs],
+            "{rs:?}"
+        );
+        assert_eq!((s.reward, rs.recorded_reward), (0.0, 1.0));
+
+        let mut s = step(1.0, Some(p.clone()));
+        apply(&mut s, vec![verdict(1.0, &provenance("Python 3.12.0"))]);
+        let rs = s.rescore.unwrap();
+        assert!(
+            !rs.changed && rs.reasons == [DriftReason::ToolchainChanged],
+            "{rs:?}"
+        );
+        assert_eq!(s.provenance.unwrap().toolchain, "Python 3.12.0");
+        assert_eq!(rs.recorded_provenance, Some(p));
+    }
+
+    #[test]
+    fn a_failure_keeps_the_recorded_verdict_and_repeats_are_kept() {
+        let p = provenance("Python 3.11.7");
+        let mut s = step(1.0, Some(p.clone()));
+        apply(&mut s, vec![Err("step: sandbox: gone".into())]);
+        let rs = s.rescore.unwrap();
+        assert_eq!(s.reward, 1.0);
+        assert_eq!(s.provenance, Some(p.clone()));
+        assert_eq!(rs.error.as_deref(), Some("step: sandbox: gone"));
+
+        let mut s = step(1.0, None);
+        apply(
+            &mut s,
+            vec![verdict(1.0, &p), verdict(0.0, &p), verdict(1.0, &p)],
+        );
+        let rs = s.rescore.unwrap();
+        assert_eq!(rs.repeat_rewards, [1.0, 0.0, 1.0]);
+        assert_eq!(rs.reasons, [DriftReason::NoProvenanceRecorded]);
+    }
 }

@@ -135,19 +135,18 @@ fn answers() -> FakeScript {
     ])
 }
 
+/// A rollout of `samples` samples of the three tasks of [`tasks_v1`], answered by [`answers`].
+async fn rollout_of_three(dir: &Path, samples: u32) -> PathBuf {
+    let tasks = dir.join("tasks.jsonl");
+    write_tasks(&tasks, &tasks_v1());
+    let ids = ["squares", "hello", "twice"];
+    rollout(dir, &tasks, &ids, samples, answers()).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_changed_reproduces_every_reward_and_every_step_carries_provenance() {
     let dir = tempfile::tempdir().unwrap();
-    let tasks = dir.path().join("tasks.jsonl");
-    write_tasks(&tasks, &tasks_v1());
-    let run = rollout(
-        dir.path(),
-        &tasks,
-        &["squares", "hello", "twice"],
-        2,
-        answers(),
-    )
-    .await;
+    let run = rollout_of_three(dir.path(), 2).await;
     let recorded = records(&run);
     assert_eq!(recorded.len(), 6);
     let python = python_version();
@@ -257,16 +256,7 @@ async fn nothing_changed_reproduces_every_reward_and_every_step_carries_provenan
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_changed_reward_spec_and_a_changed_prompt_are_each_explained() {
     let dir = tempfile::tempdir().unwrap();
-    let tasks = dir.path().join("tasks.jsonl");
-    write_tasks(&tasks, &tasks_v1());
-    let run = rollout(
-        dir.path(),
-        &tasks,
-        &["squares", "hello", "twice"],
-        1,
-        answers(),
-    )
-    .await;
+    let run = rollout_of_three(dir.path(), 1).await;
     // Now: `squares` checks another number (its reward spec), `hello` asks in other words (the
     // task, not its spec), `twice` is as it was.
     let changed = dir.path().join("tasks-now.jsonl");

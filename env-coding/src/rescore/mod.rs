@@ -358,19 +358,11 @@ fn apply(step: &mut EnvStepRecord, outcomes: Vec<StepOutcome>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use trajectory::record::ProvenanceLimits;
 
     fn provenance(toolchain: &str) -> Provenance {
         Provenance {
-            task_hash: "sha256:t".into(),
-            reward_spec_hash: "sha256:r".into(),
-            reward_spec_version: 1,
-            limits: ProvenanceLimits::default(),
-            sandbox_backend: "fresh".into(),
-            isolation_level: "strict".into(),
-            language: "python".into(),
             toolchain: toolchain.into(),
-            codegym_version: "0.1.0".into(),
+            ..Provenance::default()
         }
     }
 

@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Everything a verdict depended on besides the program itself.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Provenance {
     /// `sha256:` of the task's canonical JSON (its native form, keys sorted): prompt, reward spec,
     /// data, language, metadata. Any change of the task changes it.
@@ -154,14 +154,8 @@ mod tests {
     fn provenance() -> Provenance {
         Provenance {
             task_hash: "sha256:t".into(),
-            reward_spec_hash: "sha256:r".into(),
-            reward_spec_version: 1,
-            limits: ProvenanceLimits::default(),
-            sandbox_backend: "fresh".into(),
-            isolation_level: "strict".into(),
-            language: "python".into(),
             toolchain: "Python 3.11.7".into(),
-            codegym_version: "0.1.0".into(),
+            ..Provenance::default()
         }
     }
 
@@ -172,7 +166,7 @@ mod tests {
         let mut new = provenance();
         new.task_hash = "sha256:t2".into();
         assert_eq!(new.drift(&old), [DriftReason::TaskChanged]);
-        new.reward_spec_hash = "sha256:r2".into();
+        new.reward_spec_version = 2;
         assert_eq!(new.drift(&old), [DriftReason::RewardSpecChanged]);
         new.limits.cpu_ms = 1;
         new.isolation_level = "basic".into();

@@ -439,12 +439,21 @@ async fn bad_input_is_a_clear_error_or_an_error_row_never_a_half_written_file() 
                 _ => "requirements are not allowed",
             };
             assert!(error.contains(want), "{rs:?}");
+            let reason = match r.task_id.as_str() {
+                "mul" => DriftReason::TaskMissing,
+                _ => DriftReason::ReplayFailed,
+            };
+            assert_eq!(rs.reasons, [reason]);
             assert_eq!(s.reward, rs.recorded_reward);
             assert_eq!(s.provenance, None, "nothing was scored");
         }
     }
     assert!(summary["errors"].as_u64().unwrap() >= 1, "{summary}");
     assert!(stdout.contains("not rescored"), "{stdout}");
+    assert_eq!(
+        summary["not_rescored_reasons"]["task_missing"], 2,
+        "{summary}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -63,8 +63,15 @@ pub struct Rescorer {
     repeat: u32,
 }
 
+/// Why a step has no new verdict, and the details.
+type Failure = (DriftReason, String);
+
 /// One step's new verdict, or why there is none.
-type StepOutcome = Result<(f64, serde_json::Map<String, serde_json::Value>), String>;
+type StepOutcome = Result<(f64, serde_json::Map<String, serde_json::Value>), Failure>;
+
+fn replay_failed(message: impl Into<String>) -> Failure {
+    (DriftReason::ReplayFailed, message.into())
+}
 
 impl Rescorer {
     /// The env of `config` over the task set `tasks` (a file or `builtin:` name). `repeat > 1`
@@ -169,23 +176,26 @@ impl Rescorer {
         record: &TrajectoryRecord,
         selected: &[(usize, usize)],
     ) -> Vec<StepOutcome> {
-        let fail = |e: String| vec![Err(e); selected.len()];
+        let fail = |e: Failure| vec![Err(e); selected.len()];
         if matches!(
             record.mode,
             EpisodeMode::ProgramOfThought | EpisodeMode::Autocoder
         ) {
-            return fail(format!(
-                "{} episodes cannot be replayed (their runs depend on the rollout's own calls)",
-                serde_json::to_value(record.mode)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default()
+            let mode = serde_json::to_value(record.mode)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            return fail((
+                DriftReason::NotReplayable,
+                format!(
+                    "{mode} episodes cannot be replayed (their runs depend on the rollout's own calls)"
+                ),
             ));
         }
         if self.tasks.get(&record.task_id).is_none() {
-            return fail(format!(
-                "task {:?} is not in the current task set",
-                record.task_id
+            return fail((
+                DriftReason::TaskMissing,
+                format!("task {:?} is not in the current task set", record.task_id),
             ));
         }
         // The current task set replaces the recorded one; kwargs the env no longer takes (older
@@ -202,7 +212,7 @@ impl Rescorer {
         };
         let mut env = match self.registry.make_async(&record.env_id, &kwargs).await {
             Ok(env) => env,
-            Err(e) => return fail(format!("make {}: {e}", record.env_id)),
+            Err(e) => return fail(replay_failed(format!("make {}: {e}", record.env_id))),
         };
         let step = |t: usize, i: usize| &record.turns[t].env_steps[i];
         let mut out = Vec::with_capacity(selected.len());
@@ -228,7 +238,7 @@ impl Rescorer {
             }
             out.resize(
                 selected.len(),
-                Err("the replayed episode ended early".into()),
+                Err(replay_failed("the replayed episode ended early")),
             );
         } else {
             for &(t, i) in selected {
@@ -236,7 +246,7 @@ impl Rescorer {
                 let result = match reset(env.as_mut(), record, &s.action).await {
                     Ok(()) => match env_action(&s.action) {
                         Some(action) => run_step(env.as_mut(), action).await,
-                        None => Err("not an action that runs a program".into()),
+                        None => Err(replay_failed("not an action that runs a program")),
                     },
                     Err(e) => Err(e),
                 };
@@ -261,7 +271,7 @@ async fn reset(
     env: &mut dyn AsyncEnv,
     record: &TrajectoryRecord,
     action: &ActionRecord,
-) -> Result<(), String> {
+) -> Result<(), Failure> {
     let mut options = Options::new();
     options.insert("task_id".into(), json!(record.task_id));
     if let ActionRecord::RunCode { language, .. }
@@ -275,14 +285,14 @@ async fn reset(
     env.reset(Some(record.seed), options)
         .await
         .map(|_| ())
-        .map_err(|e| format!("reset: {e}"))
+        .map_err(|e| replay_failed(format!("reset: {e}")))
 }
 
 async fn run_step(env: &mut dyn AsyncEnv, action: Value) -> StepOutcome {
     env.step(action)
         .await
         .map(|s| (s.reward, s.info))
-        .map_err(|e: EnvError| format!("step: {e}"))
+        .map_err(|e: EnvError| replay_failed(format!("step: {e}")))
 }
 
 /// The env action the rollout sent for a recorded action (the tool call the coding env accepts in
@@ -349,7 +359,10 @@ fn apply(step: &mut EnvStepRecord, outcomes: Vec<StepOutcome>) {
             step.provenance = new;
             step.info = info;
         }
-        Some(Err(e)) => rescore.error = Some(e),
+        Some(Err((reason, message))) => {
+            rescore.reasons.push(reason);
+            rescore.error = Some(message);
+        }
         None => rescore.error = Some("not replayed".into()),
     }
     step.rescore = Some(rescore);
@@ -408,11 +421,12 @@ mod tests {
     fn a_failure_keeps_the_recorded_verdict_and_repeats_are_kept() {
         let p = provenance("Python 3.11.7");
         let mut s = step(1.0, Some(p.clone()));
-        apply(&mut s, vec![Err("step: sandbox: gone".into())]);
+        apply(&mut s, vec![Err(replay_failed("step: sandbox: gone"))]);
         let rs = s.rescore.unwrap();
         assert_eq!(s.reward, 1.0);
         assert_eq!(s.provenance, Some(p.clone()));
         assert_eq!(rs.error.as_deref(), Some("step: sandbox: gone"));
+        assert_eq!(rs.reasons, [DriftReason::ReplayFailed]);
 
         let mut s = step(1.0, None);
         apply(

@@ -33,6 +33,9 @@ pub struct Summary {
     /// For the unchanged steps: what differs in their provenance all the same (e.g. a new
     /// codegym version that scores the same, or `no_provenance_recorded`).
     pub unchanged_drift: BTreeMap<&'static str, usize>,
+    /// For the steps not rescored: how many for each reason (`task_missing`, `not_replayable`,
+    /// `replay_failed`).
+    pub not_rescored_reasons: BTreeMap<&'static str, usize>,
     /// Mean reward of the rescored steps, as recorded and as rescored.
     pub mean_recorded_reward: f64,
     pub mean_reward: f64,
@@ -91,6 +94,7 @@ impl Summary {
             errors: 0,
             reasons: BTreeMap::new(),
             unchanged_drift: BTreeMap::new(),
+            not_rescored_reasons: BTreeMap::new(),
             mean_recorded_reward: 0.0,
             mean_reward: 0.0,
             changes: Vec::new(),
@@ -111,6 +115,9 @@ impl Summary {
                     };
                     if let Some(error) = &rs.error {
                         s.errors += 1;
+                        for reason in &rs.reasons {
+                            *s.not_rescored_reasons.entry(reason.as_str()).or_default() += 1;
+                        }
                         s.not_rescored.push(NotRescored {
                             at,
                             error: error.clone(),
@@ -176,6 +183,7 @@ impl Summary {
                 "what changed without changing a reward",
                 &self.unchanged_drift,
             ),
+            ("why steps were not rescored", &self.not_rescored_reasons),
         ] {
             if !tally.is_empty() {
                 let _ = writeln!(out, "{title}:");

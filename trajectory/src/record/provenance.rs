@@ -48,7 +48,7 @@ pub struct ProvenanceLimits {
     pub per_test_timeout_ms: u64,
 }
 
-/// Why a rescored reward differs from the recorded one (or why it could not be compared).
+/// Why a rescored reward differs from the recorded one, or why a step could not be rescored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DriftReason {
@@ -68,6 +68,12 @@ pub enum DriftReason {
     SameInputs,
     /// The recorded step carries no provenance (a file written before it existed).
     NoProvenanceRecorded,
+    /// Not rescored: the step's task is not in the current task set.
+    TaskMissing,
+    /// Not rescored: the episode's mode cannot be replayed (program-of-thought, AutoCoder).
+    NotReplayable,
+    /// Not rescored: the env refused the replay or the machinery failed (see `error`).
+    ReplayFailed,
 }
 
 impl DriftReason {
@@ -82,6 +88,9 @@ impl DriftReason {
             DriftReason::CodegymVersionChanged => "codegym_version_changed",
             DriftReason::SameInputs => "same_inputs",
             DriftReason::NoProvenanceRecorded => "no_provenance_recorded",
+            DriftReason::TaskMissing => "task_missing",
+            DriftReason::NotReplayable => "not_replayable",
+            DriftReason::ReplayFailed => "replay_failed",
         }
     }
 }
@@ -182,7 +191,14 @@ mod tests {
                 DriftReason::CodegymVersionChanged
             ]
         );
-        let json = serde_json::to_value(DriftReason::SameInputs).unwrap();
-        assert_eq!(json, DriftReason::SameInputs.as_str());
+        let all: Vec<DriftReason> = serde_json::from_str(
+            r#"["reward_spec_changed", "task_changed", "toolchain_changed", "limits_changed",
+                "sandbox_changed", "codegym_version_changed", "same_inputs",
+                "no_provenance_recorded", "task_missing", "not_replayable", "replay_failed"]"#,
+        )
+        .unwrap();
+        for reason in all {
+            assert_eq!(serde_json::to_value(reason).unwrap(), reason.as_str());
+        }
     }
 }

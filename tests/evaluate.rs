@@ -283,6 +283,9 @@ async fn episode_steps_and_evaluate_share_one_verdict_cache() {
     assert_eq!(again, reward);
     assert_eq!(again_info["cache_hit"], true, "{again_info}");
     assert_eq!(again_info["reward_breakdown"], info["reward_breakdown"]);
+    // A shared verdict carries the provenance of the run that produced it.
+    assert!(info["provenance"]["task_hash"].is_string(), "{info}");
+    assert_eq!(again_info["provenance"], info["provenance"]);
 
     let mut c = server.client().await;
     let out = c
@@ -294,4 +297,6 @@ async fn episode_steps_and_evaluate_share_one_verdict_cache() {
     let evaluated: serde_json::Value =
         serde_json::from_str(&out.results[0].step.as_ref().unwrap().info_json).unwrap();
     assert_eq!(evaluated["reward_breakdown"], info["reward_breakdown"]);
+    // `Evaluate` reports the same provenance as the step it shares a verdict with.
+    assert_eq!(evaluated["provenance"], info["provenance"]);
 }

@@ -179,6 +179,15 @@ async fn submissions_are_scored_by_the_coding_env() {
     assert_eq!(right["id"], "HumanEval/0");
     assert_eq!(right["accepted"], true, "{right}");
     assert_eq!(right["extracted_type"], "fenced");
+    // What produced the verdict, as every scoring surface reports it.
+    assert_eq!(
+        right["extra"]["provenance"]["language"], "python",
+        "{right}"
+    );
+    assert!(
+        right["extra"]["provenance"]["task_hash"].is_string(),
+        "{right}"
+    );
     assert!(
         right["extracted_code"]
             .as_str()

@@ -84,6 +84,20 @@ pub(crate) struct EnvKwargs {
 }
 
 impl EnvKwargs {
+    /// The name of every kwarg above (`rescore` replays old records whose kwargs may include
+    /// names the env no longer takes); a test proves it equal to the struct's fields.
+    pub const NAMES: &[&str] = &[
+        "tasks",
+        "mode",
+        "extract",
+        "limits",
+        "max_episode_steps",
+        "variables",
+        "grade",
+        "tools",
+        "tool_limits",
+    ];
+
     pub fn parse(kwargs: &serde_json::Map<String, serde_json::Value>) -> Result<Self, String> {
         let kw: EnvKwargs = serde_json::from_value(serde_json::Value::Object(kwargs.clone()))
             .map_err(|e| e.to_string())?;
@@ -141,6 +155,14 @@ mod tests {
         assert!(EnvKwargs::parse(&map(json!({"mdoe": "session"}))).is_err());
         assert!(EnvKwargs::parse(&map(json!({"mode": "notebook"}))).is_err());
         assert!(EnvKwargs::parse(&map(json!({"max_episode_steps": 0}))).is_err());
+    }
+
+    #[test]
+    fn the_list_of_names_is_the_structs_fields() {
+        // serde names every field it expects when it meets an unknown one.
+        let e = EnvKwargs::parse(&map(json!({"no such kwarg": 1}))).unwrap_err();
+        let listed: Vec<&str> = e.split('`').skip(3).step_by(2).collect();
+        assert_eq!(listed, EnvKwargs::NAMES, "{e}");
     }
 
     #[test]

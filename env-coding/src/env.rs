@@ -39,13 +39,15 @@ pub(crate) fn text_space() -> Space {
 }
 
 /// A step's `info`: the task, the verdict (`solved`, `reward_breakdown`, whether it was shared from
-/// an identical submission: `cache_hit`), the step number and the mode.
+/// an identical submission: `cache_hit`, what produced it: `provenance`), the step number and the
+/// mode.
 pub(crate) fn step_info(task: &Task, scored: &Scored, step: u32, mode: Mode) -> Info {
     let mut info = Info::new();
     info.insert(info::TASK_ID.into(), json!(task.id));
     info.insert(info::SOLVED.into(), json!(scored.outcome.solved));
     info.insert(info::REWARD_BREAKDOWN.into(), scored.outcome.breakdown());
     info.insert(info::CACHE_HIT.into(), json!(scored.cache_hit));
+    info.insert(info::PROVENANCE.into(), json!(scored.provenance));
     info.insert(info::STEP.into(), json!(step));
     info.insert(info::MODE.into(), json!(mode));
     info

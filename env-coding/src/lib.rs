@@ -11,6 +11,8 @@
 //!   [`completions`] scores completion files with pass@k and checks reference solutions. Finding
 //!   the code in model text is the `code-extract` crate's (shared with the rollout engine).
 //! - [`judge`] judges programs in any language the sandbox runs on stdin/stdout tests.
+//! - [`provenance`]: what produced each verdict, made by the scorer; [`rescore`]: a stored
+//!   rollout's programs scored again, every change explained (`codegym rescore`).
 //!
 //! Running programs is the `codegym-sandbox` crate's: this crate never starts a process.
 
@@ -24,7 +26,9 @@ pub mod differential;
 mod env;
 pub mod host_tools;
 pub mod judge;
+pub mod provenance;
 mod register;
+pub mod rescore;
 pub mod reward;
 pub mod scoring;
 mod shared;

@@ -24,6 +24,7 @@ use crate::verdicts::{Verdict, VerdictCache};
 use codegym_sandbox::lang::Language;
 use codegym_sandbox::packages::{PackageCache, PackageError};
 use codegym_sandbox::{Sandbox, SandboxConfig, SandboxError};
+use trajectory::record::Provenance;
 
 /// What [`Scorer::score`] scores.
 #[derive(Debug, Clone)]
@@ -67,6 +68,8 @@ pub struct Scored {
     pub outcome: RewardOutcome,
     /// Whether the verdict was shared from an identical submission instead of run here.
     pub cache_hit: bool,
+    /// What produced the reward (`provenance.rs`); a shared verdict carries its run's.
+    pub provenance: Provenance,
 }
 
 /// Why a [`Scorer`] could not be built.
@@ -212,11 +215,16 @@ impl Scorer {
             .verdicts
             .get_or_score(key, self.run(&task, submission, options))
             .await?;
-        let Verdict { execution, outcome } = Verdict::clone(&verdict);
+        let Verdict {
+            execution,
+            outcome,
+            provenance,
+        } = Verdict::clone(&verdict);
         Ok(Scored {
             execution,
             outcome,
             cache_hit,
+            provenance,
         })
     }
 
@@ -228,6 +236,8 @@ impl Scorer {
         options: EvalOptions,
     ) -> Result<Verdict, EnvError> {
         let sandbox = &self.sandbox;
+        let provenance =
+            crate::provenance::provenance(sandbox, task, submission.language(), &options).await;
         let (execution, outcome) = match submission {
             Submission::Run(program) => {
                 run::run_and_score(sandbox, &task.reward, &program, options).await
@@ -250,7 +260,11 @@ impl Scorer {
             }
         }
         .map_err(infra)?;
-        Ok(Verdict { execution, outcome })
+        Ok(Verdict {
+            execution,
+            outcome,
+            provenance,
+        })
     }
 }
 

@@ -26,6 +26,7 @@ use sha2::{Digest, Sha256};
 use crate::reward::RewardOutcome;
 use crate::reward::run::EvalOptions;
 use crate::tasks::Task;
+use trajectory::record::Provenance;
 
 /// A verdict's identity: SHA-256 of (task, submission, scoring options).
 pub(crate) type VerdictKey = [u8; 32];
@@ -35,6 +36,8 @@ pub(crate) type VerdictKey = [u8; 32];
 pub(crate) struct Verdict {
     pub execution: ExecutionResult,
     pub outcome: RewardOutcome,
+    /// What produced it (a shared verdict keeps its run's).
+    pub provenance: Provenance,
 }
 
 /// The verdicts of one scoring engine (shared by every surface that scores through it).

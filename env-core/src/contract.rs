@@ -34,6 +34,9 @@ pub mod info {
     pub const DATA_CONTEXT: &str = "data_context";
     /// Bool: the step's verdict was shared from an identical submission, not run for it.
     pub const CACHE_HIT: &str = "cache_hit";
+    /// Object: what produced the step's reward (task and reward-spec hashes, limits, sandbox,
+    /// toolchain, codegym version); a shared verdict carries the provenance of its run.
+    pub const PROVENANCE: &str = "provenance";
 
     /// Every key above.
     pub const ALL: &[&str] = &[
@@ -47,6 +50,7 @@ pub mod info {
         MEMORY_USED_BYTES,
         DATA_CONTEXT,
         CACHE_HIT,
+        PROVENANCE,
     ];
 }
 

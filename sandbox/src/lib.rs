@@ -302,6 +302,12 @@ impl Sandbox {
         compiled::toolchain_for(language).map(|_| ())
     }
 
+    /// The version of `language`'s toolchain as its tool prints it (probed once per process;
+    /// `unknown: ...` when it cannot be found): what a verdict's provenance records.
+    pub async fn toolchain_version(&self, language: Language) -> String {
+        lang::toolchain_version(self.python(), language).await
+    }
+
     /// The default limits of a compile step.
     pub fn compile_limits(&self) -> &Limits {
         &self.inner.config.compile_limits

@@ -14,6 +14,7 @@ mod isolation;
 mod local_model;
 mod metrics;
 mod report;
+mod rescore;
 mod rollout;
 mod run;
 mod scoring;
@@ -65,6 +66,9 @@ enum Command {
     /// Write a rollout dataset's report: one self-contained HTML page (pass rates, charts,
     /// trajectory browser).
     Report(report::Args),
+    /// Score a rollout's programs again with the current tasks, reward specs and sandbox; write
+    /// the dataset with the new rewards (the recorded ones kept) and explain every change.
+    Rescore(rescore::Args),
     /// Run the reward-hacking corpus against a task set: every exploit that earns a reward on a
     /// task is reported; exits non-zero if a task not marked known-weak can be hacked.
     Audit(audit::Args),
@@ -109,6 +113,7 @@ pub fn main() -> ExitCode {
             Command::Export(args) => export::run(args).await,
             Command::Run(args) => run::run(args).await,
             Command::Report(args) => report::run(args).await,
+            Command::Rescore(args) => rescore::run(args).await,
             Command::Audit(args) => audit::run(args).await,
         };
         if let Some(telemetry) = telemetry {

@@ -10,8 +10,8 @@
 //! completion's first fenced Python block (else the whole text, the env's `auto` rule), with the
 //! task's `completion_prefix` prepended as `codegym evaluate` does (HumanEval: the prompt, so a bare
 //! continuation and a complete function both work); the env runs it as given (`extract: raw`).
-//! `accepted` is the env's `solved`; `extra` holds the reward and its breakdown (`reward_breakdown`,
-//! as every other scoring surface reports it); `tests` has one entry per reward component. A component's
+//! `accepted` is the env's `solved`; `extra` holds the reward, its breakdown (`reward_breakdown`,
+//! as every other scoring surface reports it) and its `provenance`; `tests` has one entry per reward component. A component's
 //! `exec_info` is `/run_code`'s answer for the program's own run, with the component's verdict
 //! folded in: a failed component is `Failed`, its failing tests' errors are appended to `stderr`,
 //! and an exit code of 0 becomes 1 (the program together with its tests did not succeed).
@@ -255,6 +255,7 @@ async fn submit_inner(
             "reward": step.reward,
             "task_id": task.id,
             "reward_breakdown": step.info.get("reward_breakdown"),
+            "provenance": step.info.get(env_core::contract::info::PROVENANCE),
         },
     }))
     .into_response())

@@ -8,7 +8,7 @@
 //! ever holds a secret: API keys are not part of any record.
 //!
 //! The record itself and its small parts are here; messages (`chat`), turns and env steps
-//! (`turn`), failures (`error`), AutoCoder stages (`stage`) and token data (`tokens`) have private
+//! (`turn`), failures (`error`), verdict provenance and rescoring (`provenance`), AutoCoder stages (`stage`) and token data (`tokens`) have private
 //! modules of their own, their types re-exported here.
 
 use serde::{Deserialize, Serialize};
@@ -84,6 +84,10 @@ pub struct TrajectoryRecord {
     /// turn with the same seed; the record's messages and turns are the last attempt's only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub restarts: Vec<RestartRecord>,
+    /// Written by `codegym rescore`: the record's outcome fields as the rollout recorded them
+    /// (its `final_reward`, `total_reward` and `solved` are then the rescored ones).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rescore: Option<RecordRescore>,
 }
 
 /// An attempt of an episode abandoned because its env server was lost (died, broke the
@@ -300,12 +304,14 @@ impl Default for EngineInfo {
 
 mod chat;
 mod error;
+mod provenance;
 mod stage;
 mod tokens;
 mod turn;
 mod version;
 pub use chat::{ChatMessage, ChatToolCall, FunctionCall, Role};
 pub use error::{ErrorKind, ErrorRecord};
+pub use provenance::{DriftReason, Provenance, ProvenanceLimits, RecordRescore, StepRescore};
 pub use stage::{AutoCoderSummary, Diagnosis, ModelTestRun, Stage, StageRecord};
 pub use tokens::{TokenData, TokenSource};
 pub use turn::{ActionRecord, AttemptError, EnvStepRecord, ModelCall, SubCallRecord, TurnRecord};

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use trajectory::aggregate::Tally;
 use trajectory::read::read;
+use trajectory::record::DriftReason;
 use trajectory::{OLDEST_READABLE_VERSION, SCHEMA_VERSION, TrajectoryRecord};
 
 fn fixture(version: u32) -> PathBuf {
@@ -75,6 +76,14 @@ fn version_2_reads_every_addition_and_leaves_errored_episodes_out() {
     let by_id = |id: &str| records.iter().find(|r| r.episode_id == id).unwrap();
     assert_eq!(by_id("mul#0").restarts.len(), 1);
     assert_eq!(by_id("mul#0").turns[0].sub_calls.len(), 2);
+    // Verdict provenance, and what `codegym rescore` found.
+    let step = &by_id("mul#0").turns[0].env_steps[0];
+    let now = step.provenance.as_ref().unwrap();
+    let rescore = step.rescore.as_ref().unwrap();
+    let then = rescore.recorded_provenance.as_ref().unwrap();
+    assert_eq!(now.drift(then), [DriftReason::ToolchainChanged]);
+    assert_eq!(rescore.reasons, [DriftReason::ToolchainChanged]);
+    assert_eq!(by_id("mul#0").rescore.unwrap().recorded_final_reward, 0.0);
     assert_eq!(by_id("add#0").last_program(), Some("fn main(){}"));
     let autocoder = by_id("add#1");
     assert_eq!(autocoder.last_program(), Some("print(2 + 3)"));

@@ -158,6 +158,7 @@ pub async fn run_episode(
         engine: EngineInfo::default(),
         env_server,
         restarts,
+        rescore: None,
         autocoder: st.autocoder,
     };
     crate::metrics::episode(&record);

@@ -240,6 +240,11 @@ pub(super) async fn env_step(
             info: step.info.clone(),
             duration_ms,
             error: None,
+            provenance: step
+                .info
+                .get(info::PROVENANCE)
+                .and_then(|p| serde_json::from_value(p.clone()).ok()),
+            rescore: None,
         },
     );
     if solved {
@@ -276,6 +281,8 @@ pub(super) fn push_failed_step(
             info: serde_json::Map::new(),
             duration_ms,
             error: Some(error),
+            provenance: None,
+            rescore: None,
         },
     );
 }

@@ -10,6 +10,8 @@
 pub mod cache;
 mod table;
 pub mod toolchain;
+mod version;
+pub use version::toolchain_version;
 
 use serde::{Deserialize, Serialize};
 

@@ -81,6 +81,18 @@ fn turn_lists<T: Copy>(
     turns.iter().any(Option::is_some).then_some(turns)
 }
 
+/// The provenance of the episode's last scored step (what produced its final reward), as JSON
+/// text (a string column, like `tool_calls_json`, so JSONL and Parquet carry the same value);
+/// `None` for records written before provenance existed.
+fn provenance_json(r: &TrajectoryRecord) -> Option<String> {
+    r.turns
+        .iter()
+        .flat_map(|t| &t.env_steps)
+        .filter_map(|s| s.provenance.as_ref())
+        .next_back()
+        .and_then(|p| serde_json::to_string(p).ok())
+}
+
 fn ids(v: &[u32]) -> Vec<i64> {
     v.iter().map(|&x| i64::from(x)).collect()
 }
@@ -187,6 +199,10 @@ pub fn rl(
         "num_turns",
         C::I64(rs.iter().map(|r| r.turns.len() as i64).collect()),
     );
+    t.push(
+        "provenance_json",
+        C::OptStr(rs.iter().map(|r| provenance_json(r)).collect()),
+    );
     let prompt_ids = rs
         .iter()
         .map(|r| {
@@ -263,6 +279,10 @@ pub fn sft(records: &[TrajectoryRecord], config: &SftConfig) -> Table {
     t.push(
         "num_turns",
         C::I64(rs.iter().map(|r| r.turns.len() as i64).collect()),
+    );
+    t.push(
+        "provenance_json",
+        C::OptStr(rs.iter().map(|r| provenance_json(r)).collect()),
     );
     t
 }
@@ -345,6 +365,14 @@ pub fn dpo(records: &[TrajectoryRecord], config: &DpoConfig) -> Table {
     t.push(
         "rejected_reward",
         C::F64(pairs.iter().map(|(_, r)| r.total_reward).collect()),
+    );
+    t.push(
+        "chosen_provenance_json",
+        C::OptStr(pairs.iter().map(|(c, _)| provenance_json(c)).collect()),
+    );
+    t.push(
+        "rejected_provenance_json",
+        C::OptStr(pairs.iter().map(|(_, r)| provenance_json(r)).collect()),
     );
     t
 }

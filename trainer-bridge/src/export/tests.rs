@@ -447,3 +447,49 @@ fn failed_exports_leave_no_partial_output() {
     .to_string();
     assert!(err.contains("no/such/dir/x.jsonl"), "{err}");
 }
+
+#[test]
+fn rows_carry_the_provenance_of_the_last_scored_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let provenance = |toolchain: &str| {
+        json!({"task_hash": "sha256:t", "reward_spec_hash": "sha256:r", "reward_spec_version": 1,
+               "limits": {"cpu_ms": 1, "wall_ms": 2, "memory_bytes": 3, "max_processes": 4,
+                          "max_file_bytes": 5, "stdout_cap": 6, "stderr_cap": 7,
+                          "per_test_timeout_ms": 8},
+               "sandbox_backend": "fresh", "isolation_level": "strict", "language": "python",
+               "toolchain": toolchain, "codegym_version": "0.1.0"})
+    };
+    let step = |p: Value| {
+        json!({"action": {"kind": "code_block", "code": "print(1)"}, "reward": 0.0,
+               "terminated": false, "truncated": false, "duration_ms": 1, "provenance": p})
+    };
+    let mut solved = record("a", 0, 1.0, true, "solved", false);
+    solved["turns"][0]["env_steps"] = json!([step(provenance("Python 3.11.0"))]);
+    solved["turns"][1]["env_steps"] = json!([step(provenance("Python 3.11.7"))]);
+    // A record written before provenance existed.
+    let failed = record("a", 1, 0.0, false, "max_turns", false);
+    let input = dir.path().join("rollout.jsonl");
+    write_lines(&input, &[solved, failed]);
+    let last = provenance("Python 3.11.7");
+    let parsed =
+        |v: &Value| -> Option<Value> { v.as_str().map(|s| serde_json::from_str(s).unwrap()) };
+    for (format, column, rows) in [
+        (ExportFormat::Rl, "provenance_json", 2),
+        (ExportFormat::Sft, "provenance_json", 1),
+        (ExportFormat::Dpo, "chosen_provenance_json", 1),
+    ] {
+        let out = dir.path().join("out.jsonl");
+        let config = ExportConfig {
+            format,
+            ..ExportConfig::default()
+        };
+        assert_eq!(export(&input, &out, &config).unwrap().rows, rows);
+        let rows = read_jsonl(&out);
+        assert_eq!(parsed(&rows[0][column]), Some(last.clone()), "{format:?}");
+        match format {
+            ExportFormat::Rl => assert_eq!(rows[1][column], Value::Null),
+            ExportFormat::Dpo => assert_eq!(rows[0]["rejected_provenance_json"], Value::Null),
+            ExportFormat::Sft => {}
+        }
+    }
+}

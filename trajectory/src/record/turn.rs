@@ -3,7 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{ErrorKind, ErrorRecord, ExecutionResult, StageRecord, TokenData, Usage};
+use super::{
+    ErrorKind, ErrorRecord, ExecutionResult, Provenance, StageRecord, StepRescore, TokenData, Usage,
+};
 
 /// One model call and the env steps that followed from its answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -118,6 +120,12 @@ pub struct EnvStepRecord {
     /// Set when the step call itself failed (the fields above are then defaults).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorRecord>,
+    /// What produced the step's reward (the env's `info["provenance"]`), when it was scored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<Provenance>,
+    /// Written by `codegym rescore`: the recorded reward and provenance, and why they changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rescore: Option<StepRescore>,
 }
 
 /// What the model asked the environment to do.

@@ -143,7 +143,7 @@ pub(super) async fn run_model_tests(
     // The env's reward, breakdown and `solved` score the runner against the hidden checks: they are
     // meaningless here and must not leak into the record as if they were the solution's.
     let mut info = step.info.clone();
-    for k in [info::SOLVED, info::REWARD_BREAKDOWN] {
+    for k in [info::SOLVED, info::REWARD_BREAKDOWN, info::PROVENANCE] {
         info.remove(k);
     }
     push_step(
@@ -160,6 +160,8 @@ pub(super) async fn run_model_tests(
             info,
             duration_ms,
             error: None,
+            provenance: None,
+            rescore: None,
         },
     );
     Ok((run, report))

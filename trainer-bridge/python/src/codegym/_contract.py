@@ -26,6 +26,7 @@ EXECUTION_TIME_MS = "execution_time_ms"
 MEMORY_USED_BYTES = "memory_used_bytes"
 DATA_CONTEXT = "data_context"
 CACHE_HIT = "cache_hit"
+PROVENANCE = "provenance"
 INFO_KEYS: tuple[str, ...] = (
     SOLVED,
     TASK_ID,
@@ -37,6 +38,7 @@ INFO_KEYS: tuple[str, ...] = (
     MEMORY_USED_BYTES,
     DATA_CONTEXT,
     CACHE_HIT,
+    PROVENANCE,
 )
 
 # A tool call is a JSON object naming its tool under TOOL_KEY, with the tool's fields.

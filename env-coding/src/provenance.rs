@@ -1,0 +1,69 @@
+//! A verdict's provenance: what produced its reward besides the program. Made once, by the scoring
+//! engine ([`Scorer::score`](crate::Scorer::score)), for every verdict of every surface, and kept
+//! with a cached verdict (a shared verdict carries the provenance of the run that produced it).
+//! The type is the trajectory crate's ([`Provenance`]), so that datasets record it typed and the
+//! trainer bridge reads it without this crate.
+
+use sha2::{Digest, Sha256};
+use trajectory::record::{Provenance, ProvenanceLimits};
+
+use crate::reward::run::EvalOptions;
+use crate::tasks::Task;
+use codegym_sandbox::Sandbox;
+use codegym_sandbox::lang::Language;
+
+/// The provenance of scoring a `language` program for `task` under `options` in `sandbox`.
+pub(crate) async fn provenance(
+    sandbox: &Sandbox,
+    task: &Task,
+    language: Language,
+    options: &EvalOptions,
+) -> Provenance {
+    let limits = options.limits.unwrap_or(*sandbox.limits());
+    let info = sandbox.info();
+    Provenance {
+        task_hash: hash_json(&task.to_json()),
+        reward_spec_hash: hash_json(&serde_json::to_value(&task.reward).unwrap_or_default()),
+        reward_spec_version: task.reward.version,
+        limits: ProvenanceLimits {
+            cpu_ms: limits.cpu_ms,
+            wall_ms: limits.wall_ms,
+            memory_bytes: limits.memory_bytes,
+            max_processes: limits.max_processes,
+            max_file_bytes: limits.max_file_bytes,
+            stdout_cap: limits.stdout_cap as u64,
+            stderr_cap: limits.stderr_cap as u64,
+            per_test_timeout_ms: options.per_test_timeout_ms,
+        },
+        sandbox_backend: info.backend.to_string(),
+        isolation_level: info.isolation_level.to_string(),
+        language: language.name().to_string(),
+        toolchain: sandbox.toolchain_version(language).await,
+        codegym_version: env!("CARGO_PKG_VERSION").to_string(),
+    }
+}
+
+/// `sha256:HEX` of `value`'s canonical JSON: serde_json's maps keep their keys sorted (no
+/// `preserve_order`), so equal values hash equal whatever order their file had.
+pub fn hash_json(value: &serde_json::Value) -> String {
+    let digest = Sha256::digest(value.to_string().as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hash_is_of_content_not_of_key_order() {
+        let a: serde_json::Value = serde_json::from_str(r#"{"b": 1, "a": [1, 2]}"#).unwrap();
+        let b: serde_json::Value = serde_json::from_str(r#"{"a": [1, 2], "b": 1}"#).unwrap();
+        assert_eq!(hash_json(&a), hash_json(&b));
+        assert_ne!(
+            hash_json(&a),
+            hash_json(&serde_json::json!({"a": [2, 1], "b": 1}))
+        );
+        assert!(hash_json(&a).starts_with("sha256:") && hash_json(&a).len() == 7 + 64);
+    }
+}

@@ -150,6 +150,18 @@ async fn nothing_changed_reproduces_every_reward_and_every_step_carries_provenan
     let recorded = records(&run);
     assert_eq!(recorded.len(), 6);
     let python = python_version();
+    // The codegym that scored: its version and the commit it was built from.
+    #[allow(clippy::disallowed_methods)] // asks git, not a program of a run
+    let commit = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("git");
+    let built_from = format!(
+        "{}+{}",
+        env!("CARGO_PKG_VERSION"),
+        String::from_utf8_lossy(&commit.stdout).trim()
+    );
     for r in &recorded {
         for s in r.turns.iter().flat_map(|t| &t.env_steps) {
             let p = s
@@ -164,7 +176,7 @@ async fn nothing_changed_reproduces_every_reward_and_every_step_carries_provenan
             assert_eq!(p.reward_spec_version, 1);
             assert_eq!(p.language, "python");
             assert_eq!(p.toolchain, python);
-            assert_eq!(p.codegym_version, env!("CARGO_PKG_VERSION"));
+            assert_eq!(p.codegym_version, built_from);
             assert!(
                 ["warm fork", "fresh"].contains(&p.sandbox_backend.as_str()),
                 "{p:?}"

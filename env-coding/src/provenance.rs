@@ -39,9 +39,14 @@ pub(crate) async fn provenance(
         isolation_level: info.isolation_level.to_string(),
         language: language.name().to_string(),
         toolchain: sandbox.toolchain_version(language).await,
-        codegym_version: env!("CARGO_PKG_VERSION").to_string(),
+        codegym_version: CODEGYM_VERSION.to_string(),
     }
 }
+
+/// The codegym that scores: the package version and, when built from a git checkout (or told by
+/// the packager), its commit as build metadata (`0.1.0+0123456789ab`): scoring code changes
+/// between commits under one version.
+pub const CODEGYM_VERSION: &str = env!("CODEGYM_VERSION");
 
 /// `sha256:HEX` of `value`'s canonical JSON: serde_json's maps keep their keys sorted (no
 /// `preserve_order`), so equal values hash equal whatever order their file had.

@@ -113,7 +113,10 @@ async fn a_busy_loop_is_not_rerun_and_its_timeout_is_cached() {
     assert!(reruns(&s).is_empty(), "{:?}", s.outcome.breakdown());
     assert!(s.outcome.breakdown().get("timeout_reruns").is_none());
     let again = score(&scorer, &task, busy, scorer.options()).await;
-    assert!(again.cache_hit, "a timeout the CPU proves is the program's verdict");
+    assert!(
+        again.cache_hit,
+        "a timeout the CPU proves is the program's verdict"
+    );
 }
 
 #[tokio::test]

@@ -391,14 +391,14 @@ async fn run(
     jobs: Vec<(Job, ExecRequest)>,
     policy: RerunPolicy,
 ) -> Result<Runs, SandboxError> {
+    let (kinds, requests): (Vec<Job>, Vec<ExecRequest>) = jobs.into_iter().unzip();
     let results = join_all(
-        jobs.iter()
-            .map(|(job, _)| job.label())
-            .zip(jobs.iter().map(|(_, r)| r.clone()))
-            .map(|(label, r)| timeouts::run(sandbox, r, policy, move || label)),
+        kinds
+            .iter()
+            .zip(requests)
+            .map(|(job, r)| timeouts::run(sandbox, r, policy, || job.label())),
     )
     .await;
-    let kinds = jobs.into_iter().map(|(job, _)| job);
     let mut runs = Runs {
         plain: None,
         cases: spec
@@ -417,7 +417,7 @@ async fn run(
         appended: vec![None; spec.components.len()],
         reruns: Vec::new(),
     };
-    for (job, result) in kinds.zip(results) {
+    for (job, result) in kinds.into_iter().zip(results) {
         let (result, rerun) = result?;
         runs.reruns.extend(rerun);
         match job {

@@ -174,26 +174,7 @@ pub enum Command {
     },
     /// Correct references judged time-limit-exceeded under an overloaded `Evaluate`, with the
     /// re-run of false timeouts off and on (two `codegym serve` processes, interleaved).
-    FalseTimeouts {
-        /// Concurrent one-item `Evaluate` calls per batch.
-        #[arg(long, default_value_t = 64)]
-        items: usize,
-        /// Batches per server.
-        #[arg(long, default_value_t = 5)]
-        rounds: usize,
-        /// The judged task's CPU limit, in ms.
-        #[arg(long, default_value_t = 1000)]
-        time_limit_ms: u64,
-        /// Share of the CPU limit the reference uses, in percent.
-        #[arg(long, default_value_t = 50)]
-        cpu_share: u64,
-        /// The servers' `sandbox.max_concurrent` (programs running at once).
-        #[arg(long, default_value_t = 64)]
-        max_concurrent: usize,
-        /// The `codegym` binary (default: the one beside this benchmark's).
-        #[arg(long)]
-        codegym_bin: Option<PathBuf>,
-    },
+    FalseTimeouts(crate::false_timeouts::FalseTimeoutsArgs),
     /// Serve the rollout benchmark's fake model (prints `listening on URL`; stops at stdin EOF).
     FakeLlm {
         /// Latency per request, in milliseconds.
@@ -340,24 +321,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             })
             .await?
         }
-        Command::FalseTimeouts {
-            items,
-            rounds,
-            time_limit_ms,
-            cpu_share,
-            max_concurrent,
-            codegym_bin,
-        } => {
-            crate::false_timeouts::run(crate::false_timeouts::FalseTimeoutsArgs {
-                items,
-                rounds,
-                time_limit_ms,
-                cpu_share,
-                max_concurrent,
-                codegym_bin,
-            })
-            .await?
-        }
+        Command::FalseTimeouts(args) => crate::false_timeouts::run(args).await?,
         Command::FakeLlm { latency_ms } => {
             crate::rollout::serve_fake_llm(Duration::from_millis(latency_ms)).await?;
             return Ok(ExitCode::SUCCESS);

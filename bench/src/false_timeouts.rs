@@ -20,15 +20,26 @@ use serde_json::json;
 
 use crate::rollout_harness::spawn_listening;
 
-/// Parameters of the benchmark.
-#[derive(Debug, Clone)]
+/// Parameters of the benchmark (its command line).
+#[derive(Debug, Clone, clap::Args)]
 pub struct FalseTimeoutsArgs {
+    /// Concurrent one-item `Evaluate` calls per batch.
+    #[arg(long, default_value_t = 64)]
     pub items: usize,
+    /// Batches per server.
+    #[arg(long, default_value_t = 5)]
     pub rounds: usize,
+    /// The judged task's CPU limit, in ms.
+    #[arg(long, default_value_t = 1000)]
     pub time_limit_ms: u64,
-    /// Share of the CPU limit the reference spins for, in percent.
+    /// Share of the CPU limit the reference uses, in percent.
+    #[arg(long, default_value_t = 50)]
     pub cpu_share: u64,
+    /// The servers' `sandbox.max_concurrent` (programs running at once).
+    #[arg(long, default_value_t = 64)]
     pub max_concurrent: usize,
+    /// The `codegym` binary (default: the one beside this benchmark's).
+    #[arg(long)]
     pub codegym_bin: Option<PathBuf>,
 }
 

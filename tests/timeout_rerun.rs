@@ -103,6 +103,11 @@ async fn evaluate_reruns_false_timeouts_unless_configured_off() {
         breakdown["components"][0]["detail"]["verdicts"],
         json!(["AC"])
     );
+    // The plain run (no input) stalled too, but no component reads it: it is not re-run.
+    assert_eq!(
+        breakdown["timeout_reruns"].as_array().map(Vec::len),
+        Some(1)
+    );
     let r = judge_rerun(breakdown);
     assert!(r["first_wall_ms"].as_u64().unwrap() >= 3_000, "{r}");
     assert!(r["first_cpu_ms"].as_u64().unwrap() < 900, "{r}");

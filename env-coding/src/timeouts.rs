@@ -9,7 +9,7 @@
 //! spent its CPU (a busy loop: SIGXCPU, or killed with the CPU at its limit) is never re-run.
 //!
 //! Re-runs are per run (one judge test, one `io_cases` case, one unit-test harness run, the plain
-//! run), not per submission: runs are independent executions, so re-running only the one that
+//! run when the reward reads it: output components or the timeout penalty), not per submission: runs are independent executions, so re-running only the one that
 //! timed out gives the same verdict as re-running everything, at the cost of one run. They go
 //! through a "quiet lane" (at most one re-run per core at once, process-wide), so a burst of false
 //! timeouts does not double the load that caused it, and they get `wall_factor` times the wall
@@ -120,13 +120,18 @@ static QUIET_LANE: LazyLock<Semaphore> =
     LazyLock::new(|| Semaphore::new(std::thread::available_parallelism().map_or(1, |n| n.get())));
 
 /// Runs `req` on `sandbox`; a false timeout is re-run once under `policy` (see the module doc).
-/// `label` names the run in the record. `Err` only for machinery failures, of either attempt.
+/// `label` names the run in the record. `policy = None`: a run whose ending no verdict reads (an
+/// ungraded step's observation), run once and never recorded. `Err` only for machinery failures,
+/// of either attempt.
 pub async fn run(
     sandbox: &Sandbox,
     req: ExecRequest,
-    policy: RerunPolicy,
+    policy: Option<RerunPolicy>,
     label: impl FnOnce() -> String,
 ) -> Result<(ExecutionResult, Option<TimeoutRerun>), SandboxError> {
+    let Some(policy) = policy else {
+        return Ok((sandbox.run(req).await?, None));
+    };
     let limits = req.limits.unwrap_or(*sandbox.limits());
     let retry = (policy.enabled && req.tools.is_none()).then(|| req.clone());
     let first = sandbox.run(req).await?;

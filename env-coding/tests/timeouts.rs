@@ -169,6 +169,43 @@ async fn an_io_case_slow_only_the_first_time_passes_on_its_rerun() {
 }
 
 #[tokio::test]
+async fn the_plain_run_is_rerun_when_the_reward_reads_it() {
+    let scorer = scorer(RerunPolicy::default());
+    let task = task(json!({"type": "stdout", "expected": "hello"}));
+    let opts = EvalOptions {
+        limits: Some(Limits {
+            cpu_ms: 2_000,
+            wall_ms: 5_000,
+            ..Limits::default()
+        }),
+        ..scorer.options()
+    };
+    let program = format!(
+        "import time\nif time.time() < {:.3}:\n    time.sleep(600)\nprint('hello')\n",
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64()
+            + 3.5
+    );
+    let run = Submission::Run(Program::new(program));
+    let s = match scorer.score(Arc::clone(&task), run, opts).await {
+        Ok(s) => s,
+        Err(e) => panic!("machinery error: {e}"),
+    };
+    assert_eq!(s.outcome.reward, 1.0, "{:?}", s.outcome.breakdown());
+    // The observation is the re-run's.
+    assert!(
+        !s.execution.timed_out && s.execution.stdout == "hello\n",
+        "{:?}",
+        s.execution
+    );
+    let r = reruns(&s);
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert_eq!(r[0]["run"], "program");
+}
+
+#[tokio::test]
 async fn with_reruns_off_the_false_timeout_stands_listed_and_uncached() {
     let scorer = scorer(off());
     let task = judged(1_000);

@@ -253,7 +253,8 @@ pub async fn judge<'a>(
     let run_one = |(k, test): (usize, &'a TestCase)| {
         let req = test_request(language, source, files, spec, test, base);
         async move {
-            let (run, rerun) = timeouts::run(sandbox, req, policy, || format!("test {k}")).await?;
+            let (run, rerun) =
+                timeouts::run(sandbox, req, Some(policy), || format!("test {k}")).await?;
             let verdict = verdict_of(sandbox, spec, test, &run, base).await?;
             Ok::<_, JudgeError>((run, verdict, rerun))
         }

@@ -50,11 +50,23 @@ fn judged(time_limit_ms: u64) -> Arc<Task> {
         "tests": [{"input": "1 2\n", "output": "3\n"}]}))
 }
 
-/// `SUM`, but sleeping while the clock is before `ahead_s` seconds from now.
-fn slow_until(ahead_s: f64) -> String {
+/// `then` (Python), after sleeping while the clock is before `ahead_s` seconds from now.
+fn slow_until(ahead_s: f64, then: &str) -> String {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
     let until = now.as_secs_f64() + ahead_s;
-    format!("import time\nif time.time() < {until:.3}:\n    time.sleep(600)\n{SUM}")
+    format!("import time\nif time.time() < {until:.3}:\n    time.sleep(600)\n{then}")
+}
+
+/// The scorer's options with every run's limits set to `cpu_ms` / `wall_ms`.
+fn limited(scorer: &Scorer, cpu_ms: u64, wall_ms: u64) -> EvalOptions {
+    EvalOptions {
+        limits: Some(Limits {
+            cpu_ms,
+            wall_ms,
+            ..Limits::default()
+        }),
+        ..scorer.options()
+    }
 }
 
 async fn score(scorer: &Scorer, task: &Arc<Task>, source: &str, opts: EvalOptions) -> Scored {
@@ -125,7 +137,7 @@ async fn a_judge_test_slow_only_the_first_time_passes_on_its_rerun() {
     // CPU limit 2 s, wall backstop 6 s: the first run starts well before the instant (4.5 s
     // ahead) and is killed after it, the re-run starts after it.
     let task = judged(2_000);
-    let program = slow_until(4.5);
+    let program = slow_until(4.5, SUM);
     let s = score(&scorer, &task, &program, scorer.options()).await;
     assert_eq!(verdicts(&s), json!(["AC"]), "{:?}", s.outcome);
     assert_eq!(s.outcome.reward, 1.0);
@@ -146,15 +158,8 @@ async fn an_io_case_slow_only_the_first_time_passes_on_its_rerun() {
     let scorer = scorer(RerunPolicy::default());
     let task = task(json!({"type": "io_cases", "cases": [
         {"stdin": "1 2\n", "stdout": "3\n"}, {"stdin": "5 5\n", "stdout": "10\n"}]}));
-    let opts = EvalOptions {
-        limits: Some(Limits {
-            cpu_ms: 2_000,
-            wall_ms: 5_000,
-            ..Limits::default()
-        }),
-        ..scorer.options()
-    };
-    let s = score(&scorer, &task, &slow_until(3.5), opts).await;
+    let opts = limited(&scorer, 2_000, 5_000);
+    let s = score(&scorer, &task, &slow_until(3.5, SUM), opts).await;
     assert_eq!(s.outcome.reward, 1.0, "{:?}", s.outcome.breakdown());
     assert!(s.outcome.penalties.is_empty());
     let mut runs: Vec<String> = reruns(&s)
@@ -172,23 +177,8 @@ async fn an_io_case_slow_only_the_first_time_passes_on_its_rerun() {
 async fn the_plain_run_is_rerun_when_the_reward_reads_it() {
     let scorer = scorer(RerunPolicy::default());
     let task = task(json!({"type": "stdout", "expected": "hello"}));
-    let opts = EvalOptions {
-        limits: Some(Limits {
-            cpu_ms: 2_000,
-            wall_ms: 5_000,
-            ..Limits::default()
-        }),
-        ..scorer.options()
-    };
-    let program = format!(
-        "import time\nif time.time() < {:.3}:\n    time.sleep(600)\nprint('hello')\n",
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_secs_f64()
-            + 3.5
-    );
-    let run = Submission::Run(Program::new(program));
+    let opts = limited(&scorer, 2_000, 5_000);
+    let run = Submission::Run(Program::new(slow_until(3.5, "print('hello')\n")));
     let s = match scorer.score(Arc::clone(&task), run, opts).await {
         Ok(s) => s,
         Err(e) => panic!("machinery error: {e}"),
@@ -209,7 +199,7 @@ async fn the_plain_run_is_rerun_when_the_reward_reads_it() {
 async fn with_reruns_off_the_false_timeout_stands_listed_and_uncached() {
     let scorer = scorer(off());
     let task = judged(1_000);
-    let program = slow_until(2.0);
+    let program = slow_until(2.0, SUM);
     let s = score(&scorer, &task, &program, scorer.options()).await;
     assert_eq!(verdicts(&s), json!(["TLE"]), "{:?}", s.outcome);
     let r = reruns(&s);

@@ -172,6 +172,9 @@ pub enum Command {
         #[arg(long, default_value_t = 3)]
         warm_groups: usize,
     },
+    /// Correct references judged time-limit-exceeded under an overloaded `Evaluate`, with the
+    /// re-run of false timeouts off and on (two `codegym serve` processes, interleaved).
+    FalseTimeouts(crate::false_timeouts::FalseTimeoutsArgs),
     /// Serve the rollout benchmark's fake model (prints `listening on URL`; stops at stdin EOF).
     FakeLlm {
         /// Latency per request, in milliseconds.
@@ -318,6 +321,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             })
             .await?
         }
+        Command::FalseTimeouts(args) => crate::false_timeouts::run(args).await?,
         Command::FakeLlm { latency_ms } => {
             crate::rollout::serve_fake_llm(Duration::from_millis(latency_ms)).await?;
             return Ok(ExitCode::SUCCESS);

@@ -143,7 +143,7 @@ pub async fn run(args: LangBenchArgs) -> anyhow::Result<String> {
                 }
                 async move {
                     let base = *sb.limits();
-                    let r = judge(&sb, l, &source, &[], &spec, base).await?;
+                    let r = judge(&sb, l, &source, &[], &spec, base, Default::default()).await?;
                     anyhow::ensure!(r.passed() == 10, "{l}: {r:?}");
                     Ok(())
                 }

@@ -7,6 +7,7 @@
 mod cli;
 mod evalplus;
 mod exec;
+mod false_timeouts;
 mod grpc;
 mod grpc_coding;
 mod grpo;

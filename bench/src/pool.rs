@@ -53,8 +53,9 @@ async fn start_server(bin: &PathBuf, config: Option<&PathBuf>) -> anyhow::Result
     })
 }
 
-fn codegym_bin(args: &PoolBenchArgs) -> anyhow::Result<PathBuf> {
-    if let Some(b) = &args.codegym_bin {
+/// The `codegym` binary under measurement: `given`, else the one beside this benchmark's.
+pub(crate) fn codegym_bin(given: Option<&PathBuf>) -> anyhow::Result<PathBuf> {
+    if let Some(b) = given {
         return Ok(b.clone());
     }
     let exe = std::env::current_exe()?;
@@ -152,7 +153,7 @@ pub async fn run(args: PoolBenchArgs) -> anyhow::Result<String> {
         !args.servers.is_empty() && args.servers.iter().all(|&n| n > 0),
         "server counts must be positive"
     );
-    let bin = codegym_bin(&args)?;
+    let bin = codegym_bin(args.codegym_bin.as_ref())?;
     let mut t = format!(
         "{} samples of each bundled task, up to {} turns, fake model latency {} ms, concurrency {}\n\n",
         args.samples,

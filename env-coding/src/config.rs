@@ -39,6 +39,9 @@ pub struct CodingConfig {
     pub verdict_cache_mib: u64,
     /// Data tasks (issue 13): whether and which task requirements are installed, and the cache.
     pub packages: codegym_sandbox::packages::PackagesConfig,
+    /// Re-running a timeout whose CPU time was under the limit (the machine was busy): on by
+    /// default; see `timeouts.rs`.
+    pub timeout_rerun: crate::timeouts::RerunPolicy,
 }
 
 impl Default for CodingConfig {
@@ -53,6 +56,7 @@ impl Default for CodingConfig {
             per_test_timeout_ms: 3_000,
             verdict_cache_mib: 64,
             packages: codegym_sandbox::packages::PackagesConfig::default(),
+            timeout_rerun: crate::timeouts::RerunPolicy::default(),
         }
     }
 }

@@ -33,6 +33,7 @@ pub mod reward;
 pub mod scoring;
 mod shared;
 pub mod tasks;
+pub mod timeouts;
 pub mod tools;
 mod verdicts;
 

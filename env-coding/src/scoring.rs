@@ -79,6 +79,8 @@ pub enum ScorerError {
     Sandbox(#[from] SandboxError),
     #[error("{0}")]
     Packages(#[from] PackageError),
+    #[error("coding config: {0}")]
+    Config(String),
 }
 
 /// A sandbox for scoring: `config` plus the trusted programs the rewards run as `main.py` (the
@@ -120,6 +122,10 @@ impl Scorer {
     /// `coding.verdict_cache_mib`, `coding.per_test_timeout_ms`), built the same way for
     /// `codegym serve` and the CLI commands. Blocking (probes the sandbox): call at start-up.
     pub fn new(config: &CodingConfig) -> Result<Scorer, ScorerError> {
+        config
+            .timeout_rerun
+            .validate()
+            .map_err(ScorerError::Config)?;
         // The package cache exists before the sandbox probes its mount plan.
         let mut sandbox_config = config.sandbox.clone();
         if config.packages.enabled {
@@ -140,6 +146,7 @@ impl Scorer {
             options: EvalOptions {
                 limits: None,
                 per_test_timeout_ms: config.per_test_timeout_ms,
+                timeout_rerun: config.timeout_rerun,
             },
         })
     }

@@ -100,6 +100,7 @@ pub(crate) struct Settings {
     pub limits: Option<Limits>,
     pub max_steps: Option<u32>,
     pub per_test_timeout_ms: u64,
+    pub timeout_rerun: crate::timeouts::RerunPolicy,
     /// Issue 12: report variables unless an action says otherwise.
     pub variables: bool,
     /// Issue 12: score steps (`false`: ungraded episodes, see the `grade` kwarg).
@@ -124,6 +125,7 @@ impl Settings {
             limits,
             max_steps: kw.max_episode_steps,
             per_test_timeout_ms: shared.config.per_test_timeout_ms,
+            timeout_rerun: shared.config.timeout_rerun,
             variables: kw.variables.unwrap_or(false),
             grade: kw.grade.unwrap_or(true),
             tools: crate::host_tools::host(&kw.tools, kw.tool_limits.as_ref())
@@ -200,6 +202,7 @@ impl Settings {
         EvalOptions {
             limits: self.limits,
             per_test_timeout_ms: self.per_test_timeout_ms,
+            timeout_rerun: self.timeout_rerun,
         }
     }
 

@@ -15,7 +15,8 @@
 //! one process; where it is not (hash-map order), the result is a miss, never a wrong hit. Tasks
 //! that declare `"deterministic": false` are never cached, nor are programs with host tools (their
 //! answers come from the caller, outside the key); nor are machinery failures (an error is never a
-//! verdict).
+//! verdict), nor verdicts with a timeout that may be the machine's load rather than the program's
+//! (`timeouts.rs`: a wall-clock timeout under the CPU limit that a re-run did not settle).
 
 use std::sync::Arc;
 
@@ -101,7 +102,13 @@ impl VerdictCache {
             .await
             .map_err(|e: Arc<EnvError>| (*e).clone())?;
         let fresh = entry.is_fresh();
-        Ok((entry.into_value(), !fresh))
+        let verdict = entry.into_value();
+        if fresh && verdict.outcome.has_unproven_timeout() {
+            // Load is not a property of the submission: callers already waiting on this run
+            // share it (same moment, same load), later ones score their own (`timeouts.rs`).
+            cache.invalidate(&key).await;
+        }
+        Ok((verdict, !fresh))
     }
 }
 

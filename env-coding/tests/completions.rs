@@ -30,6 +30,7 @@ fn opts() -> EvalOptions {
             ..Limits::default()
         }),
         per_test_timeout_ms: 20_000,
+        ..EvalOptions::default()
     }
 }
 

@@ -99,6 +99,7 @@ fn opts() -> EvalOptions {
             ..Limits::default()
         }),
         per_test_timeout_ms: 10_000,
+        ..EvalOptions::default()
     }
 }
 

@@ -9,6 +9,7 @@ use codegym_sandbox::{Limits, Sandbox, SandboxConfig};
 use env_coding::judge::{Checker, JudgeError, JudgeReport, JudgeSpec, TestCase, Verdict, judge};
 use env_coding::reward::RewardSpec;
 use env_coding::reward::run::{EvalOptions, Program, score_program};
+use env_coding::timeouts::RerunPolicy;
 use serde_json::json;
 
 fn sandbox() -> &'static Sandbox {
@@ -49,7 +50,17 @@ fn spec(tests: Vec<TestCase>, checker: Checker, partial: bool) -> JudgeSpec {
 }
 
 async fn judged(language: Language, source: &str, spec: &JudgeSpec) -> JudgeReport {
-    match judge(sandbox(), language, source, &[], spec, base()).await {
+    match judge(
+        sandbox(),
+        language,
+        source,
+        &[],
+        spec,
+        base(),
+        RerunPolicy::default(),
+    )
+    .await
+    {
         Ok(r) => r,
         Err(e) => panic!("machinery error: {e}"),
     }
@@ -213,9 +224,17 @@ async fn special_judges_in_python_and_cpp() {
             },
             false,
         );
-        let e = judge(sandbox(), Language::Python, PY_SUM, &[], &s, base())
-            .await
-            .expect_err("checker failure");
+        let e = judge(
+            sandbox(),
+            Language::Python,
+            PY_SUM,
+            &[],
+            &s,
+            base(),
+            RerunPolicy::default(),
+        )
+        .await
+        .expect_err("checker failure");
         assert!(matches!(e, JudgeError::Checker(_)), "{e}");
     }
 }

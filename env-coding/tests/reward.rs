@@ -31,6 +31,7 @@ fn opts() -> EvalOptions {
             ..Limits::default()
         }),
         per_test_timeout_ms: 10_000,
+        ..EvalOptions::default()
     }
 }
 
@@ -211,6 +212,7 @@ async fn penalties_for_timeouts_and_syntax_errors() {
             ..Limits::default()
         }),
         per_test_timeout_ms: 0,
+        ..EvalOptions::default()
     };
     let o = match score_program(
         sandbox(),
@@ -245,6 +247,7 @@ async fn a_slow_test_fails_alone() {
     let opts = EvalOptions {
         limits: opts().limits,
         per_test_timeout_ms: 300,
+        ..EvalOptions::default()
     };
     let src = "def slow(n):\n    while n:\n        pass\n    return n\n";
     let o = match score_program(sandbox(), &s, &Program::new(src), None, opts).await {

@@ -20,6 +20,7 @@ use serde_json::json;
 
 pub use checker::Checker;
 
+use crate::timeouts::{self, RerunPolicy, TimeoutRerun};
 use codegym_sandbox::lang::Language;
 use codegym_sandbox::{ExecRequest, Limits, Sandbox, SandboxError};
 
@@ -123,6 +124,9 @@ pub struct JudgeReport {
     pub compile: Option<ExecutionResult>,
     /// A run hit its time limit.
     pub timed_out: bool,
+    /// Tests whose run timed out on the wall clock under the CPU limit (`crate::timeouts`), with
+    /// their re-runs; the verdicts above are the re-runs'.
+    pub reruns: Vec<TimeoutRerun>,
 }
 
 impl JudgeReport {
@@ -227,7 +231,8 @@ fn test_limits(spec: &JudgeSpec, base: Limits, expected_len: usize) -> Limits {
 }
 
 /// Judges `source` in `language` on `spec`'s tests. `base`: the limits the judge's per-test
-/// limits refine (the sandbox's, or the env's). `Err` only for machinery failures.
+/// limits refine (the sandbox's, or the env's); `policy`: what a test that timed out under its CPU
+/// limit gets. `Err` only for machinery failures.
 pub async fn judge<'a>(
     sandbox: &'a Sandbox,
     language: Language,
@@ -235,6 +240,7 @@ pub async fn judge<'a>(
     files: &'a [(String, Vec<u8>)],
     spec: &'a JudgeSpec,
     base: Limits,
+    policy: RerunPolicy,
 ) -> Result<JudgeReport, JudgeError> {
     let full: String;
     let source: &str = match &spec.driver {
@@ -244,7 +250,15 @@ pub async fn judge<'a>(
         }
         None => source,
     };
-    let run_one = |test: &'a TestCase| run_test(sandbox, language, source, files, spec, test, base);
+    let run_one = |(k, test): (usize, &'a TestCase)| {
+        let req = test_request(language, source, files, spec, test, base);
+        async move {
+            let (run, rerun) =
+                timeouts::run(sandbox, req, Some(policy), || format!("test {k}")).await?;
+            let verdict = verdict_of(sandbox, spec, test, &run, base).await?;
+            Ok::<_, JudgeError>((run, verdict, rerun))
+        }
+    };
     let mut tests = vec![
         TestVerdict {
             verdict: None,
@@ -254,17 +268,20 @@ pub async fn judge<'a>(
     ];
     let mut compile = None;
     let mut timed_out = false;
+    let mut reruns = Vec::new();
     if spec.partial {
-        let results = join_all(spec.tests.iter().map(run_one)).await;
+        let results = join_all(spec.tests.iter().enumerate().map(run_one)).await;
         for (slot, r) in tests.iter_mut().zip(results) {
-            let (run, v) = r?;
+            let (run, v, rerun) = r?;
+            reruns.extend(rerun);
             timed_out |= run.timed_out;
             compile = compile.or(run.compile.map(|c| *c));
             *slot = v;
         }
     } else {
-        for (slot, test) in tests.iter_mut().zip(&spec.tests) {
-            let (run, v) = run_one(test).await?;
+        for (slot, test) in tests.iter_mut().zip(spec.tests.iter().enumerate()) {
+            let (run, v, rerun) = run_one(test).await?;
+            reruns.extend(rerun);
             timed_out |= run.timed_out;
             compile = compile.or(run.compile.map(|c| *c));
             let failed = v.verdict != Some(Verdict::AC);
@@ -286,30 +303,27 @@ pub async fn judge<'a>(
         tests,
         compile,
         timed_out,
+        reruns,
     })
 }
 
-/// Runs the program on one test and judges the run.
-async fn run_test(
-    sandbox: &Sandbox,
+/// The execution of the program on one test.
+fn test_request(
     language: Language,
     source: &str,
     files: &[(String, Vec<u8>)],
     spec: &JudgeSpec,
     test: &TestCase,
     base: Limits,
-) -> Result<(ExecutionResult, TestVerdict), JudgeError> {
-    let req = ExecRequest {
+) -> ExecRequest {
+    ExecRequest {
         source: source.to_string(),
         files: files.to_vec(),
         stdin: Some(test.input.clone().into_bytes()),
         limits: Some(test_limits(spec, base, test.output.len())),
         language,
         ..ExecRequest::default()
-    };
-    let run = sandbox.run(req).await?;
-    let verdict = verdict_of(sandbox, spec, test, &run, base).await?;
-    Ok((run, verdict))
+    }
 }
 
 /// The verdict of one run: its ending first (CE, TLE, MLE, RE), then the checker.

@@ -373,6 +373,10 @@ pub struct RewardOutcome {
     pub components: Vec<ComponentScore>,
     /// Penalties that applied, by name.
     pub penalties: serde_json::Map<String, serde_json::Value>,
+    /// Runs that timed out on the wall clock under their CPU limit, and their re-runs
+    /// (`crate::timeouts`); in the breakdown only when there were any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub timeout_reruns: Vec<crate::timeouts::TimeoutRerun>,
 }
 
 impl RewardOutcome {
@@ -396,17 +400,35 @@ impl RewardOutcome {
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), serde_json::json!(v)))
                 .collect(),
+            timeout_reruns: Vec::new(),
         }
+    }
+
+    /// The outcome with the false timeouts its runs met.
+    pub fn with_timeout_reruns(mut self, reruns: Vec<crate::timeouts::TimeoutRerun>) -> Self {
+        self.timeout_reruns = reruns;
+        self
+    }
+
+    /// A timeout in this verdict may be the machine's load, not the program's (a false timeout
+    /// that was not re-run, or whose re-run timed out again under its CPU limit): such a verdict
+    /// is never shared with identical submissions.
+    pub fn has_unproven_timeout(&self) -> bool {
+        self.timeout_reruns.iter().any(|t| t.unproven())
     }
 
     /// `info["reward_breakdown"]`.
     pub fn breakdown(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut b = serde_json::json!({
             "reward": self.reward,
             "base": self.base,
             "components": self.components,
             "penalties": self.penalties,
-        })
+        });
+        if !self.timeout_reruns.is_empty() {
+            b["timeout_reruns"] = serde_json::json!(self.timeout_reruns);
+        }
+        b
     }
 }
 

@@ -12,6 +12,7 @@ use futures::future::join_all;
 use super::harness::{self, CANDIDATE_FILE, TestReport, TestSuite};
 use super::{Component, ComponentScore, RewardOutcome, RewardSpec, score};
 use crate::data::TaskData;
+use crate::timeouts::{self, RerunPolicy, TimeoutRerun};
 use codegym_sandbox::RunData;
 use codegym_sandbox::lang::Language;
 use codegym_sandbox::{ExecRequest, Limits, ReportSpec, Sandbox, SandboxError, ToolHost};
@@ -91,6 +92,8 @@ pub struct EvalOptions {
     /// Wall-clock budget of each unit test inside the harness (`0`: none; the run's limits still
     /// apply). One slow test then fails alone instead of taking the whole record down.
     pub per_test_timeout_ms: u64,
+    /// Whether and when a timeout under the CPU limit is re-run (`crate::timeouts`).
+    pub timeout_rerun: RerunPolicy,
 }
 
 /// Whether the program's plain run (no stdin, no tests) is among the executions.
@@ -171,6 +174,7 @@ async fn run_and_score_with(
                 &program.extra_files().cloned().collect::<Vec<_>>(),
                 j,
                 base,
+                opts.timeout_rerun,
             )
             .await
             .map(Some),
@@ -193,7 +197,8 @@ async fn run_and_score_with(
             }
         }
     }));
-    let (runs, judged, diffed) = futures::join!(run(sandbox, spec, jobs), judged, diffed);
+    let (runs, judged, diffed) =
+        futures::join!(run(sandbox, spec, jobs, opts.timeout_rerun), judged, diffed);
     let mut runs = runs?;
     for (i, d) in diffed.into_iter().enumerate() {
         let report = d?;
@@ -204,10 +209,14 @@ async fn run_and_score_with(
         runs.diffed[i] = report;
     }
     for (i, j) in judged.into_iter().enumerate() {
-        let report = j.map_err(SandboxError::from)?;
-        if let Some(r) = &report {
+        let mut report = j.map_err(SandboxError::from)?;
+        if let Some(r) = &mut report {
             runs.timed_out |= r.timed_out;
             runs.syntax_error |= r.compile_failed();
+            runs.reruns.extend(r.reruns.drain(..).map(|mut t| {
+                t.run = format!("component {i} {}", t.run);
+                t
+            }));
         }
         runs.judged[i] = report;
     }
@@ -351,6 +360,18 @@ fn plan(
     jobs
 }
 
+impl Job {
+    /// How a [`TimeoutRerun`] names the run.
+    fn label(&self) -> String {
+        match self {
+            Job::Plain => "program".into(),
+            Job::Case { component, case } => format!("component {component} case {case}"),
+            Job::Tests { component, .. } => format!("component {component} tests"),
+            Job::Appended { component } => format!("component {component}"),
+        }
+    }
+}
+
 /// What the executions produced, by component.
 struct Runs {
     plain: Option<ExecutionResult>,
@@ -368,6 +389,8 @@ struct Runs {
     diffed: Vec<Option<crate::differential::DiffReport>>,
     /// Issue 14: the run of each `appended_tests` component.
     appended: Vec<Option<ExecutionResult>>,
+    /// The false timeouts among them (and the judge's), in the breakdown as `timeout_reruns`.
+    reruns: Vec<TimeoutRerun>,
 }
 
 /// Runs every job at once; the first infrastructure error fails them all.
@@ -375,9 +398,20 @@ async fn run(
     sandbox: &Sandbox,
     spec: &RewardSpec,
     jobs: Vec<(Job, ExecRequest)>,
+    policy: RerunPolicy,
 ) -> Result<Runs, SandboxError> {
+    // The plain run's ending reaches the verdict only through output components or the timeout
+    // penalty; otherwise (a judged task's observation, an ungraded step) it is not re-run.
+    let plain_scored = spec.needs_plain_run() || spec.penalties.timeout > 0.0;
     let (kinds, requests): (Vec<Job>, Vec<ExecRequest>) = jobs.into_iter().unzip();
-    let results = join_all(requests.into_iter().map(|r| sandbox.run(r))).await;
+    let results = join_all(kinds.iter().zip(requests).map(|(job, r)| {
+        let policy = match job {
+            Job::Plain if !plain_scored => None,
+            _ => Some(policy),
+        };
+        timeouts::run(sandbox, r, policy, || job.label())
+    }))
+    .await;
     let mut runs = Runs {
         plain: None,
         cases: spec
@@ -394,9 +428,11 @@ async fn run(
         judged: vec![None; spec.components.len()],
         diffed: vec![None; spec.components.len()],
         appended: vec![None; spec.components.len()],
+        reruns: Vec::new(),
     };
     for (job, result) in kinds.into_iter().zip(results) {
-        let result = result?;
+        let (result, rerun) = result?;
+        runs.reruns.extend(rerun);
         match job {
             Job::Plain => runs.plain = Some(result),
             Job::Case { component, case } => {
@@ -484,7 +520,7 @@ fn score_runs(spec: &RewardSpec, plain: Option<&ExecutionResult>, mut runs: Runs
             penalty(any_syntax_error, spec.penalties.syntax_error),
         ),
     ];
-    RewardOutcome::combine(scores, penalties)
+    RewardOutcome::combine(scores, penalties).with_timeout_reruns(runs.reruns)
 }
 
 /// One component's score: output checks read `plain`, `io_cases` its `cases`, unit tests their

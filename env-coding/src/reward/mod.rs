@@ -10,6 +10,7 @@
 //! a host-generated nonce ([`harness`]); [`run`] drives the sandbox.
 
 pub mod harness;
+mod program;
 pub mod run;
 pub mod score;
 pub mod splice;

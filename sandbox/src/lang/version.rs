@@ -7,8 +7,10 @@
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
+
+use tokio::sync::OnceCell;
 
 use super::{Language, toolchain};
 use crate::host_tool::run_host_tool;
@@ -19,9 +21,11 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
 /// A probe: the tool and its arguments.
 type Probe = (PathBuf, Vec<OsString>);
 
-/// The probe's result by probe, computed once per process.
-fn cache() -> &'static Mutex<HashMap<Probe, String>> {
-    static CACHE: OnceLock<Mutex<HashMap<Probe, String>>> = OnceLock::new();
+/// The probe's result by probe, computed once per process: the first caller runs it, callers
+/// that arrive meanwhile wait for its answer (a batch's first wave of verdicts would otherwise
+/// each start the tool: one interpreter start-up per verdict in flight).
+fn cache() -> &'static Mutex<HashMap<Probe, Arc<OnceCell<String>>>> {
+    static CACHE: OnceLock<Mutex<HashMap<Probe, Arc<OnceCell<String>>>>> = OnceLock::new();
     CACHE.get_or_init(Default::default)
 }
 
@@ -33,18 +37,17 @@ pub async fn toolchain_version(python: &Path, language: Language) -> String {
         Ok(p) => p,
         Err(why) => return format!("unknown: {why}"),
     };
-    let key = (tool, args);
-    if let Some(v) = cache().lock().ok().and_then(|c| c.get(&key).cloned()) {
-        return v;
-    }
-    let (tool, args) = key.clone();
-    let version = tokio::task::spawn_blocking(move || run_probe(&tool, &args))
-        .await
-        .unwrap_or_else(|e| format!("unknown: {e}"));
-    if let Ok(mut c) = cache().lock() {
-        c.insert(key, version.clone());
-    }
-    version
+    let cell = match cache().lock() {
+        Ok(mut c) => c.entry((tool.clone(), args.clone())).or_default().clone(),
+        Err(_) => Arc::new(OnceCell::new()),
+    };
+    cell.get_or_init(|| async move {
+        tokio::task::spawn_blocking(move || run_probe(&tool, &args))
+            .await
+            .unwrap_or_else(|e| format!("unknown: {e}"))
+    })
+    .await
+    .clone()
 }
 
 /// The tool and arguments that print `language`'s version.

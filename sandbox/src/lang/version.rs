@@ -42,6 +42,8 @@ pub async fn toolchain_version(python: &Path, language: Language) -> String {
         Err(_) => Arc::new(OnceCell::new()),
     };
     cell.get_or_init(|| async move {
+        #[cfg(test)]
+        tests::PROBED.lock().unwrap().push(tool.clone());
         tokio::task::spawn_blocking(move || run_probe(&tool, &args))
             .await
             .unwrap_or_else(|e| format!("unknown: {e}"))
@@ -98,6 +100,32 @@ fn run_probe(tool: &Path, args: &[OsString]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every tool a probe ran, in order (the cache is process-wide: tests use tools of their own).
+    pub(super) static PROBED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn verdicts_that_arrive_together_share_one_probe() {
+        // A path no other test probes: the interpreter under another name.
+        let dir = tempfile::tempdir().unwrap();
+        let python = dir.path().join("python-for-this-test");
+        std::os::unix::fs::symlink(crate::python::resolve(None).unwrap().exe, &python).unwrap();
+        let calls = (0..16).map(|_| toolchain_version(&python, Language::Python));
+        let versions = futures::future::join_all(calls).await;
+        assert!(
+            versions
+                .iter()
+                .all(|v| v == &versions[0] && v.starts_with("Python 3.")),
+            "{versions:?}"
+        );
+        let runs = PROBED
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|t| **t == python)
+            .count();
+        assert_eq!(runs, 1, "16 verdicts at once ran the probe {runs} times");
+    }
 
     #[tokio::test]
     async fn python_prints_its_version_once_per_process() {

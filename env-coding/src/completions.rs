@@ -207,7 +207,7 @@ async fn score(
 ) -> Result<crate::reward::RewardOutcome, EvalError> {
     let program = program.in_language(task.language);
     scorer
-        .score(task.clone(), Submission::Run(program), opts)
+        .score(task.clone(), Submission::ScoreOnly(program), opts)
         .await
         .map(|scored| scored.outcome)
         .map_err(|error| EvalError::Score {

@@ -30,10 +30,12 @@ use trajectory::record::Provenance;
 #[derive(Debug, Clone)]
 pub enum Submission {
     /// A program, run for the caller's observation and scored (a script-mode step, `Evaluate`,
-    /// `/submit`, the CLI).
+    /// `/submit`, `codegym run`).
     Run(Program),
-    /// A program scored without an observation: its plain run happens only if a component reads
-    /// it (session mode, whose observation is the live interpreter's).
+    /// A program scored without an observation: its plain run happens only if the score reads it
+    /// ([`crate::reward::RewardSpec::needs_plain_run`]), so the reward is [`Submission::Run`]'s
+    /// (session mode, whose observation is the live interpreter's; `codegym evaluate` and `tasks
+    /// check`, which report verdicts only: a unit-test task then costs one sandboxed run, not two).
     ScoreOnly(Program),
     /// No program (the response had no code block): the empty program in this language, scored so
     /// that the breakdown has the task's usual shape; the observation says nothing was run.

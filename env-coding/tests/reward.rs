@@ -3,7 +3,7 @@
 use std::sync::OnceLock;
 
 use codegym_sandbox::{Limits, Sandbox, SandboxConfig};
-use env_coding::reward::run::{EvalOptions, Program, score_program};
+use env_coding::reward::run::{EvalOptions, Program, run_and_score, score_program};
 use env_coding::reward::{RewardOutcome, RewardSpec};
 use serde_json::json;
 
@@ -238,6 +238,42 @@ async fn penalties_for_timeouts_and_syntax_errors() {
     );
     let o = score(&tests, "def f(:\n  return 1").await;
     assert!(close(o.reward, -0.5), "{o:?}");
+}
+
+/// A surface with no observation (`codegym evaluate`, `tasks check`, session mode) runs the
+/// program plainly only when the score reads that run: a penalty does, so its reward is the same
+/// as the observed step's, which always runs it.
+#[tokio::test]
+async fn without_an_observation_the_penalties_still_see_the_plain_run() {
+    let s = spec(json!({"version": 1,
+        "components": [{"type": "asserts", "asserts": ["assert f() == 1"]}],
+        "penalties": {"timeout": 0.25}}));
+    assert!(s.needs_plain_run());
+    let opts = EvalOptions {
+        limits: Some(Limits {
+            cpu_ms: 500,
+            wall_ms: 30_000,
+            ..Limits::default()
+        }),
+        per_test_timeout_ms: 10_000,
+        ..EvalOptions::default()
+    };
+    // The tests import the program as a module: they pass; run as a script it never ends.
+    let program =
+        Program::new("def f():\n    return 1\nif __name__ == '__main__':\n    while True: pass\n");
+    let observed = match run_and_score(sandbox(), &s, &program, opts).await {
+        Ok((plain, o)) => {
+            assert!(plain.timed_out, "{plain:?}");
+            o
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let unobserved = match score_program(sandbox(), &s, &program, None, opts).await {
+        Ok(o) => o,
+        Err(e) => panic!("{e}"),
+    };
+    assert!(close(observed.reward, 0.75), "{observed:?}");
+    assert_eq!(unobserved.breakdown(), observed.breakdown());
 }
 
 #[tokio::test]

@@ -345,9 +345,13 @@ impl RewardSpec {
         Ok(())
     }
 
-    /// Whether any component needs the plain run of the program.
+    /// Whether the score reads the program's plain run (no stdin): an output component reads it,
+    /// and a penalty counts its timeout or syntax error. A caller that needs no observation runs
+    /// the program plainly only then ([`crate::Submission::ScoreOnly`]), for the same reward.
     pub fn needs_plain_run(&self) -> bool {
         self.components.iter().any(Component::uses_plain_run)
+            || self.penalties.timeout > 0.0
+            || self.penalties.syntax_error > 0.0
     }
 }
 

@@ -333,9 +333,9 @@ async fn run(
     jobs: Vec<(Job, ExecRequest)>,
     policy: RerunPolicy,
 ) -> Result<Runs, SandboxError> {
-    // The plain run's ending reaches the verdict only through output components or the timeout
-    // penalty; otherwise (a judged task's observation, an ungraded step) it is not re-run.
-    let plain_scored = spec.needs_plain_run() || spec.penalties.timeout > 0.0;
+    // The plain run's ending reaches the verdict only through output components or a penalty;
+    // otherwise (a judged task's observation, an ungraded step) it is not re-run.
+    let plain_scored = spec.needs_plain_run();
     let (kinds, requests): (Vec<Job>, Vec<ExecRequest>) = jobs.into_iter().unzip();
     let results = join_all(kinds.iter().zip(requests).map(|(job, r)| {
         let policy = match job {

@@ -350,7 +350,7 @@ def _cg_main():
     # candidate can write to.
     sys.path[:] = [p for p in sys.path if p and os.path.abspath(p) != os.getcwd()]
 
-    tns = {"__name__": "tests", "__builtins__": _dict(builtins.__dict__)}
+    tns = {"__name__": "tests", "__builtins__": builtins}
     for k, kind in loaded["names"].items():
         if kind == "function":
             tns[k] = remote_function(k)

@@ -10,6 +10,7 @@
 
 use std::ffi::OsString;
 use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -79,25 +80,54 @@ pub fn run_host_tool(
             .take()
             .map(|p| Box::new(p) as Box<dyn Read + Send>),
     );
-    let deadline = Instant::now() + timeout;
-    let mut timed_out = false;
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break status;
-        }
-        if Instant::now() >= deadline {
-            timed_out = true;
-            let _ = child.kill();
-            break child.wait()?;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    // Killed only while unreaped, so the signal can never reach a reused pid.
+    let timed_out = !exits_within(&child, timeout)?;
+    if timed_out {
+        let _ = child.kill();
+    }
+    let status = child.wait()?;
     Ok(HostToolOutput {
         exit_code: status.code(),
         timed_out,
         stdout: out.join().unwrap_or_default(),
         stderr: err.join().unwrap_or_default(),
     })
+}
+
+/// Blocks until `child` has exited (true) or `timeout` has passed (false), leaving it unreaped.
+/// Its pidfd wakes the caller at the exit: a short tool (a toolchain's `--version`, on the path
+/// of a batch's first verdicts) is not held back by a polling interval.
+fn exits_within(child: &Child, timeout: Duration) -> std::io::Result<bool> {
+    // SAFETY: pidfd_open on our own child, not yet reaped; it returns a new descriptor or -1.
+    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, child.id() as libc::pid_t, 0) };
+    if raw < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a descriptor this call just opened and nothing else owns.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(raw as i32) };
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut p = libc::pollfd {
+            fd: pidfd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // Rounded up: a wake-up a little early would only loop.
+        let ms = left.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd for the duration of the call.
+        match unsafe { libc::poll(&mut p, 1, ms) } {
+            n if n > 0 => return Ok(true),
+            0 if left.is_zero() => return Ok(false),
+            0 => continue,
+            _ => {
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
 }
 
 /// Variables a host service keeps from the caller's environment; nothing else (no API key or
@@ -137,4 +167,41 @@ pub fn start_host_service(program: &Path, args: &[OsString], log: &Path) -> std:
         });
     }
     cmd.spawn()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str, timeout: Duration) -> HostToolOutput {
+        let args = [OsString::from("-c"), OsString::from(script)];
+        run_host_tool(Path::new("/bin/sh"), &args, &[], Path::new("/"), timeout).unwrap()
+    }
+
+    #[test]
+    fn a_tool_that_ends_gives_its_status_and_output() {
+        let out = sh("echo out; echo err >&2; exit 3", Duration::from_secs(30));
+        assert_eq!(out.exit_code, Some(3));
+        assert!(!out.timed_out);
+        assert_eq!(
+            (out.stdout.as_str(), out.stderr.as_str()),
+            ("out\n", "err\n")
+        );
+    }
+
+    #[test]
+    fn a_tool_past_its_time_is_killed() {
+        let out = sh("echo started; exec sleep 30", Duration::from_millis(200));
+        assert!(out.timed_out);
+        assert_eq!(out.exit_code, None, "killed by a signal");
+        assert_eq!(out.stdout, "started\n");
+    }
+
+    #[test]
+    fn a_tool_that_closes_its_output_and_goes_on_is_still_waited_for() {
+        // The exit, not the end of its output, ends the wait.
+        let out = sh("exec >&- 2>&-; sleep 0.3; exit 4", Duration::from_secs(30));
+        assert_eq!(out.exit_code, Some(4));
+        assert!(!out.timed_out);
+    }
 }

@@ -148,8 +148,15 @@ impl Sandbox {
                 report: inner.report.to_string(),
             });
         }
-        self_test(&inner, None)?;
-        let first_server = warm::start(&mut inner)?;
+        // The fresh backend's self-test and the first fork server's start (tens of ms each, both
+        // on the way to a command's first verdict) overlap.
+        let (tested, launched) = std::thread::scope(|s| {
+            let tested = s.spawn(|| self_test(&inner, None));
+            let launched = warm::launch(&inner);
+            (tested.join().unwrap_or(Err(SandboxError::Closed)), launched)
+        });
+        tested?;
+        let first_server = warm::adopt(&mut inner, launched)?;
         let inner = Arc::new(inner);
         let warm = first_server.map(|s| Arc::new(WarmBackend::new(inner.clone(), s)));
         if let Some(warm) = &warm {

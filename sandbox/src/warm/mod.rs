@@ -43,18 +43,28 @@ fn unavailable(inner: &Inner) -> Option<&'static str> {
     }
 }
 
-/// Starts the first fork server when the configuration asks for it and the machine allows it, and
-/// reports the choice as a layer (a missing one is logged like any other). `Ok(None)`: scripts
-/// start fresh interpreters. Blocking.
-pub(crate) fn start(inner: &mut Inner) -> Result<Option<ServerStarted>, SandboxError> {
-    let wanted = inner.config.backend;
-    if wanted == Backend::Fresh {
-        return Ok(None);
+/// Starts the first fork server when the configuration asks for it and the machine allows it
+/// (`None`: the configuration wants fresh interpreters). Blocking; [`adopt`] reports the outcome.
+pub(crate) fn launch(inner: &Inner) -> Option<Result<ForkServer, String>> {
+    if inner.config.backend == Backend::Fresh {
+        return None;
     }
-    let started = match unavailable(inner) {
+    Some(match unavailable(inner) {
         Some(why) => Err(why.to_string()),
         None => ForkServer::start(inner).map_err(|e| e.to_string()),
+    })
+}
+
+/// Reports what [`launch`] gave as a layer (a missing one is logged like any other). `Ok(None)`:
+/// scripts start fresh interpreters.
+pub(crate) fn adopt(
+    inner: &mut Inner,
+    launched: Option<Result<ForkServer, String>>,
+) -> Result<Option<ServerStarted>, SandboxError> {
+    let Some(started) = launched else {
+        return Ok(None);
     };
+    let wanted = inner.config.backend;
     let layer = |active, detail: String| Layer {
         name: "warm fork",
         active,
@@ -83,7 +93,7 @@ pub(crate) fn start(inner: &mut Inner) -> Result<Option<ServerStarted>, SandboxE
     }
 }
 
-/// A first server, started before the sandbox's state is shared ([`start`]).
+/// A first server, started before the sandbox's state is shared ([`launch`], [`adopt`]).
 pub(crate) struct ServerStarted(ForkServer);
 
 impl WarmBackend {

@@ -109,7 +109,7 @@ def main():
         tasks.append((d, b"0" * 32 + b"\n" + json.dumps(cfg).encode()))
     harnesses = {
         "current (candidate in its own process)": compile(sources(None), "main.py", "exec"),
-        f"in process ({args.old_rev})": compile(sources(args.old_rev), "main.py", "exec"),
+        f"harness of {args.old_rev}": compile(sources(args.old_rev), "main.py", "exec"),
     }
     ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
     gc.freeze()

@@ -1,0 +1,89 @@
+"""The floor under a warm-fork run on this machine: what a fork and exit of a Python interpreter
+costs before any program runs, and what each copy-on-write fault adds.
+
+A sandboxed run of the warm-fork backend is one fork of a pre-started interpreter, the program,
+and the child's exit; a unit-test run is two such processes (the tests', the candidate's). This
+measures, with nothing else in the way (no sandbox, no host):
+
+- `fork+exit`: a child that exits at once, of an interpreter with the modules the fork server
+  preloads (`sandbox/src/warm/server.py`), frozen as the server freezes them;
+- `fork+exit, writes N pages`: the same child writing one byte into each of N pages of a buffer
+  the parent filled (each write a copy-on-write fault), so the cost per fault is the difference.
+
+CPU is the parent's and its reaped children's (`getrusage`), per fork.
+
+    python3 -S bench/fork_floor.py [--forks 2000]    # -S: no `site`, as the fork server
+"""
+
+# Only what the fork server imports before it forks (server.py's own imports and `_prewarm`), and
+# small C modules: each module more is pages more to copy at every fork.
+import ast  # noqa: F401
+import atexit  # noqa: F401
+import bisect  # noqa: F401
+import copy  # noqa: F401
+import ctypes  # noqa: F401
+import gc
+import heapq  # noqa: F401
+import itertools  # noqa: F401
+import json  # noqa: F401
+import math  # noqa: F401
+import mmap
+import os
+import resource
+import signal  # noqa: F401
+import string  # noqa: F401
+import sys
+import types  # noqa: F401
+import typing  # noqa: F401
+
+
+def cpu_and_faults():
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime, s.ru_minflt + c.ru_minflt
+
+
+def measure(label, forks, child):
+    cpu0, f0 = cpu_and_faults()
+    for _ in range(forks):
+        pid = os.fork()
+        if pid == 0:
+            child()
+            os._exit(0)
+        os.waitpid(pid, 0)
+    cpu1, f1 = cpu_and_faults()
+    per = (cpu1 - cpu0) / forks * 1000
+    print(f"{label:<44} {per:6.3f} ms CPU per fork, {(f1 - f0) / forks:5.0f} page faults")
+    return per
+
+
+def rss_anon_kib():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1])
+    return 0
+
+
+def main():
+    # No argparse: its imports would grow the image this measures.
+    args = sys.argv[1:]
+    forks = int(args[1]) if args[:1] == ["--forks"] and len(args) == 2 else 2000
+    gc.freeze()  # as the server does: no child's collection touches the parent's objects
+    warm = rss_anon_kib()
+    base = measure(f"warm interpreter ({warm} KiB anonymous)", forks, lambda: None)
+    page = mmap.PAGESIZE
+    buf = mmap.mmap(-1, 512 * page)
+    buf.write(b"\1" * len(buf))
+    for n in (100, 300):
+
+        def child(n=n):
+            for i in range(n):
+                buf[i * page] = 2
+
+        cost = measure(f"warm interpreter, child writes {n} pages", forks, child)
+        print(f"{'':<44} {(cost - base) / n * 1000:6.2f} us per copy-on-write fault")
+    print(f"(Python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.1f})")
+
+
+if __name__ == "__main__":
+    main()

@@ -201,25 +201,29 @@ async fn always_equal_objects_fail() {
     }
 }
 
-#[tokio::test]
-async fn penalties_for_timeouts_and_syntax_errors() {
-    let s = spec(json!({"version": 1, "components": [{"type": "exit_code"}],
-        "penalties": {"timeout": 0.25, "syntax_error": 0.5}}));
-    let quick = EvalOptions {
+/// A CPU limit a busy loop reaches quickly (the wall clock stays a distant backstop).
+fn quick(per_test_timeout_ms: u64) -> EvalOptions {
+    EvalOptions {
         limits: Some(Limits {
             cpu_ms: 500,
             wall_ms: 30_000,
             ..Limits::default()
         }),
-        per_test_timeout_ms: 0,
+        per_test_timeout_ms,
         ..EvalOptions::default()
-    };
+    }
+}
+
+#[tokio::test]
+async fn penalties_for_timeouts_and_syntax_errors() {
+    let s = spec(json!({"version": 1, "components": [{"type": "exit_code"}],
+        "penalties": {"timeout": 0.25, "syntax_error": 0.5}}));
     let o = match score_program(
         sandbox(),
         &s,
         &Program::new("while True: pass"),
         None,
-        quick,
+        quick(0),
     )
     .await
     {
@@ -249,15 +253,7 @@ async fn without_an_observation_the_penalties_still_see_the_plain_run() {
         "components": [{"type": "asserts", "asserts": ["assert f() == 1"]}],
         "penalties": {"timeout": 0.25}}));
     assert!(s.needs_plain_run());
-    let opts = EvalOptions {
-        limits: Some(Limits {
-            cpu_ms: 500,
-            wall_ms: 30_000,
-            ..Limits::default()
-        }),
-        per_test_timeout_ms: 10_000,
-        ..EvalOptions::default()
-    };
+    let opts = quick(10_000);
     // The tests import the program as a module: they pass; run as a script it never ends.
     let program =
         Program::new("def f():\n    return 1\nif __name__ == '__main__':\n    while True: pass\n");

@@ -37,7 +37,7 @@ impl CodingEvaluator {
         let language = settings.choose_language(&item.options, &task)?;
         let submission = match decode_action(item.action, settings.extract, language)? {
             Action::Code(run) => {
-                Submission::Run(settings.script_program(run, &serde_json::Map::new()))
+                settings.script_submission(settings.script_program(run, &serde_json::Map::new()))
             }
             Action::NoCode => Submission::NoCode(language),
             Action::WriteFile { .. } | Action::ReadFile { .. } => {

@@ -79,6 +79,11 @@ pub(crate) struct EnvKwargs {
     /// Issue 12: `false` makes an ungraded episode (a code environment for agents): nothing is
     /// scored, the reward is 0, episodes end only by truncation. Default `true`.
     pub grade: Option<bool>,
+    /// `false`: a script-mode step returns the verdict without running the program for its
+    /// observation (the observation is an empty execution): the program runs only as the reward
+    /// needs it (a unit-test task: once, under its tests), for the same reward. For callers that
+    /// read rewards only (a trainer's reward function). Default `true`.
+    pub observe: Option<bool>,
     /// Issue 12: host tools the program may call (served over the `Session` stream).
     #[serde(default)]
     pub tools: Vec<crate::host_tools::ToolDecl>,
@@ -98,6 +103,7 @@ impl EnvKwargs {
         "max_episode_steps",
         "variables",
         "grade",
+        "observe",
         "tools",
         "tool_limits",
     ];

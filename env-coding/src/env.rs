@@ -336,7 +336,7 @@ impl CodingEnv {
                     return Err(EnvError::ResetNeeded);
                 };
                 let program = self.settings.script_program(run, &ep.vars);
-                self.step_scored(Submission::Run(program)).await
+                self.step_scored(self.settings.script_submission(program)).await
             }
             (Mode::Script, Action::NoCode) => self.step_scored(Submission::NoCode(language)).await,
             (Mode::Script, Action::WriteFile { .. } | Action::ReadFile { .. }) => Err(EnvError::InvalidAction(

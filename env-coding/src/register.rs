@@ -7,7 +7,7 @@ use std::sync::Arc;
 use env_core::{AsyncEnv, AsyncEnvCreator, CallCost, EnvError, EnvSpec, Kwargs, Registry};
 
 use crate::batch::{CodingEvaluator, CodingTaskLister};
-use crate::config::CodingConfig;
+use crate::config::{CodingConfig, Mode};
 use crate::env::{CodingEnv, text_space};
 use crate::scoring::{Scorer, ScorerError};
 use crate::shared::{Settings, Shared};
@@ -79,6 +79,11 @@ pub fn register(
         let shared = for_creator.clone();
         Box::pin(async move {
             let settings = Settings::from_kwargs(&shared, &kwargs).await?;
+            if !settings.observe && settings.mode == Mode::Session {
+                return Err(EnvError::InvalidKwargs(
+                    "observe: false needs mode \"script\": a session's observation is its interpreter's output".into(),
+                ));
+            }
             Ok(Box::new(CodingEnv::new(shared, settings)) as Box<dyn AsyncEnv>)
         })
     });

@@ -107,12 +107,21 @@ pub(crate) struct Settings {
     pub grade: bool,
     /// Issue 12: the host tools of the env's runs.
     pub tools: Option<codegym_sandbox::ToolHost>,
+    /// Whether a script-mode step (and an `Evaluate` item) runs the program for its observation
+    /// (the `observe` kwarg; an env in session mode refuses `false`: see `register`).
+    pub observe: bool,
 }
 
 impl Settings {
     pub async fn from_kwargs(shared: &Arc<Shared>, kwargs: &Kwargs) -> Result<Settings, EnvError> {
         let kw = EnvKwargs::parse(kwargs).map_err(EnvError::InvalidKwargs)?;
         let mode = kw.mode.unwrap_or(shared.config.mode);
+        let observe = kw.observe.unwrap_or(true);
+        if !observe && kw.grade == Some(false) {
+            return Err(EnvError::InvalidKwargs(
+                "observe: false with grade: false leaves a step nothing to do".into(),
+            ));
+        }
         let limits = kw
             .limits(shared.sandbox().limits())
             .map_err(EnvError::InvalidKwargs)?;
@@ -130,7 +139,18 @@ impl Settings {
             grade: kw.grade.unwrap_or(true),
             tools: crate::host_tools::host(&kw.tools, kw.tool_limits.as_ref())
                 .map_err(EnvError::InvalidKwargs)?,
+            observe,
         })
+    }
+
+    /// What a script-mode step submits: the program run for its observation and scored, or
+    /// (`observe: false`) scored only, its plain run made only if the reward reads it.
+    pub fn script_submission(&self, program: Program) -> crate::scoring::Submission {
+        if self.observe {
+            crate::scoring::Submission::Run(program)
+        } else {
+            crate::scoring::Submission::ScoreOnly(program)
+        }
     }
 
     /// The task a step is scored by: `task`, or when ungraded the same task with an empty reward

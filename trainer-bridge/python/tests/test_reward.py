@@ -129,6 +129,23 @@ def test_inline_tasks_and_completion_prefixes(server_address):
         reward.close()
 
 
+def test_rewards_do_not_depend_on_the_observation(server_address):
+    # The reward functions ask for no observation (the program runs only as its reward needs);
+    # asking for one gives the same rewards and breakdowns.
+    completions = [fenced("print(int(input()) * 2)"), "    return a + b\n", "    return a - b\n", fenced(GOOD)]
+    columns = {"task": [INLINE, ADD_TASK, ADD_TASK, None], "task_id": [None, None, None, TASK]}
+    found = []
+    for env_kwargs in (None, {"observe": True}):
+        reward = codegym.reward_fn(server_address, extract="auto", env_kwargs=env_kwargs)
+        try:
+            rewards = reward(prompts=["p"] * 4, completions=completions, **columns)
+            found.append((rewards, [s.breakdown for s in reward.last]))
+        finally:
+            reward.close()
+    assert found[0][0] == [1.0, 1.0, 0.0, 1.0]
+    assert found[0] == found[1]
+
+
 def test_thinking_completions(server_address):
     reward = codegym.reward_fn(server_address)
     try:

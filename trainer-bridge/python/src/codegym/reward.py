@@ -147,7 +147,9 @@ class _Base:
         self.prefix_column = prefix_column
         self.extract = extract
         self.think = think
-        self.env_kwargs = dict(env_kwargs or {})
+        # A reward is all a reward function reads: the server skips the run that only makes an
+        # observation (a unit-test task then runs once in the sandbox, for the same reward).
+        self.env_kwargs = {"observe": False, **(env_kwargs or {})}
         self.options = client or ClientOptions()
         if timeout is not None:
             self.options = dataclasses.replace(self.options, evaluate_timeout=timeout)
@@ -285,7 +287,9 @@ class RewardFunction(_Base):
             inline tasks' own `completion_prefix` applies.
         extract: How the program is found in the completion: `code_block`, `raw` or `auto`.
         think: In `raw` mode, drop `<think>...</think>` reasoning (block extraction always skips it).
-        env_kwargs: Kwargs of the coding env (e.g. `{"tasks": "builtin:examples"}`).
+        env_kwargs: Kwargs of the coding env (e.g. `{"tasks": "builtin:examples"}`). `observe`
+            defaults to False here: the program runs only as its reward needs (no observation is
+            read), for the same reward; `{"observe": True}` runs it for its observation too.
         client: Connection options (deadlines, TLS, retries and backoff).
         on_error: `raise` (default): a batch with a sample that cannot be scored (the server
             unavailable after the retries, its sandbox failing, an unknown task) raises

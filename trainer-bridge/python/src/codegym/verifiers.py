@@ -117,7 +117,10 @@ class CodegymTask(vf.Task[CodegymData, vf.State, CodegymTaskConfig]):
     async def score_text(self, text: str) -> float:
         """The codegym reward of a final reply. Server failures raise (never a silent 0)."""
         program = (self.data.completion_prefix or "") + extract_program(text, self.config.extract)  # type: ignore[arg-type]
-        kwargs = {"tasks": self.config.tasks} if self.config.tasks else {}
+        # Only the reward is read: no run for an observation (see `RewardFunction`).
+        kwargs: dict[str, Any] = {"observe": False}
+        if self.config.tasks:
+            kwargs["tasks"] = self.config.tasks
         item = EvalItem(action=tool_call(RUN_PYTHON, code=program), options=task_options(self.data))
         async with AsyncClient(self.config.address) as client:
             (result,) = await client.evaluate(self.config.env_id, [item], kwargs)

@@ -1,0 +1,174 @@
+//! `observe: false` through a real gRPC server over TCP: a trainer that reads rewards only gets
+//! the same rewards and breakdowns from `Evaluate` while each unit-test sample runs once in the
+//! sandbox instead of twice (no run for an observation nobody reads). Runs are counted by the
+//! sandbox's own `codegym_sandbox_executions_total` through a recorder installed for this test
+//! binary alone (its own process: no other test's runs).
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use codegym_sandbox::metrics::EXECUTIONS;
+use env_core::Value;
+use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
+use proto::convert::{value_from_proto, value_to_proto};
+use proto::v1;
+use support::TestServer;
+use tonic::Code;
+
+/// Counts every increment of the sandbox's executions counter, whatever its labels.
+struct Executions(Arc<AtomicU64>);
+
+impl Recorder for Executions {
+    fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+
+    fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+        if key.name() == EXECUTIONS {
+            Counter::from_arc(self.0.clone())
+        } else {
+            Counter::noop()
+        }
+    }
+
+    fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
+        Gauge::noop()
+    }
+
+    fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
+        Histogram::noop()
+    }
+}
+
+/// A unit-test task, inline; its programs print at top level, so an observation shows.
+fn item(src: &str) -> v1::EvaluateItem {
+    let task = serde_json::json!({"task": {"schema_version": 1, "id": "f-is-1", "prompt": "p",
+        "reward": {"version": 1, "components": [{"type": "asserts", "asserts": ["assert f() == 1"]}]}}});
+    v1::EvaluateItem {
+        seed: None,
+        options_json: task.to_string(),
+        action: Some(value_to_proto(&Value::Text(src.into()))),
+    }
+}
+
+fn programs() -> Vec<v1::EvaluateItem> {
+    [
+        "def f():\n    return 1\nprint('loaded')\n",
+        "def f():\n    return 2\nprint('loaded')\n",
+    ]
+    .into_iter()
+    .map(item)
+    .collect()
+}
+
+/// Each result's reward, breakdown and program stdout (the observation's).
+fn outcomes(results: &[v1::EvaluateResult]) -> Vec<(f64, serde_json::Value, String)> {
+    results
+        .iter()
+        .map(|r| {
+            let step = r
+                .step
+                .clone()
+                .unwrap_or_else(|| panic!("item error: {r:?}"));
+            let info: serde_json::Value = serde_json::from_str(&step.info_json).unwrap();
+            let stdout = match value_from_proto(step.observation.unwrap()).unwrap() {
+                Value::Execution(run) => run.stdout,
+                other => panic!("observation {other:?}"),
+            };
+            (step.reward, info["reward_breakdown"].clone(), stdout)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_observations_a_unit_test_sample_runs_once_for_the_same_reward() {
+    let runs = Arc::new(AtomicU64::new(0));
+    metrics::set_global_recorder(Executions(runs.clone())).expect("the only recorder");
+    let registry = codegym::registry(env_coding::CodingConfig::default()).unwrap();
+    let server = TestServer::start(registry, Default::default()).await;
+    let mut c = server.client().await;
+    let evaluate = |kwargs: &str| v1::EvaluateRequest {
+        env_id: "codegym/Code-v0".into(),
+        kwargs_json: kwargs.into(),
+        items: programs(),
+    };
+
+    let before = runs.load(Ordering::SeqCst);
+    let observed = c.evaluate(evaluate("")).await.unwrap().into_inner().results;
+    let observed_runs = runs.load(Ordering::SeqCst) - before;
+    let before = runs.load(Ordering::SeqCst);
+    let blind = c
+        .evaluate(evaluate(r#"{"observe": false}"#))
+        .await
+        .unwrap()
+        .into_inner()
+        .results;
+    let blind_runs = runs.load(Ordering::SeqCst) - before;
+
+    let (observed, blind) = (outcomes(&observed), outcomes(&blind));
+    assert_eq!((observed[0].0, observed[1].0), (1.0, 0.0), "{observed:?}");
+    for (o, b) in observed.iter().zip(&blind) {
+        assert_eq!((o.0, &o.1), (b.0, &b.1), "same reward and breakdown");
+        assert_eq!(
+            (o.2.as_str(), b.2.as_str()),
+            ("loaded\n", ""),
+            "observation only when asked"
+        );
+    }
+    // Each sample: its plain run and its harness run, or the harness run alone.
+    assert_eq!((observed_runs, blind_runs), (4, 2));
+
+    // A script-mode env step the same way (the env and `Evaluate` share the rule).
+    let make = v1::MakeRequest {
+        env_id: "codegym/Code-v0".into(),
+        kwargs_json: r#"{"observe": false}"#.into(),
+    };
+    let id = c.make(make).await.unwrap().into_inner().session_id;
+    let reset = v1::ResetRequest {
+        session_id: id.clone(),
+        seed: None,
+        options_json: programs()[0].options_json.clone(),
+    };
+    c.reset(reset).await.unwrap();
+    let before = runs.load(Ordering::SeqCst);
+    let src = "def f():\n    return 1\nprint('stepped')\n";
+    let step = c
+        .step(v1::StepRequest {
+            session_id: id,
+            action: Some(value_to_proto(&Value::Text(src.into()))),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(runs.load(Ordering::SeqCst) - before, 1);
+    let Value::Execution(run) = value_from_proto(step.observation.unwrap()).unwrap() else {
+        panic!("execution")
+    };
+    assert_eq!(
+        (step.reward, step.terminated, run.stdout.as_str()),
+        (1.0, true, "")
+    );
+}
+
+#[tokio::test]
+async fn observe_false_is_refused_where_it_means_nothing() {
+    let registry = codegym::registry(env_coding::CodingConfig::default()).unwrap();
+    let server = TestServer::start(registry, Default::default()).await;
+    let mut c = server.client().await;
+    for kwargs in [
+        r#"{"mode": "session", "observe": false}"#,
+        r#"{"grade": false, "observe": false}"#,
+    ] {
+        let err = c
+            .make(v1::MakeRequest {
+                env_id: "codegym/Code-v0".into(),
+                kwargs_json: kwargs.into(),
+            })
+            .await
+            .expect_err(kwargs);
+        assert_eq!(err.code(), Code::InvalidArgument, "{kwargs}: {err:?}");
+        assert!(err.message().contains("observe"), "{kwargs}: {err:?}");
+    }
+}

@@ -1,8 +1,9 @@
-//! `observe: false` through a real gRPC server over TCP: a trainer that reads rewards only gets
-//! the same rewards and breakdowns from `Evaluate` while each unit-test sample runs once in the
-//! sandbox instead of twice (no run for an observation nobody reads). Runs are counted by the
+//! How many sandboxed runs a sample costs where nothing reads its observation, counted by the
 //! sandbox's own `codegym_sandbox_executions_total` through a recorder installed for this test
-//! binary alone (its own process: no other test's runs).
+//! binary alone (its own process: no other test's runs; one test runs programs, so the counts are
+//! exact): `codegym evaluate`'s engine and `Evaluate` / a step with `observe: false` over a real
+//! gRPC server on TCP run a unit-test sample once (under its tests), for the same reward and
+//! breakdown as with the observation's run.
 
 mod support;
 
@@ -10,6 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use codegym_sandbox::metrics::EXECUTIONS;
+use env_coding::completions::{Sample, evaluate_samples};
+use env_coding::tasks::TaskSet;
+use env_coding::{CodingConfig, Scorer};
 use env_core::Value;
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
 use proto::convert::{value_from_proto, value_to_proto};
@@ -82,11 +86,52 @@ fn outcomes(results: &[v1::EvaluateResult]) -> Vec<(f64, serde_json::Value, Stri
         .collect()
 }
 
+const TASKS: &str = r#"{"schema_version": 1, "id": "tests", "prompt": "p", "reward": {"version": 1, "components": [{"type": "asserts", "asserts": ["assert f() == 1"]}]}}
+{"schema_version": 1, "id": "stdout", "prompt": "p", "reward": {"version": 1, "components": [{"type": "stdout", "expected": "1"}]}}
+{"schema_version": 1, "id": "tests-with-a-penalty", "prompt": "p", "reward": {"version": 1, "components": [{"type": "asserts", "asserts": ["assert f() == 1"]}], "penalties": {"timeout": 0.25}}}"#;
+
+fn sample(task_id: &str, completion: &str, line: usize) -> Sample {
+    Sample {
+        task_id: task_id.into(),
+        completion: completion.into(),
+        line,
+    }
+}
+
+/// `codegym evaluate`'s (and `tasks check`'s) engine: one run per unit-test sample, the plain run
+/// only where the reward reads it (an output component, a penalty).
+async fn the_evaluate_command(runs: &AtomicU64) {
+    let scorer = tokio::task::spawn_blocking(|| Scorer::new(&CodingConfig::default()))
+        .await
+        .unwrap()
+        .unwrap_or_else(|e| panic!("scorer setup failed: {e}"));
+    let tasks = TaskSet::parse(TASKS, std::path::Path::new("inline.jsonl")).unwrap();
+    // Distinct programs: identical ones would share one verdict.
+    let samples = vec![
+        sample("tests", "def f():\n    return 1\n", 1),
+        sample("tests", "def f():\n    return 1  # again\n", 2),
+        sample("tests", "def f():\n    return 2\n", 3),
+        sample("stdout", "print(1)\n", 4),
+        sample("tests-with-a-penalty", "def f():\n    return 1\n", 5),
+    ];
+    let before = runs.load(Ordering::SeqCst);
+    let results = evaluate_samples(&scorer, &tasks, samples, scorer.options())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let passed: Vec<bool> = results.iter().map(|r| r.passed).collect();
+    assert_eq!(passed, [true, true, false, true, true]);
+    // A harness run per unit-test sample, the stdout task's plain run, and for the task whose
+    // penalty reads the plain run, both.
+    assert_eq!(runs.load(Ordering::SeqCst) - before, 3 + 1 + 2);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_observations_a_unit_test_sample_runs_once_for_the_same_reward() {
+async fn a_unit_test_sample_runs_once_where_nothing_reads_its_observation() {
     let runs = Arc::new(AtomicU64::new(0));
     metrics::set_global_recorder(Executions(runs.clone())).expect("the only recorder");
-    let registry = codegym::registry(env_coding::CodingConfig::default()).unwrap();
+    the_evaluate_command(&runs).await;
+
+    let registry = codegym::registry(CodingConfig::default()).unwrap();
     let server = TestServer::start(registry, Default::default()).await;
     let mut c = server.client().await;
     let evaluate = |kwargs: &str| v1::EvaluateRequest {
@@ -154,7 +199,7 @@ async fn without_observations_a_unit_test_sample_runs_once_for_the_same_reward()
 
 #[tokio::test]
 async fn observe_false_is_refused_where_it_means_nothing() {
-    let registry = codegym::registry(env_coding::CodingConfig::default()).unwrap();
+    let registry = codegym::registry(CodingConfig::default()).unwrap();
     let server = TestServer::start(registry, Default::default()).await;
     let mut c = server.client().await;
     for kwargs in [

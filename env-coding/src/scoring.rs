@@ -34,8 +34,9 @@ pub enum Submission {
     Run(Program),
     /// A program scored without an observation: its plain run happens only if the score reads it
     /// ([`crate::reward::RewardSpec::needs_plain_run`]), so the reward is [`Submission::Run`]'s
-    /// (session mode, whose observation is the live interpreter's; `codegym evaluate` and `tasks
-    /// check`, which report verdicts only: a unit-test task then costs one sandboxed run, not two).
+    /// (session mode, whose observation is the live interpreter's; `codegym evaluate`, `tasks
+    /// check` and an env made with `observe: false`, which report verdicts only: a unit-test task
+    /// then costs one sandboxed run, not two).
     ScoreOnly(Program),
     /// No program (the response had no code block): the empty program in this language, scored so
     /// that the breakdown has the task's usual shape; the observation says nothing was run.

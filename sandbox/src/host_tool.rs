@@ -81,7 +81,14 @@ pub fn run_host_tool(
             .map(|p| Box::new(p) as Box<dyn Read + Send>),
     );
     // Killed only while unreaped, so the signal can never reach a reused pid.
-    let timed_out = !exits_within(&child, timeout)?;
+    let timed_out = match exits_within(&child, timeout) {
+        Ok(exited) => !exited,
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(e);
+        }
+    };
     if timed_out {
         let _ = child.kill();
     }

@@ -205,6 +205,7 @@ async fn observe_false_is_refused_where_it_means_nothing() {
     for kwargs in [
         r#"{"mode": "session", "observe": false}"#,
         r#"{"grade": false, "observe": false}"#,
+        r#"{"observe": "no"}"#,
     ] {
         let err = c
             .make(v1::MakeRequest {

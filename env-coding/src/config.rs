@@ -109,8 +109,14 @@ impl EnvKwargs {
     ];
 
     pub fn parse(kwargs: &serde_json::Map<String, serde_json::Value>) -> Result<Self, String> {
-        let kw: EnvKwargs = serde_json::from_value(serde_json::Value::Object(kwargs.clone()))
-            .map_err(|e| e.to_string())?;
+        // The path names the kwarg a type error is about (`observe: invalid type: ...`).
+        let kw: EnvKwargs = serde_path_to_error::deserialize(serde_json::Value::Object(
+            kwargs.clone(),
+        ))
+        .map_err(|e| match e.path().to_string().as_str() {
+            "." => e.inner().to_string(),
+            path => format!("{path}: {}", e.inner()),
+        })?;
         if kw.max_episode_steps == Some(0) {
             return Err("max_episode_steps must be positive".into());
         }

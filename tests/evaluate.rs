@@ -49,11 +49,7 @@ fn verdicts(results: &[v1::EvaluateResult]) -> Vec<(f64, bool)> {
     results
         .iter()
         .map(|r| {
-            let step = r
-                .step
-                .as_ref()
-                .unwrap_or_else(|| panic!("item error: {r:?}"));
-            let info: serde_json::Value = serde_json::from_str(&step.info_json).unwrap();
+            let (step, info) = support::evaluated(r);
             let hit = info["cache_hit"]
                 .as_bool()
                 .unwrap_or_else(|| panic!("no cache_hit in {info}"));

@@ -72,12 +72,8 @@ fn outcomes(results: &[v1::EvaluateResult]) -> Vec<(f64, serde_json::Value, Stri
     results
         .iter()
         .map(|r| {
-            let step = r
-                .step
-                .clone()
-                .unwrap_or_else(|| panic!("item error: {r:?}"));
-            let info: serde_json::Value = serde_json::from_str(&step.info_json).unwrap();
-            let stdout = match value_from_proto(step.observation.unwrap()).unwrap() {
+            let (step, info) = support::evaluated(r);
+            let stdout = match value_from_proto(step.observation.clone().unwrap()).unwrap() {
                 Value::Execution(run) => run.stdout,
                 other => panic!("observation {other:?}"),
             };

@@ -7,6 +7,7 @@
 
 #[path = "support/codegym_bin.rs"]
 mod codegym_bin;
+mod support;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -68,11 +69,7 @@ async fn evaluate(
         .results
         .iter()
         .map(|r| {
-            let step = r
-                .step
-                .as_ref()
-                .unwrap_or_else(|| panic!("item error: {r:?}"));
-            let info: serde_json::Value = serde_json::from_str(&step.info_json).unwrap();
+            let (step, info) = support::evaluated(r);
             (step.reward, info["reward_breakdown"].clone())
         })
         .collect()

@@ -64,3 +64,13 @@ pub fn test_registry() -> Registry {
     envs::register(&mut registry);
     registry
 }
+
+/// An `Evaluate` item's step and its `info` as JSON; panics on an item error.
+pub fn evaluated(r: &proto::v1::EvaluateResult) -> (&proto::v1::StepResponse, serde_json::Value) {
+    let step = r
+        .step
+        .as_ref()
+        .unwrap_or_else(|| panic!("item error: {r:?}"));
+    let info = serde_json::from_str(&step.info_json).expect("info is JSON");
+    (step, info)
+}

@@ -1,7 +1,7 @@
 //! What the child of a spawn does between `clone3` and `execve`, and the [`ChildPlan`] it follows
 //! (prepared by the parent: the child allocates nothing).
 //!
-//! The order matters: wait for the parent (it attaches the cgroups first), `PR_SET_PDEATHSIG`,
+//! The order matters: wait for the parent (the child's cgroups are complete then), `PR_SET_PDEATHSIG`,
 //! `setsid`, mounts (while still root), `oom_score_adj`, fds, chdir, rlimits, the uid drop (raw
 //! syscalls, see below), `no_new_privs` (Landlock requires it without `CAP_SYS_ADMIN`), Landlock,
 //! closing every other fd, and seccomp *last*: its filters would refuse the setup's own syscalls
@@ -11,10 +11,12 @@
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use libc::{c_char, c_int, c_void};
+
+use super::cgroup::Join;
 
 /// A mount step in the child's private mount namespace.
 #[derive(Clone)]
@@ -57,8 +59,8 @@ pub(crate) struct ChildPlan {
     pub stderr: OwnedFd,
     /// Extra fds kept open in the child at the given numbers (session control pipes).
     pub extra_fds: Vec<(OwnedFd, RawFd)>,
-    /// cgroup `cgroup.procs` files the child joins before it is released.
-    pub cgroup_procs: Vec<PathBuf>,
+    /// How the child gets into its run's cgroups (before it is released).
+    pub cgroup: Join,
 }
 
 /// A path as the child takes it (`None` if it contains a NUL). Parent side: allocates.

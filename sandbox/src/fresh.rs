@@ -215,11 +215,7 @@ pub(crate) async fn start_command(
         stdout: out_w,
         stderr: err_w,
         extra_fds,
-        cgroup_procs: guard
-            .cgroup
-            .as_ref()
-            .map(|c| c.procs_files())
-            .unwrap_or_default(),
+        cgroup: guard.cgroup.as_ref().map(|c| c.join()).unwrap_or_default(),
     };
     let spawned = tokio::task::spawn_blocking(move || spawn::spawn_blocking(plan))
         .await

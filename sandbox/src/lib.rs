@@ -17,7 +17,8 @@
 //! The layout, by concept:
 //! - the API (here) and what callers pass: `config.rs`, `request.rs` (requests and errors);
 //! - what the machine offers, probed once: `probe.rs`, `isolation.rs` (the report, Landlock),
-//!   `seccomp/`, `cgroup.rs`, `python.rs` (the real interpreter);
+//!   `seccomp/`, `cgroup/` (and how a process joins its groups: born in them), `python.rs` (the
+//!   real interpreter);
 //! - the execution toolbox both backends use: `prepare.rs` (shared state, work dir and cgroup
 //!   guard, uid, pipes, rlimits, argv, environment, Landlock ruleset), `workdir.rs`, `beneath.rs`
 //!   (the host's file access beneath a work dir), and the spawner `spawn.rs` + `child.rs`

@@ -14,6 +14,7 @@ use std::sync::{Mutex, OnceLock, mpsc};
 
 use libc::{c_char, c_int, c_void};
 
+use super::cgroup::{self, Join};
 use super::child::{self, ChildPlan};
 use super::request::SandboxError;
 
@@ -167,10 +168,19 @@ fn spawn_now(plan: ChildPlan) -> Result<Spawned, SandboxError> {
             filter: f.as_ptr() as *mut libc::sock_filter,
         })
         .collect();
+    // v1: this thread forks from inside the run's groups, so the child is born in them.
+    let entered = match &plan.cgroup {
+        Join::Inherit { dirs, .. } => {
+            Some(cgroup::enter(dirs).map_err(SandboxError::setup("cgroup enter"))?)
+        }
+        _ => None,
+    };
     let mut pidfd: c_int = -1;
     // SAFETY: the child only runs `child_main`, which uses raw syscalls on memory prepared
     // above and never returns.
     let ret = unsafe { raw_fork(plan.clone_flags, &mut pidfd) };
+    // Saved before `leave` (its writes) can change errno.
+    let fork_error = io::Error::last_os_error();
     if ret == 0 {
         let ctx = child::ChildCtx {
             plan: &plan,
@@ -183,10 +193,11 @@ fn spawn_now(plan: ChildPlan) -> Result<Spawned, SandboxError> {
         // SAFETY: we are the freshly cloned child.
         unsafe { child::child_main(&ctx) }
     }
+    let left = entered.map(cgroup::Entered::leave);
     if ret < 0 {
         return Err(SandboxError::Setup {
             stage: "clone3",
-            source: io::Error::last_os_error(),
+            source: fork_error,
         });
     }
     let pid = ret as i32;
@@ -195,14 +206,9 @@ fn spawn_now(plan: ChildPlan) -> Result<Spawned, SandboxError> {
     drop(sync_r);
     drop(err_w);
     let spawned = Spawned { pid, pidfd };
-    for procs in &plan.cgroup_procs {
-        if let Err(e) = std::fs::write(procs, pid.to_string()) {
-            kill_and_reap(&spawned);
-            return Err(SandboxError::Setup {
-                stage: "cgroup attach",
-                source: e,
-            });
-        }
+    if let Err(e) = join_cgroups(&plan.cgroup, pid, left) {
+        kill_and_reap(&spawned);
+        return Err(e);
     }
     drop(plan);
     // SAFETY: writing one byte from a valid buffer to our pipe.
@@ -268,6 +274,32 @@ fn spawn_now(plan: ChildPlan) -> Result<Spawned, SandboxError> {
         stage,
         source: io::Error::from_raw_os_error(errno),
     })
+}
+
+/// Completes the child's cgroups before it is released: on v1 (it was born in them) the limits
+/// left for after the fork, once this thread is out again (`left`); on v2 the attach by pid.
+fn join_cgroups(join: &Join, pid: i32, left: Option<io::Result<()>>) -> Result<(), SandboxError> {
+    if let Some(Err(e)) = left {
+        // The child is in its groups, but this thread is stuck in them: a run must not share its
+        // groups with the host, so this one fails (the next spawn takes the thread home).
+        tracing::error!(error = %e, "the sandbox spawner cannot leave a run's cgroup");
+        return Err(SandboxError::Setup {
+            stage: "cgroup leave",
+            source: e,
+        });
+    }
+    let writes: Vec<(&std::path::Path, String)> = match join {
+        Join::None => Vec::new(),
+        Join::Inherit { then, .. } => then.iter().map(|(f, v)| (f.as_path(), v.clone())).collect(),
+        Join::Attach(procs) => procs
+            .iter()
+            .map(|f| (f.as_path(), pid.to_string()))
+            .collect(),
+    };
+    for (file, value) in writes {
+        std::fs::write(file, value).map_err(SandboxError::setup("cgroup attach"))?;
+    }
+    Ok(())
 }
 
 /// SIGKILL through the pidfd (no pid-reuse race) and reap.

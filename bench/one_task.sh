@@ -11,12 +11,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${ROUNDS:-10}
 work=${WORK:-target/bench-one-task}
-codegym=${CODEGYM:-target/release/codegym}
 other=${CODEGYM_B:-}
-python=$(command -v python3.11 || command -v python3)
-python=$("$python" -c 'import os, sys; print(os.path.realpath(sys.executable))')
-[ -x "$codegym" ] || { echo "build it first: cargo build --release -p codegym" >&2; exit 1; }
-mkdir -p "$work"
+# shellcheck source=bench/preamble.sh
+source bench/preamble.sh
 header='{"schema_version": 1, "name": "one", "description": "one task"}'
 stdout7='{"version": 1, "components": [{"type": "stdout", "expected": "7\n"}]}'
 printf '%s\n{"id": "py", "prompt": "Print 7.", "reward": %s}\n' "$header" "$stdout7" >"$work/py-tasks.jsonl"

@@ -13,12 +13,9 @@ cd "$(dirname "$0")/.."
 rounds=${ROUNDS:-5}
 n=${N:-2000}
 work=${WORK:-target/bench-trivial}
-codegym=${CODEGYM:-target/release/codegym}
 other=${CODEGYM_B:-}
-python=$(command -v python3.11 || command -v python3)
-python=$("$python" -c 'import os, sys; print(os.path.realpath(sys.executable))')
-[ -x "$codegym" ] || { echo "build it first: cargo build --release -p codegym" >&2; exit 1; }
-mkdir -p "$work"
+# shellcheck source=bench/preamble.sh
+source bench/preamble.sh
 # Task i prints i; its sample is the program `print(i)` (a whole program: no completion prefix).
 "$python" - "$n" "$work" <<'PY'
 import json, sys

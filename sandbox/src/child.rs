@@ -74,8 +74,13 @@ pub(crate) struct ChildCtx<'a> {
     pub argv: &'a [*const c_char],
     pub envp: &'a [*const c_char],
     pub fprogs: &'a [libc::sock_fprog],
+    /// The parent's pipe to wait on before anything (-1: none, the child is complete).
     pub sync_r: RawFd,
     pub err_w: RawFd,
+    /// A child sharing the parent's address space starts with every signal blocked: it puts
+    /// caught signals back to their default (a handler would run the host's code on the host's
+    /// memory), then restores this mask.
+    pub restore_signals: Option<libc::sigset_t>,
 }
 
 /// Reports `stage` and errno to the parent and exits. Async-signal-safe.
@@ -113,6 +118,25 @@ fn fd_path(buf: &mut [u8; 32], fd: c_int) {
     buf[i] = 0;
 }
 
+/// Every caught signal back to its default action (ignored ones stay ignored, as across a fork
+/// and exec). Async-signal-safe; the dispositions are the child's own copy.
+unsafe fn default_handlers() {
+    for sig in 1..=64 {
+        // SAFETY: sigaction on a zeroed struct; signals the kernel or libc refuse return EINVAL.
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 {
+                continue;
+            }
+            if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN {
+                let mut dfl: libc::sigaction = std::mem::zeroed();
+                dfl.sa_sigaction = libc::SIG_DFL;
+                libc::sigaction(sig, &dfl, std::ptr::null_mut());
+            }
+        }
+    }
+}
+
 #[repr(C, packed)]
 struct LandlockPathBeneath {
     allowed_access: u64,
@@ -131,14 +155,20 @@ pub(crate) unsafe fn child_main(ctx: &ChildCtx<'_>) -> ! {
     }
     // SAFETY: all calls below are raw syscalls on memory the parent prepared before clone3.
     unsafe {
+        if let Some(mask) = &ctx.restore_signals {
+            default_handlers();
+            libc::sigprocmask(libc::SIG_SETMASK, mask, std::ptr::null_mut());
+        }
         let mut b = 0u8;
-        loop {
-            let n = libc::read(ctx.sync_r, &mut b as *mut u8 as *mut c_void, 1);
-            if n == 1 {
-                break;
-            }
-            if n == 0 || *libc::__errno_location() != libc::EINTR {
-                libc::_exit(126);
+        if ctx.sync_r >= 0 {
+            loop {
+                let n = libc::read(ctx.sync_r, &mut b as *mut u8 as *mut c_void, 1);
+                if n == 1 {
+                    break;
+                }
+                if n == 0 || *libc::__errno_location() != libc::EINTR {
+                    libc::_exit(126);
+                }
             }
         }
         check!(

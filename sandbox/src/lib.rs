@@ -21,8 +21,9 @@
 //!   real interpreter);
 //! - the execution toolbox both backends use: `prepare.rs` (shared state, work dir and cgroup
 //!   guard, uid, pipes, rlimits, argv, environment, Landlock ruleset), `workdir.rs`, `beneath.rs`
-//!   (the host's file access beneath a work dir), and the spawner `spawn.rs` + `child.rs`
-//!   (`clone3` into namespaces, async-signal-safe child setup);
+//!   (the host's file access beneath a work dir), and the spawner `spawn/` + `child.rs`
+//!   (a clone into namespaces sharing the host's memory until its exec, async-signal-safe child
+//!   setup);
 //! - two backends that start scripts: `fresh.rs` (a new interpreter per execution) and `warm/`
 //!   (forks of a pre-started interpreter: `server.rs` + `server.py` + the native `fork_loop.c`, one
 //!   run in `run.rs`); neither imports the other;

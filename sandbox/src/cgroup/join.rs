@@ -7,9 +7,10 @@
 //! often enough not to wait; one C step at a time waited twice). Moving the *calling thread* skips
 //! that lock. So on v1 the spawning thread moves itself into the run's groups, forks (the child is
 //! born there: nothing of it ever runs outside them), and moves back; on v2, where threads cannot
-//! be moved one by one outside threaded subtrees, the parent still writes the child's pid.
+//! be moved one by one outside threaded subtrees, the parent still writes the child's pid (and the
+//! child waits for it: a fork, not a `CLONE_VM` spawn, see `spawn/`).
 //!
-//! The spawning thread is one long-lived thread (`spawn.rs`); only it calls [`enter`].
+//! The spawning thread is one long-lived thread (`spawn/`); only it calls [`enter`].
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -22,9 +23,8 @@ pub(crate) enum Join {
     /// No groups.
     #[default]
     None,
-    /// v1: the spawning thread enters `dirs` ([`enter`]), forks and leaves; then each `(file,
-    /// value)` of `then` is written (limits that would have counted the spawning thread), before
-    /// the child is released.
+    /// v1: the spawning thread enters `dirs` ([`enter`]) and forks; then each `(file, value)` of
+    /// `then` is written (the limits that made room for the thread), and the thread leaves.
     Inherit {
         dirs: Vec<PathBuf>,
         then: Vec<(PathBuf, String)>,

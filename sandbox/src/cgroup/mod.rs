@@ -11,6 +11,9 @@ pub(crate) use join::{Entered, Join, enter};
 /// Where the v1 hierarchies are mounted, one directory per controller.
 const V1_MOUNT: &str = "/sys/fs/cgroup";
 
+/// The kernel's largest pid (`PID_MAX_LIMIT` on 64-bit): no `pids.max` above it.
+const PID_MAX_LIMIT: u32 = 4 << 20;
+
 /// Where this process may create per-execution cgroups.
 #[derive(Debug, Clone)]
 pub(crate) enum CgroupRoot {
@@ -155,7 +158,8 @@ pub(crate) struct RunCgroup {
     dirs: Vec<PathBuf>,
     memory: Option<PathBuf>,
     v2: bool,
-    /// v1: the `pids.max` to write once the process is in (see [`Join::Inherit`]).
+    /// v1: the `pids.max` to write once the process is in, before the spawning thread leaves
+    /// (see [`Join::Inherit`]).
     pids_max: Option<(PathBuf, String)>,
 }
 
@@ -192,8 +196,14 @@ impl RunCgroup {
                 }
                 if let Some(p) = pids {
                     let d = mk(p.join(name), &mut run)?;
-                    // Written once the new process is in: until then the spawning thread is in
-                    // the group too, and a limit of one would refuse the fork.
+                    // One more while the spawning thread is in the group with the new process
+                    // (a limit of one would refuse the fork), lowered before the thread leaves:
+                    // the run's own processes never exceed the limit, even if it runs by then.
+                    let during = match max_processes.checked_add(1) {
+                        Some(n) if n <= PID_MAX_LIMIT => n.to_string(),
+                        _ => "max".to_string(),
+                    };
+                    std::fs::write(d.join("pids.max"), during)?;
                     run.pids_max = Some((d.join("pids.max"), max_processes.to_string()));
                 }
             }

@@ -1,11 +1,17 @@
-//! The process spawner: `clone3` into fresh namespaces, then the child side of [`super::child`] up
+//! The process spawner: a clone into fresh namespaces, then the child side of [`super::child`] up
 //! to `execve`. Shared by the fresh backend (every execution), the warm backend (its server) and
 //! probing (can the kernel clone into a namespace).
 //!
-//! Everything the child needs is allocated by the parent beforehand ([`ChildPlan`]): after a fork
-//! in a multi-threaded process only async-signal-safe calls are allowed, so the child runs nothing
-//! but raw syscalls. Clones happen on one long-lived thread because `PR_SET_PDEATHSIG` fires when
-//! the *thread* that forked exits, and tokio's blocking threads come and go.
+//! The child shares the host's address space until its `execve` (`CLONE_VM | CLONE_VFORK`, as
+//! `posix_spawn`; the spawning thread sleeps meanwhile): a fork would copy the host's page tables
+//! and fault on every page the host's threads write until the child's exec. Only a child that
+//! must wait to be attached to its cgroups by pid (cgroup v2) is forked. Either way everything the
+//! child needs is allocated by the parent beforehand ([`ChildPlan`]) and the child runs nothing but
+//! raw, async-signal-safe syscalls, writing no memory but its own stack. Clones happen on one
+//! long-lived thread because `PR_SET_PDEATHSIG` fires when the *thread* that forked exits, and
+//! tokio's blocking threads come and go.
+
+mod clone;
 
 use std::ffi::CString;
 use std::io;
@@ -17,6 +23,8 @@ use libc::{c_char, c_int, c_void};
 use super::cgroup::{self, Join};
 use super::child::{self, ChildPlan};
 use super::request::SandboxError;
+pub(crate) use clone::raw_fork;
+use clone::{block_signals, clone_vm};
 
 /// A started child: its pid and a pidfd (readable when it exits).
 pub(crate) struct Spawned {
@@ -87,45 +95,6 @@ fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// A fork-like clone (no new stack) into the namespaces in `flags`; stores a pidfd of the child
-/// in `pidfd`. Returns 0 in the child, the pid in the parent, -1 on error (errno set).
-/// `clone3` first; container runtimes often make it fail with ENOSYS, so fall back to `clone`.
-///
-/// # Safety
-/// As `fork` in a multi-threaded process: the child may only make async-signal-safe calls.
-pub(crate) unsafe fn raw_fork(flags: u64, pidfd: &mut c_int) -> libc::c_long {
-    // SAFETY: clone_args is plain data; zero is a valid value for every field.
-    let mut args: libc::clone_args = unsafe { std::mem::zeroed() };
-    args.flags = flags | libc::CLONE_PIDFD as u64;
-    args.pidfd = pidfd as *mut c_int as u64;
-    args.exit_signal = libc::SIGCHLD as u64;
-    // SAFETY: valid clone_args of the right size; fork semantics as documented above.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_clone3,
-            &mut args as *mut libc::clone_args,
-            size_of::<libc::clone_args>(),
-        )
-    };
-    // SAFETY: reading errno of this thread.
-    if ret >= 0 || unsafe { *libc::__errno_location() } != libc::ENOSYS {
-        return ret;
-    }
-    // clone(flags, newsp, parent_tid, child_tid, tls) on x86_64; with CLONE_PIDFD the pidfd is
-    // written through parent_tid.
-    // SAFETY: fork-like clone, same contract as above.
-    unsafe {
-        libc::syscall(
-            libc::SYS_clone,
-            flags | libc::CLONE_PIDFD as u64 | libc::SIGCHLD as u64,
-            0usize,
-            pidfd as *mut c_int,
-            0usize,
-            0usize,
-        )
-    }
-}
-
 fn dup_high(fd: OwnedFd) -> io::Result<OwnedFd> {
     // SAFETY: F_DUPFD_CLOEXEC on a valid fd returns a new fd that we own.
     let n = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 100) };
@@ -144,11 +113,20 @@ fn cptrs(v: &[CString]) -> Vec<*const c_char> {
 }
 
 fn spawn_now(plan: ChildPlan) -> Result<Spawned, SandboxError> {
-    let (sync_r, sync_w) = pipe_cloexec().map_err(SandboxError::setup("sync pipe"))?;
+    // A child attached by pid (cgroup v2) must wait for that on a pipe, so it is a fork: a
+    // `CLONE_VFORK` parent sleeps until the child's exec. Every other child shares this address
+    // space until its exec (`clone_vm`).
+    let shared = !matches!(plan.cgroup, Join::Attach(_));
     let (err_r, err_w) = pipe_cloexec().map_err(SandboxError::setup("error pipe"))?;
     // Far above the fd numbers the child dup2()s into, so no dup2 clobbers a source.
-    let sync_r = dup_high(sync_r).map_err(SandboxError::setup("sync pipe"))?;
     let err_w = dup_high(err_w).map_err(SandboxError::setup("error pipe"))?;
+    let sync = match shared {
+        true => None,
+        false => {
+            let (r, w) = pipe_cloexec().map_err(SandboxError::setup("sync pipe"))?;
+            Some((dup_high(r).map_err(SandboxError::setup("sync pipe"))?, w))
+        }
+    };
     let mut plan = plan;
     for (fd, _) in &mut plan.extra_fds {
         let taken = std::mem::replace(
@@ -176,55 +154,74 @@ fn spawn_now(plan: ChildPlan) -> Result<Spawned, SandboxError> {
         _ => None,
     };
     let mut pidfd: c_int = -1;
-    // SAFETY: the child only runs `child_main`, which uses raw syscalls on memory prepared
-    // above and never returns.
-    let ret = unsafe { raw_fork(plan.clone_flags, &mut pidfd) };
-    // Saved before `leave` (its writes) can change errno.
-    let fork_error = io::Error::last_os_error();
-    if ret == 0 {
-        let ctx = child::ChildCtx {
-            plan: &plan,
-            argv: &argv,
-            envp: &envp,
-            fprogs: &fprogs,
-            sync_r: sync_r.as_raw_fd(),
-            err_w: err_w.as_raw_fd(),
-        };
-        // SAFETY: we are the freshly cloned child.
-        unsafe { child::child_main(&ctx) }
-    }
-    let left = entered.map(cgroup::Entered::leave);
+    let mut ctx = child::ChildCtx {
+        plan: &plan,
+        argv: &argv,
+        envp: &envp,
+        fprogs: &fprogs,
+        sync_r: sync.as_ref().map_or(-1, |(r, _)| r.as_raw_fd()),
+        err_w: err_w.as_raw_fd(),
+        restore_signals: None,
+    };
+    let (ret, clone_error) = if shared {
+        let (blocked, old) = block_signals();
+        ctx.restore_signals = Some(old);
+        // SAFETY: `child_main` writes nothing but its stack, makes only raw syscalls, and execs
+        // or exits; this thread's signals are blocked until the clone returns.
+        let ret = unsafe { clone_vm(plan.clone_flags, &ctx, &mut pidfd) } as libc::c_long;
+        let clone_error = io::Error::last_os_error();
+        drop(blocked);
+        (ret, clone_error)
+    } else {
+        // SAFETY: the child only runs `child_main`, which uses raw syscalls on memory prepared
+        // above and never returns.
+        let ret = unsafe { raw_fork(plan.clone_flags, &mut pidfd) };
+        if ret == 0 {
+            // SAFETY: we are the freshly cloned child.
+            unsafe { child::child_main(&ctx) }
+        }
+        (ret, io::Error::last_os_error())
+    };
     if ret < 0 {
+        if let Some(entered) = entered {
+            let _ = entered.leave();
+        }
         return Err(SandboxError::Setup {
             stage: "clone3",
-            source: fork_error,
+            source: clone_error,
         });
     }
     let pid = ret as i32;
-    // SAFETY: raw_fork stored a fresh pidfd that we now own.
+    // SAFETY: the clone stored a fresh pidfd that we now own.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
-    drop(sync_r);
     drop(err_w);
+    let sync_w = sync.map(|(r, w)| {
+        drop(r);
+        w
+    });
     let spawned = Spawned { pid, pidfd };
-    if let Err(e) = join_cgroups(&plan.cgroup, pid, left) {
+    if let Err(e) = finish_cgroups(&plan.cgroup, pid, entered) {
         kill_and_reap(&spawned);
         return Err(e);
     }
     drop(plan);
-    // SAFETY: writing one byte from a valid buffer to our pipe.
-    let w = unsafe { libc::write(sync_w.as_raw_fd(), b"g".as_ptr() as *const c_void, 1) };
-    drop(sync_w);
-    if w != 1 {
-        kill_and_reap(&spawned);
-        return Err(SandboxError::Setup {
-            stage: "release child",
-            source: io::Error::last_os_error(),
-        });
+    if let Some(sync_w) = sync_w {
+        // SAFETY: writing one byte from a valid buffer to our pipe.
+        let w = unsafe { libc::write(sync_w.as_raw_fd(), b"g".as_ptr() as *const c_void, 1) };
+        drop(sync_w);
+        if w != 1 {
+            kill_and_reap(&spawned);
+            return Err(SandboxError::Setup {
+                stage: "release child",
+                source: io::Error::last_os_error(),
+            });
+        }
     }
     let mut buf = [0u8; 5];
     let mut got = 0;
     while got < buf.len() {
         // A child stuck before execve must not wedge the spawner (and every later execution).
+        // (A child sharing this address space has exec'd or exited by now.)
         let mut pfd = libc::pollfd {
             fd: err_r.as_raw_fd(),
             events: libc::POLLIN,
@@ -276,18 +273,14 @@ fn spawn_now(plan: ChildPlan) -> Result<Spawned, SandboxError> {
     })
 }
 
-/// Completes the child's cgroups before it is released: on v1 (it was born in them) the limits
-/// left for after the fork, once this thread is out again (`left`); on v2 the attach by pid.
-fn join_cgroups(join: &Join, pid: i32, left: Option<io::Result<()>>) -> Result<(), SandboxError> {
-    if let Some(Err(e)) = left {
-        // The child is in its groups, but this thread is stuck in them: a run must not share its
-        // groups with the host, so this one fails (the next spawn takes the thread home).
-        tracing::error!(error = %e, "the sandbox spawner cannot leave a run's cgroup");
-        return Err(SandboxError::Setup {
-            stage: "cgroup leave",
-            source: e,
-        });
-    }
+/// Completes the child's cgroups (before it runs anything, or, sharing this address space,
+/// while this thread still holds a place in them): on v1, where it was born in them, the limits
+/// left for after the fork, then this thread leaves; on v2 the attach by pid.
+fn finish_cgroups(
+    join: &Join,
+    pid: i32,
+    entered: Option<cgroup::Entered>,
+) -> Result<(), SandboxError> {
     let writes: Vec<(&std::path::Path, String)> = match join {
         Join::None => Vec::new(),
         Join::Inherit { then, .. } => then.iter().map(|(f, v)| (f.as_path(), v.clone())).collect(),
@@ -296,10 +289,20 @@ fn join_cgroups(join: &Join, pid: i32, left: Option<io::Result<()>>) -> Result<(
             .map(|f| (f.as_path(), pid.to_string()))
             .collect(),
     };
-    for (file, value) in writes {
-        std::fs::write(file, value).map_err(SandboxError::setup("cgroup attach"))?;
+    let written = writes
+        .into_iter()
+        .try_for_each(|(file, value)| std::fs::write(file, value));
+    let left = entered.map_or(Ok(()), cgroup::Entered::leave);
+    if let Err(e) = left {
+        // The child is in its groups, but this thread is stuck in them: a run must not share its
+        // groups with the host, so this one fails (the next spawn takes the thread home).
+        tracing::error!(error = %e, "the sandbox spawner cannot leave a run's cgroup");
+        return Err(SandboxError::Setup {
+            stage: "cgroup leave",
+            source: e,
+        });
     }
-    Ok(())
+    written.map_err(SandboxError::setup("cgroup attach"))
 }
 
 /// SIGKILL through the pidfd (no pid-reuse race) and reap.
@@ -321,3 +324,6 @@ pub(crate) fn kill_pidfd(pidfd: &OwnedFd) {
         )
     };
 }
+
+#[cfg(test)]
+mod tests;

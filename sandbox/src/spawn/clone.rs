@@ -45,8 +45,51 @@ pub(crate) unsafe fn raw_fork(flags: u64, pidfd: &mut c_int) -> libc::c_long {
     }
 }
 
-/// The child's stack when it shares this address space (a `u128` array: 16-byte aligned).
+/// The child's stack when it shares this address space.
 const CHILD_STACK_BYTES: usize = 256 << 10;
+
+/// A stack for a child sharing this address space, with an inaccessible page below it: a child
+/// that overflowed it would fault instead of writing into the host's memory.
+struct ChildStack {
+    base: *mut c_void,
+    len: usize,
+}
+
+impl ChildStack {
+    fn new() -> Option<ChildStack> {
+        // SAFETY: sysconf has no preconditions.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).ok()?;
+        let len = CHILD_STACK_BYTES + page;
+        // SAFETY: a fresh private anonymous mapping; the guard page is its lowest page.
+        unsafe {
+            let base = libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            );
+            if base == libc::MAP_FAILED {
+                return None;
+            }
+            let stack = ChildStack { base, len };
+            (libc::mprotect(base, page, libc::PROT_NONE) == 0).then_some(stack)
+        }
+    }
+
+    fn top(&self) -> *mut c_void {
+        // SAFETY: one past the end of the mapping: the top of a downward-growing stack.
+        unsafe { self.base.add(self.len) }
+    }
+}
+
+impl Drop for ChildStack {
+    fn drop(&mut self) {
+        // SAFETY: unmapping the mapping `new` made.
+        unsafe { libc::munmap(self.base, self.len) };
+    }
+}
 
 /// `clone(CLONE_VM | CLONE_VFORK)` into the namespaces in `flags`, as `posix_spawn` does: the
 /// child runs `child_main` on its own stack in this address space, and this thread sleeps until
@@ -63,8 +106,7 @@ const CHILD_STACK_BYTES: usize = 256 << 10;
 pub(super) unsafe fn clone_vm(flags: u64, ctx: &child::ChildCtx<'_>, pidfd: &mut c_int) -> c_int {
     thread_local! {
         // One per spawning thread, reused: the previous child is done with it when clone returns.
-        static STACK: std::cell::RefCell<Vec<u128>> =
-            std::cell::RefCell::new(vec![0; CHILD_STACK_BYTES / 16]);
+        static STACK: Option<ChildStack> = ChildStack::new();
     }
     extern "C" fn entry(arg: *mut c_void) -> c_int {
         // SAFETY: `arg` is the `ChildCtx` of `clone_vm`, alive while its thread sleeps.
@@ -73,16 +115,17 @@ pub(super) unsafe fn clone_vm(flags: u64, ctx: &child::ChildCtx<'_>, pidfd: &mut
     let flags =
         flags | (libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD) as u64;
     STACK.with(|stack| {
-        let mut stack = stack.borrow_mut();
-        let len = stack.len();
-        // SAFETY: one past the end of the buffer: the top of a downward-growing stack.
-        let top = unsafe { stack.as_mut_ptr().add(len) } as *mut c_void;
+        let Some(stack) = stack else {
+            // SAFETY: setting this thread's errno.
+            unsafe { *libc::__errno_location() = libc::ENOMEM };
+            return -1;
+        };
         // SAFETY: as documented above; `pidfd` receives the child's pidfd (CLONE_PIDFD writes it
         // through the parent-tid argument).
         unsafe {
             libc::clone(
                 entry,
-                top,
+                stack.top(),
                 flags as c_int,
                 ctx as *const child::ChildCtx<'_> as *mut c_void,
                 pidfd as *mut c_int,

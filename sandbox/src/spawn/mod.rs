@@ -187,7 +187,7 @@ fn spawn_now(plan: ChildPlan) -> Result<Spawned, SandboxError> {
             let _ = entered.leave();
         }
         return Err(SandboxError::Setup {
-            stage: "clone3",
+            stage: "clone",
             source: clone_error,
         });
     }

@@ -1,11 +1,12 @@
-//! What the child of a spawn does between `clone3` and `execve`, and the [`ChildPlan`] it follows
+//! What the child of a spawn does between its clone and `execve`, and the [`ChildPlan`] it follows
 //! (prepared by the parent: the child allocates nothing).
 //!
-//! The order matters: wait for the parent (the child's cgroups are complete then), `PR_SET_PDEATHSIG`,
-//! `setsid`, mounts (while still root), `oom_score_adj`, fds, chdir, rlimits, the uid drop (raw
-//! syscalls, see below), `no_new_privs` (Landlock requires it without `CAP_SYS_ADMIN`), Landlock,
-//! closing every other fd, and seccomp *last*: its filters would refuse the setup's own syscalls
-//! (mount, setns-like calls). Only raw, async-signal-safe syscalls: the parent is multi-threaded
+//! The order matters: a child sharing the host's memory first puts its signals back (see
+//! [`ChildCtx::restore_signals`]); a forked one waits for the parent to complete its cgroups;
+//! then `PR_SET_PDEATHSIG`, `setsid`, mounts (while still root), `oom_score_adj`, fds, chdir,
+//! rlimits, the uid drop (raw syscalls, see below), `no_new_privs` (Landlock requires it without
+//! `CAP_SYS_ADMIN`), Landlock, closing every other fd, and seccomp *last*: its filters would refuse
+//! the setup's own syscalls (mount, setns-like calls). Only raw, async-signal-safe syscalls: the parent is multi-threaded
 //! and glibc's view of threads is stale here.
 
 use std::ffi::CString;

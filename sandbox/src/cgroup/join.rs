@@ -5,8 +5,8 @@
 //! period whenever no other move happened just before: 10-20 ms on this kind of VM, on the path of
 //! every fresh run, compile step and fork server start that comes alone (a busy server moves
 //! often enough not to wait; one C step at a time waited twice). Moving the *calling thread* skips
-//! that lock. So on v1 the spawning thread moves itself into the run's groups, forks (the child is
-//! born there: nothing of it ever runs outside them), and moves back; on v2, where threads cannot
+//! that lock. So on v1 the spawning thread moves itself into the run's groups, clones (the child
+//! is born there: nothing of it ever runs outside them), and moves back; on v2, where threads cannot
 //! be moved one by one outside threaded subtrees, the parent still writes the child's pid (and the
 //! child waits for it: a fork, not a `CLONE_VM` spawn, see `spawn/`).
 //!
@@ -23,7 +23,7 @@ pub(crate) enum Join {
     /// No groups.
     #[default]
     None,
-    /// v1: the spawning thread enters `dirs` ([`enter`]) and forks; then each `(file, value)` of
+    /// v1: the spawning thread enters `dirs` ([`enter`]) and clones; then each `(file, value)` of
     /// `then` is written (the limits that made room for the thread), and the thread leaves.
     Inherit {
         dirs: Vec<PathBuf>,

@@ -31,7 +31,6 @@ pub(crate) struct Inner {
     pub work_root: PathBuf,
     pub permits: tokio::sync::Semaphore,
     pub max_concurrent: usize,
-    counter: AtomicU64,
     /// The system part of every run's Landlock rules, opened at the first run.
     landlock_base: std::sync::OnceLock<isolation::LandlockBase>,
 }
@@ -53,14 +52,19 @@ impl Inner {
             work_root,
             permits: tokio::sync::Semaphore::new(max_concurrent),
             max_concurrent,
-            counter: AtomicU64::new(0),
             landlock_base: std::sync::OnceLock::new(),
         }
     }
 
-    /// A fresh execution id: it names the work dir and cgroup and picks the uid.
+    /// A fresh execution id: it names the work dir and cgroup and picks the uid. One sequence for
+    /// every sandbox of this process: an id picks its run's uid (`uid_base + id % uid_count`), and
+    /// two sandboxes counting from zero gave one uid to two live runs (servers in one binary: a
+    /// fork bomb in one made the other's `execve` fail, EAGAIN, over the shared process limit). It
+    /// starts at a random point, so two processes with the same uid range rarely meet.
     pub fn next_id(&self) -> u64 {
-        self.counter.fetch_add(1, Ordering::Relaxed)
+        static NEXT: std::sync::LazyLock<AtomicU64> =
+            std::sync::LazyLock::new(|| AtomicU64::new(u64::from(rand::random::<u16>())));
+        NEXT.fetch_add(1, Ordering::Relaxed)
     }
 }
 

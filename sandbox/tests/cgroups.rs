@@ -1,7 +1,8 @@
-//! Every sandboxed process is born in its run's cgroups (v1 here: the spawning thread forks from
+//! Every sandboxed process is born in its run's cgroups (v1 here: the spawning thread clones from
 //! inside them), never in the host's, and the spawning thread goes back to the host's groups.
 //! Seen from inside the programs: fresh Python runs, compiled C programs (their compile steps
-//! are spawned the same way), and the warm backend's runs (in their fork server's groups).
+//! are spawned the same way), and the warm backend's runs (in their fork server's groups). And
+//! the run's own uid, which its process limit counts, across two sandboxes of one process.
 
 use std::sync::OnceLock;
 
@@ -166,4 +167,29 @@ async fn a_run_limited_to_one_process_starts_and_cannot_fork() {
     let o = run(Backend::Fresh, req).await;
     assert_eq!(o.exit_code, Some(0), "{o:?}");
     assert_eq!(o.stdout.as_str().trim(), "refused", "{o:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_sandboxes_of_one_process_never_share_a_uid() {
+    // Each run's own uid, across sandboxes too: two servers in one process (or a test binary's
+    // fixtures) used to count their runs from zero, and gave one uid to two live runs.
+    let _serial = SERIAL.lock().await;
+    let other = Sandbox::new(SandboxConfig {
+        backend: Backend::Fresh,
+        ..SandboxConfig::default()
+    })
+    .unwrap_or_else(|e| panic!("sandbox setup failed: {e}"));
+    let source = "import os, time\nprint(os.getuid())\ntime.sleep(0.3)";
+    let mut runs = Vec::new();
+    for _ in 0..6 {
+        runs.push(sandbox(Backend::Fresh).run(ExecRequest::new(source)));
+        runs.push(other.run(ExecRequest::new(source)));
+    }
+    let mut uids = std::collections::HashSet::new();
+    for o in futures::future::join_all(runs).await {
+        let o = o.unwrap_or_else(|e| panic!("infrastructure error: {e}"));
+        assert_eq!(o.exit_code, Some(0), "{o:?}");
+        let uid = o.stdout.as_str().trim().to_string();
+        assert!(uids.insert(uid.clone()), "two runs at once as uid {uid}");
+    }
 }

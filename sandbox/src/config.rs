@@ -112,9 +112,12 @@ pub struct SandboxConfig {
     /// without paying for `site` at every start.
     pub site_packages: SitePackages,
     /// First uid/gid of the range executions run as when the supervisor is root; every execution
-    /// gets its own uid so that per-uid limits and file permissions separate concurrent episodes.
+    /// gets a uid no other live execution on the host has (leased in `/run/codegym/uids.lock`, so
+    /// codegym processes sharing a range share it out), so that per-uid limits and file
+    /// permissions separate concurrent episodes.
     pub uid_base: u32,
-    /// Number of uids in the range.
+    /// Number of uids in the range: at least the executions and sessions alive at once, on this
+    /// host, of every codegym process using the range (a run finding none free fails).
     pub uid_count: u32,
     /// How one-shot scripts start (sessions always get a fresh interpreter).
     pub backend: Backend,

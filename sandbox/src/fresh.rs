@@ -165,8 +165,8 @@ pub(crate) async fn start_command(
         address_space,
     } = command;
     let layers = &inner.layers;
-    let ids = prepare::run_ids(inner, id);
     let (mut guard, workdir) = RunGuard::with_workdir(inner, id, layout)?;
+    let ids = guard.ids();
     if let Some(root) = &layers.cgroup {
         let name = format!("run-{id}");
         guard.cgroup = Some(

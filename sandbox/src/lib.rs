@@ -20,7 +20,8 @@
 //!   `seccomp/`, `cgroup/` (and how a process joins its groups: born in them), `python.rs` (the
 //!   real interpreter);
 //! - the execution toolbox both backends use: `prepare.rs` (shared state, work dir and cgroup
-//!   guard, uid, pipes, rlimits, argv, environment, Landlock ruleset), `workdir.rs`, `beneath.rs`
+//!   guard, pipes, rlimits, argv, environment, Landlock ruleset), `uids.rs` (a uid no other live
+//!   run on the host has), `workdir.rs`, `beneath.rs`
 //!   (the host's file access beneath a work dir), and the spawner `spawn/` + `child.rs`
 //!   (a clone into namespaces sharing the host's memory until its exec, async-signal-safe child
 //!   setup);
@@ -54,6 +55,7 @@ mod seccomp;
 mod session;
 mod spawn;
 mod supervise;
+mod uids;
 mod warm;
 mod workdir;
 

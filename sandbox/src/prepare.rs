@@ -19,6 +19,7 @@ use super::probe::Layers;
 use super::python::PythonInfo;
 use super::request::SandboxError;
 use super::spawn::{self, Spawned};
+use super::uids::{self, RunUid};
 use super::workdir;
 
 /// What a sandbox knows, shared by all its executions (and kept alive by a live session).
@@ -56,14 +57,10 @@ impl Inner {
         }
     }
 
-    /// A fresh execution id: it names the work dir and cgroup and picks the uid. One sequence for
-    /// every sandbox of this process: an id picks its run's uid (`uid_base + id % uid_count`), and
-    /// two sandboxes counting from zero gave one uid to two live runs (servers in one binary: a
-    /// fork bomb in one made the other's `execve` fail, EAGAIN, over the shared process limit). It
-    /// starts at a random point, so two processes with the same uid range rarely meet.
+    /// A fresh execution id: it names the work dir and the cgroup (the uid is `uids.rs`'s). One
+    /// sequence for every sandbox of this process.
     pub fn next_id(&self) -> u64 {
-        static NEXT: std::sync::LazyLock<AtomicU64> =
-            std::sync::LazyLock::new(|| AtomicU64::new(u64::from(rand::random::<u16>())));
+        static NEXT: AtomicU64 = AtomicU64::new(0);
         NEXT.fetch_add(1, Ordering::Relaxed)
     }
 }
@@ -80,13 +77,16 @@ impl Drop for Inner {
 }
 
 /// Cleans up an execution however it ends (also when the future is dropped): kills and reaps the
-/// child, removes the cgroup and the work dir. Blocking; the normal path drops it on a blocking
-/// thread.
+/// child, removes the cgroup and the work dir, and then gives the run's uid back. Blocking; the
+/// normal path drops it on a blocking thread.
 #[derive(Default)]
 pub(crate) struct RunGuard {
     pub workdir: Option<PathBuf>,
     pub cgroup: Option<RunCgroup>,
     pub child: Option<Spawned>,
+    /// Dropped after the body of `drop` (fields drop last): only once the tree is gone. A warm run
+    /// hands it to its fork server's reply instead (`warm/server.rs`).
+    pub uid: Option<RunUid>,
 }
 
 impl RunGuard {
@@ -98,15 +98,28 @@ impl RunGuard {
         layout: &RunLayout<'_>,
     ) -> Result<(RunGuard, PathBuf), SandboxError> {
         let workdir = inner.work_root.join(format!("run-{id}"));
+        let uid = match inner.layers.drop_uid {
+            true => Some(
+                uids::acquire(inner.config.uid_base, inner.config.uid_count)
+                    .map_err(SandboxError::setup("uid"))?,
+            ),
+            false => None,
+        };
         let guard = RunGuard {
             workdir: Some(workdir.clone()),
             cgroup: None,
             child: None,
+            uid,
         };
-        let ids = run_ids(inner, id);
+        let ids = guard.ids();
         workdir::create(&workdir, &layout.files, ids)?;
         workdir::add_data(&workdir, &layout.read_only, layout.outputs_dir, ids)?;
         Ok((guard, workdir))
+    }
+
+    /// The uid/gid the execution runs as (`None`: the supervisor cannot drop privileges).
+    pub fn ids(&self) -> Option<(u32, u32)> {
+        self.uid.as_ref().map(|u| (u.get(), u.get()))
     }
 
     /// The cgroup's memory view: its peak, and whether it OOM-killed (`(None, false)` without one).
@@ -148,17 +161,6 @@ pub(crate) struct RunLayout<'a> {
     pub args: Vec<String>,
     /// A package-cache site dir, first on `sys.path` after the work dir.
     pub python_path: Option<PathBuf>,
-}
-
-/// The uid/gid an execution runs as, when the supervisor can drop privileges.
-pub(crate) fn run_ids(inner: &Inner, id: u64) -> Option<(u32, u32)> {
-    inner.layers.drop_uid.then(|| {
-        let uid = inner
-            .config
-            .uid_base
-            .saturating_add((id % u64::from(inner.config.uid_count.max(1))) as u32);
-        (uid, uid)
-    })
 }
 
 /// Bytes read from a pipe at a time. Small on purpose: a zeroed allocation of 16 KiB or more is a

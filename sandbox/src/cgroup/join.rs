@@ -15,7 +15,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::{V1_MOUNT, own_path};
+use super::{V1_MOUNT, own_path_in};
 
 /// How a new process gets into its run's groups (part of a spawn's plan).
 #[derive(Debug, Default)]
@@ -43,9 +43,11 @@ pub(crate) struct Entered {
 /// Moves the calling thread, and only it, into each of `dirs` (v1 group dirs). On an error it is
 /// back where it was.
 pub(crate) fn enter(dirs: &[PathBuf]) -> io::Result<Entered> {
+    // One read for every hierarchy (this runs at each spawn).
+    let listing = std::fs::read_to_string("/proc/self/cgroup")?;
     let homes = dirs
         .iter()
-        .map(|d| home_tasks(d))
+        .map(|d| home_tasks(d, &listing))
         .collect::<io::Result<Vec<_>>>()?;
     for (i, dir) in dirs.iter().enumerate() {
         // `tasks` and "0": this thread. (`cgroup.procs` would move the whole host process.)
@@ -76,14 +78,14 @@ impl Entered {
 /// The `tasks` file of the host process's own group (its main thread's) in the hierarchy of `dir`:
 /// where the calling thread belongs, read at each spawn (so a thread that could not leave a run's
 /// group goes home at the next one, and follows the process if it was moved).
-fn home_tasks(dir: &Path) -> io::Result<PathBuf> {
+fn home_tasks(dir: &Path, listing: &str) -> io::Result<PathBuf> {
     let controller = dir
         .strip_prefix(V1_MOUNT)
         .ok()
         .and_then(|rest| rest.components().next())
         .and_then(|c| c.as_os_str().to_str())
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a v1 cgroup dir"))?;
-    let own = own_path(controller)
+    let own = own_path_in(listing, controller)
         .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no own group in the hierarchy"))?;
     Ok(Path::new(V1_MOUNT)
         .join(controller)

@@ -62,7 +62,14 @@ impl CgroupRoot {
 
 /// Our own cgroup path in a hierarchy, from `/proc/self/cgroup`.
 fn own_path(controller: &str) -> Option<String> {
-    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    own_path_in(
+        &std::fs::read_to_string("/proc/self/cgroup").ok()?,
+        controller,
+    )
+}
+
+/// [`own_path`] in a `/proc/<pid>/cgroup` listing already read.
+fn own_path_in(text: &str, controller: &str) -> Option<String> {
     text.lines().find_map(|l| {
         let mut parts = l.splitn(3, ':');
         let (_, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);

@@ -15,7 +15,7 @@ mod clone;
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{Mutex, OnceLock, mpsc};
 
 use libc::{c_char, c_int, c_void};
@@ -310,6 +310,16 @@ pub(crate) fn kill_and_reap(s: &Spawned) {
     kill_pidfd(&s.pidfd);
     // SAFETY: waiting for our own child.
     unsafe { libc::waitpid(s.pid, std::ptr::null_mut(), 0) };
+}
+
+/// Blocks until our child `pidfd` has ended (a zombie, or already reaped), without reaping it.
+/// For a PID namespace's init, that is after every process of the namespace is gone.
+pub(crate) fn wait_ended(pidfd: &OwnedFd) {
+    use nix::sys::wait::{Id, WaitPidFlag, waitid};
+    while let Err(nix::errno::Errno::EINTR) = waitid(
+        Id::PIDFd(pidfd.as_fd()),
+        WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT,
+    ) {}
 }
 
 pub(crate) fn kill_pidfd(pidfd: &OwnedFd) {

@@ -90,8 +90,8 @@ pub(crate) async fn start(
     with_stdin: bool,
     report: Option<(&ReportSpec, Option<&ToolHost>)>,
 ) -> Result<Started<WarmRun>, SandboxError> {
-    let ids = prepare::run_ids(inner, id);
-    let (guard, workdir) = RunGuard::with_workdir(inner, id, layout)?;
+    let (mut guard, workdir) = RunGuard::with_workdir(inner, id, layout)?;
+    let ids = guard.ids();
     let workdir = workdir.as_path();
     let (out_r, out_w) = prepare::pipe_pair()?;
     let (err_r, err_w) = prepare::pipe_pair()?;
@@ -146,7 +146,9 @@ pub(crate) async fn start(
     if let Some(r) = &ruleset {
         fds.push(r.as_raw_fd());
     }
-    let rx = server.fork(id, &body, &fds)?;
+    // The uid stays held until the server reports the run's end (its whole tree gone), even when
+    // this run is given up first.
+    let rx = server.fork(id, &body, &fds, guard.uid.take())?;
     let mut run = WarmRun {
         id,
         server,

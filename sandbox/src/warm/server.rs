@@ -34,6 +34,7 @@ use crate::request::SandboxError;
 use crate::seccomp;
 use crate::spawn;
 use crate::supervise::Exit;
+use crate::uids::RunUid;
 
 /// The server, after the run reporter it calls for runs with a report channel (issue 12).
 const SERVER: &str = concat!(include_str!("../report.py"), include_str!("server.py"));
@@ -48,7 +49,8 @@ const FORK_LOOP: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fork_loop.so"
 /// concurrent runs there, and a new namespace per run costs ~0.6 ms plus the kernel's teardown.
 const RUN_NAMESPACES: u64 = (libc::CLONE_NEWNS | libc::CLONE_NEWIPC) as u64;
 
-type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Exit, String>>>>>;
+/// Runs in flight: who waits for each reply, and the uid the run holds until then.
+type Pending = Arc<Mutex<HashMap<u64, (oneshot::Sender<Result<Exit, String>>, Option<RunUid>)>>>;
 
 /// A running fork server. Dropping it kills the server, and with its PID namespace every run.
 pub(crate) struct ForkServer {
@@ -199,12 +201,13 @@ impl ForkServer {
         id: u64,
         body: &[u8],
         fds: &[RawFd],
+        uid: Option<RunUid>,
     ) -> Result<oneshot::Receiver<Result<Exit, String>>, SandboxError> {
         let (tx, rx) = oneshot::channel();
         self.pending
             .lock()
             .map_err(|_| SandboxError::Closed)?
-            .insert(id, tx);
+            .insert(id, (tx, uid));
         // The header line is what the server's native loop reads; the body is the child's.
         let mut msg = format!("run {id}\n").into_bytes();
         msg.extend_from_slice(body);
@@ -251,6 +254,15 @@ impl ForkServer {
         let sock = self.sock.try_clone().map_err(SandboxError::setup("dup"))?;
         let pending = self.pending.clone();
         let alive = self.alive.clone();
+        let process = match &self._process.child {
+            Some(child) => Some(
+                child
+                    .pidfd
+                    .try_clone()
+                    .map_err(SandboxError::setup("dup"))?,
+            ),
+            None => None,
+        };
         let reader = move || {
             let mut buf = vec![0u8; 64 << 10];
             loop {
@@ -265,10 +277,17 @@ impl ForkServer {
                 }
             }
             alive.store(false, Ordering::Release);
-            // Dropping the senders fails every run still waiting.
-            if let Ok(mut p) = pending.lock() {
-                p.clear();
+            // Dropping the senders fails every run still waiting, now. Their uids go back only
+            // once the server has ended: it is the init of the runs' PID namespaces' parent, and
+            // its end is when the kernel has killed and reaped every run's tree.
+            let uids: Vec<RunUid> = match pending.lock() {
+                Ok(mut p) => p.drain().filter_map(|(_, (_tx, uid))| uid).collect(),
+                Err(_) => Vec::new(),
+            };
+            if let (false, Some(process)) = (uids.is_empty(), &process) {
+                spawn::wait_ended(process);
             }
+            drop(uids);
         };
         std::thread::Builder::new()
             .name("codegym-forkserver".into())
@@ -298,8 +317,10 @@ fn dispatch(pending: &Pending, msg: &[u8]) {
         (None, Some(status)) => Ok(Exit::from_status(status, reply.cpu_ms, reply.max_rss)),
         (None, None) => Err("reply without a status".into()),
     };
-    let tx = pending.lock().ok().and_then(|mut p| p.remove(&reply.id));
-    if let Some(tx) = tx {
+    // The reply comes once the run's process (its PID namespace's init) was reaped: its tree is
+    // gone, and its uid (dropped here) may serve another run.
+    let entry = pending.lock().ok().and_then(|mut p| p.remove(&reply.id));
+    if let Some((tx, _uid)) = entry {
         let _ = tx.send(result);
     }
 }

@@ -144,6 +144,14 @@ impl Sandbox {
         } else {
             config.max_concurrent
         };
+        if layers.drop_uid && (config.uid_count as usize) < max {
+            // A run never shares a uid: beyond `uid_count` at once, runs fail (retryably).
+            tracing::warn!(
+                uid_count = config.uid_count,
+                max_concurrent = max,
+                "fewer uids than executions in flight: runs beyond the uid range fail"
+            );
+        }
         let mut inner = Inner::new(config, python, report, layers, work_root, max);
         if inner.report.level < inner.config.min_isolation {
             return Err(SandboxError::InsufficientIsolation {

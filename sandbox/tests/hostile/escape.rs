@@ -83,6 +83,48 @@ async fn writes_outside_the_work_dir_fail() {
 }
 
 #[tokio::test]
+async fn the_uid_lease_file_is_out_of_reach() {
+    // Every codegym process on the host locks its runs' uids in this file: a run that could lock a
+    // byte would deny that uid to every server, and one that could replace the file would let two
+    // processes hand out the same uid.
+    let f = Fixture::new();
+    let src = r#"
+import fcntl, os, struct
+for p in ['/run/codegym/uids.lock', '/dev/shm/codegym-uids.lock', '/run/codegym']:
+    for flags in (os.O_RDONLY, os.O_RDWR, os.O_WRONLY | os.O_TRUNC):
+        try:
+            fd = os.open(p, flags)
+        except OSError as e:
+            print(p, flags, 'denied', e.errno)
+            continue
+        try:
+            fcntl.fcntl(fd, 37, struct.pack('hhqqi', fcntl.F_WRLCK, 0, 1_500_000, 1, 0))  # F_OFD_SETLK
+            print(p, flags, 'LOCKED')
+        except OSError as e:
+            print(p, flags, 'OPENED', e.errno)
+    try:
+        os.rename(p, p + '.x'); print(p, 'RENAMED')
+    except OSError as e:
+        print(p, 'rename denied', e.errno)
+"#;
+    let o = f.run(src).await;
+    let out = o.stdout.as_str();
+    assert_eq!(o.exit_code, Some(0), "{o:?}");
+    assert_eq!(
+        out.lines().filter(|l| l.contains("denied")).count(),
+        12,
+        "{out}"
+    );
+    for word in ["LOCKED", "OPENED", "RENAMED"] {
+        assert!(!out.contains(word), "{out}");
+    }
+    assert!(
+        std::path::Path::new("/run/codegym/uids.lock").is_file(),
+        "the host's lease file (the fixture's runs lease there) is gone"
+    );
+}
+
+#[tokio::test]
 async fn planted_symlinks_are_never_followed_by_the_supervisor() {
     let f = Fixture::new();
     let victim_dir = f.root.join("victim");

@@ -69,36 +69,36 @@ static POOL: Mutex<Pool> = Mutex::new(Pool {
 /// new lease.
 pub(crate) fn acquire(base: u32, count: u32) -> io::Result<RunUid> {
     let end = base.saturating_add(count.max(1));
-    let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(&uid) = pool.free.range(base..end).next() {
-        pool.free.remove(&uid);
-        pool.held.insert(uid);
+    let mut guard = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    let Pool { file, free, held } = &mut *guard;
+    if let Some(&uid) = free.range(base..end).next() {
+        free.remove(&uid);
+        held.insert(uid);
         return Ok(RunUid(uid));
     }
-    if pool.file.is_none() {
-        pool.file = Some(open_lease_file()?);
-    }
+    let (file, path) = match file {
+        Some(opened) => &*opened,
+        None => &*file.insert(open_lease_file()?),
+    };
     let span = end - base;
     // A random first candidate: processes leasing at once then rarely try the same uids.
     let start = rand::random_range(0..span);
     for i in 0..span {
         let uid = base + (start + i) % span;
-        if pool.held.contains(&uid) || pool.free.contains(&uid) {
+        if held.contains(&uid) || free.contains(&uid) {
             continue;
         }
-        let (file, path) = pool.file.as_ref().expect("opened above");
         if try_lease(file, path, uid)? {
-            pool.held.insert(uid);
+            held.insert(uid);
             tracing::debug!(uid, "uid leased");
             return Ok(RunUid(uid));
         }
     }
-    let path = pool.file.as_ref().map_or("", |(_, p)| p);
     Err(io::Error::other(format!(
         "every uid of {base}..{end} is in use by a live run ({} of this process; the rest leased \
          by other codegym processes on this host, in {path}): raise the sandbox's uid_count or \
          move uid_base",
-        pool.held.range(base..end).count()
+        held.range(base..end).count()
     )))
 }
 

@@ -91,13 +91,25 @@ def record(cmd, freq, data):
     rc = subprocess.run(perf + cmd, check=False, stdout=subprocess.DEVNULL).returncode
     if rc != 0:
         sys.exit(f"the command (or perf) failed with exit status {rc}")
+    return perf_script(data, "comm,pid,event,ip,sym,trace")
+
+
+def perf_script(data, fields):
+    """`perf script`'s text of a recording, with these fields."""
     out = subprocess.run(
-        ["perf", "script", "-i", data, "-F", "comm,pid,event,ip,sym,trace"],
-        capture_output=True,
-        text=True,
-        check=True,
+        ["perf", "script", "-i", data, "-F", fields], capture_output=True, text=True, check=True
     )
     return out.stdout
+
+
+def command_line(ap):
+    """The parsed options, and the command to profile (what follows `--`)."""
+    ap.add_argument("cmd", nargs=argparse.REMAINDER)
+    args = ap.parse_args()
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not cmd:
+        ap.error("give the command to profile after --")
+    return args, cmd
 
 
 def parse(text):
@@ -164,11 +176,7 @@ def what(chain):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--freq", type=int, default=2000, help="samples per second per CPU")
-    ap.add_argument("cmd", nargs=argparse.REMAINDER)
-    args = ap.parse_args()
-    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
-    if not cmd:
-        ap.error("give the command to profile after --")
+    args, cmd = command_line(ap)
     with tempfile.TemporaryDirectory() as tmp:
         samples, parent = parse(record(cmd, args.freq, os.path.join(tmp, "perf.data")))
     role, runs = roles(samples, parent)

@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 
-from anatomy import FORK  # the same fork events give the same roles
+from anatomy import FORK, command_line, perf_script  # the same events give the same roles
 
 FAULT = re.compile(r"^\s*(\S+)\s+(\d+)\s+.*address=(0x[0-9a-f]+) ip=\S+ error_code=(0x[0-9a-f]+)")
 # The fork server's source starts with the run reporter's header (sandbox/src/report.py).
@@ -80,11 +80,7 @@ def kind(error_code):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--top", type=int, default=12, help="rows per role")
-    ap.add_argument("cmd", nargs=argparse.REMAINDER)
-    args = ap.parse_args()
-    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
-    if not cmd:
-        ap.error("give the command to profile after --")
+    args, cmd = command_line(ap)
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, "perf.data")
         perf = ["perf", "record", "-q", "-a", "-e", "exceptions:page_fault_user"]
@@ -93,12 +89,7 @@ def main():
         maps = snapshot_maps(proc)
         if proc.returncode != 0:
             sys.exit(f"the command (or perf) failed with exit status {proc.returncode}")
-        text = subprocess.run(
-            ["perf", "script", "-i", data, "-F", "comm,pid,event,trace"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
+        text = perf_script(data, "comm,pid,event,trace")
     if not maps:
         sys.exit("no fork server was seen (is the warm backend in use?)")
     parent, faults = {}, []

@@ -112,8 +112,8 @@ pub struct SandboxConfig {
     /// without paying for `site` at every start.
     pub site_packages: SitePackages,
     /// First uid/gid of the range executions run as when the supervisor is root; every execution
-    /// gets a uid no other live execution on the host has (leased in `/run/codegym/uids.lock`, so
-    /// codegym processes sharing a range share it out), so that per-uid limits and file
+    /// gets a uid no other live execution on the host has (leased in one host file, so codegym
+    /// processes sharing a range share it out: `docs/sandbox.md`), so that per-uid limits and file
     /// permissions separate concurrent episodes.
     pub uid_base: u32,
     /// Number of uids in the range: at least the executions and sessions alive at once, on this

@@ -10,6 +10,7 @@ use super::config::SandboxConfig;
 use super::isolation::{self, IsolationReport, Layer};
 use super::python::PythonInfo;
 use super::seccomp;
+use super::uids;
 
 /// Host dirs hidden behind an empty tmpfs in the child's mount namespace.
 const HIDDEN: &[&str] = &[
@@ -165,8 +166,14 @@ pub(crate) fn probe(
     let drop_uid = layer(
         "uid drop",
         if root {
+            // Where the leases are; a lease file that cannot be made fails every run (never a
+            // run as root), which this says before the first one does.
+            let leases = match uids::lease_file() {
+                Ok(path) => format!("leased host-wide in {path}"),
+                Err(e) => format!("NO LEASE FILE, every run fails: {e}"),
+            };
             Ok(format!(
-                "uids {}..{}",
+                "uids {}..{}, one per live run ({leases})",
                 config.uid_base,
                 config.uid_base as u64 + config.uid_count as u64
             ))

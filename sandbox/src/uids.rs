@@ -76,10 +76,7 @@ pub(crate) fn acquire(base: u32, count: u32) -> io::Result<RunUid> {
         held.insert(uid);
         return Ok(RunUid(uid));
     }
-    let (file, path) = match file {
-        Some(opened) => &*opened,
-        None => &*file.insert(open_lease_file()?),
-    };
+    let (file, path) = opened(file)?;
     let span = end - base;
     // A random first candidate: processes leasing at once then rarely try the same uids.
     let start = rand::random_range(0..span);
@@ -100,6 +97,20 @@ pub(crate) fn acquire(base: u32, count: u32) -> io::Result<RunUid> {
          move uid_base",
         held.range(base..end).count()
     )))
+}
+
+/// The host's lease file, made if need be (what `codegym doctor` shows of the uid layer).
+pub(crate) fn lease_file() -> io::Result<&'static str> {
+    let mut guard = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    opened(&mut guard.file).map(|(_, path)| *path)
+}
+
+/// This process's lease file, opened once.
+fn opened<'a>(file: &'a mut Option<(File, &'static str)>) -> io::Result<&'a (File, &'static str)> {
+    match file {
+        Some(opened) => Ok(opened),
+        None => Ok(file.insert(open_lease_file()?)),
+    }
 }
 
 /// The first lease file that can be opened; a location that exists but is not root's own is an

@@ -2,7 +2,7 @@
 //! host (a second process is this test binary again, as a peer), not a long run and the many
 //! short ones that pass while it lives, and a process that dies (SIGKILL) gives its uids back.
 //! A uid is what `RLIMIT_NPROC` counts host-wide, so a shared one lets a fork bomb in one run
-//! fail another run's `execve`.
+//! fail another run's `execve`. And operators see where the leases are.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -155,4 +155,24 @@ async fn a_long_run_keeps_its_uid_while_many_others_pass() {
             "{backend:?}: a run got uid {held} while the long run held it: {short:?}"
         );
     }
+}
+
+#[test]
+fn operators_see_where_the_leases_are() {
+    // `codegym doctor` and the clients' view of the sandbox say where the uids are leased.
+    let sb = sandbox(Backend::Fresh, range(2), 8, 4);
+    let layer = sb
+        .isolation()
+        .layers
+        .iter()
+        .find(|l| l.name == "uid drop")
+        .expect("a uid drop layer")
+        .clone();
+    assert!(layer.active, "{layer:?}");
+    let path = layer
+        .detail
+        .split_once("leased host-wide in ")
+        .map(|(_, rest)| rest.trim_end_matches(')'))
+        .unwrap_or_else(|| panic!("no lease file in {layer:?}"));
+    assert!(std::path::Path::new(path).is_file(), "{layer:?}");
 }

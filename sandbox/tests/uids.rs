@@ -176,3 +176,35 @@ fn operators_see_where_the_leases_are() {
         .unwrap_or_else(|| panic!("no lease file in {layer:?}"));
     assert!(std::path::Path::new(path).is_file(), "{layer:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_s_uid_is_free_again_when_its_result_is_back() {
+    // One uid, runs one after another: each must find the uid its predecessor held, on both
+    // backends. A uid given back just after the result (the fork server's reply woke the caller
+    // first) fails the next run now and then: busy threads make that "now and then" often.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let burners: Vec<_> = (0..3)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        })
+        .collect();
+    for backend in [Backend::Fresh, Backend::WarmFork] {
+        let sb = sandbox(backend, range(3), 1, 1);
+        for i in 0..150 {
+            let out = sb.run(ExecRequest::new("pass")).await;
+            if let Err(e) = out {
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                panic!("{backend:?}: run {i} found no uid: {e}");
+            }
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for b in burners {
+        b.join().expect("burner");
+    }
+}

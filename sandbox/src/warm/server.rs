@@ -318,9 +318,11 @@ fn dispatch(pending: &Pending, msg: &[u8]) {
         (None, None) => Err("reply without a status".into()),
     };
     // The reply comes once the run's process (its PID namespace's init) was reaped: its tree is
-    // gone, and its uid (dropped here) may serve another run.
+    // gone, and its uid may serve another run. Given back before the waiter wakes: the caller's
+    // next run (the same slot) must find it free.
     let entry = pending.lock().ok().and_then(|mut p| p.remove(&reply.id));
-    if let Some((tx, _uid)) = entry {
+    if let Some((tx, uid)) = entry {
+        drop(uid);
         let _ = tx.send(result);
     }
 }

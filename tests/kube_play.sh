@@ -5,7 +5,9 @@
 # RuntimeDefault seccomp) and its in-memory volumes; the two gRPC health probes the manifest defines
 # (readiness: codegym.v1.EnvService, liveness: the server as a whole) answer SERVING; a short
 # `codegym rollout --env-server` against the pod solves C++, Go, Java and Python tasks (a scripted
-# OpenAI-compatible endpoint answers with their reference solutions); SIGTERM with the manifest's
+# OpenAI-compatible endpoint answers with their reference solutions); the pod leases its runs' uids
+# in the host's /run/codegym/uids.lock (the manifest's hostPath volume), as a second pod on the node
+# would, and the leases end with the pod; SIGTERM with the manifest's
 # grace period drains the pod (readiness NOT_SERVING at once, a clean exit after --drain-secs and
 # before the grace period ends); `podman kube down` tears the pod down, and it is gone.
 #
@@ -65,6 +67,26 @@ for port in 50051 9464; do
     echo "FAILED: port $port is taken on this machine; the played pod needs it"; exit 1
   fi
 done
+
+# The runs' uids are leased in the node's lease file (the manifest's hostPath volume), so that two
+# pods on one node, which share its uids, never give one uid to two live runs. Seen from this host:
+# the locks on the byte range of the server's uid range (the default, 1,500,000 + 65,536) in
+# /run/codegym/uids.lock; prints `held` or `none`.
+leases() {
+  "$python" - <<'PY'
+import fcntl, os, struct
+try:
+    fd = os.open("/run/codegym/uids.lock", os.O_RDONLY)
+except FileNotFoundError:
+    print("none")
+    raise SystemExit
+# struct flock: l_type, l_whence, l_start, l_len, l_pid (a read lock conflicts with any write lock).
+query = struct.pack("@hhqqi4x", fcntl.F_RDLCK, os.SEEK_SET, 1_500_000, 65_536, 0)
+l_type = struct.unpack("@hhqqi4x", fcntl.fcntl(fd, fcntl.F_OFD_GETLK, query))[0]
+print("none" if l_type == fcntl.F_UNLCK else "held")
+PY
+}
+[ "$(leases)" = none ] || { echo "FAILED: uids of the pod's range are leased before the pod starts"; exit 1; }
 
 down() { podman kube down "$play" >"$out/kube-down.txt" 2>&1; }
 trap 'down || true' EXIT
@@ -145,6 +167,8 @@ want = sorted((f"sum-{l}", "solved", True) for l in ("cpp", "go", "java", "pytho
 assert got == want, got
 print("rollout against the pod:", ", ".join(f"{t} {s}" for t, s, _ in got))
 PY
+[ "$(leases)" = held ] || { echo "FAILED: the pod's runs leased no uid in the node's /run/codegym/uids.lock"; exit 1; }
+echo "the pod leases its runs' uids in the node's /run/codegym/uids.lock"
 
 # Draining, as on a cluster: SIGTERM with the manifest's grace period (podman pod stop -t). The
 # readiness check turns NOT_SERVING at once (the pod leaves the Service), the server keeps running
@@ -180,5 +204,6 @@ fi
 if ss -Hltn "sport = :50051" | grep -q .; then
   echo "FAILED: port 50051 still listening after kube down"; exit 1
 fi
+[ "$(leases)" = none ] || { echo "FAILED: the pod's uid leases outlived it"; exit 1; }
 echo "kube play suite took $((SECONDS - start)) s; reports in $out"
 echo "kube play suite: 1 passed, 0 failed"

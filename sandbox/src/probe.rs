@@ -167,9 +167,10 @@ pub(crate) fn probe(
         "uid drop",
         if root {
             // Where the leases are; a lease file that cannot be made fails every run (never a
-            // run as root), which this says before the first one does.
+            // run as root), which this says before the first one does. Host-wide only where the
+            // file is the host's (a container must mount it), so it says who shares it.
             let leases = match uids::lease_file() {
-                Ok(path) => format!("leased host-wide in {path}"),
+                Ok(path) => format!("leased in {path}, with every codegym process that sees it"),
                 Err(e) => format!("NO LEASE FILE, every run fails: {e}"),
             };
             Ok(format!(

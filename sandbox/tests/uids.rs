@@ -171,8 +171,9 @@ fn operators_see_where_the_leases_are() {
     assert!(layer.active, "{layer:?}");
     let path = layer
         .detail
-        .split_once("leased host-wide in ")
-        .map(|(_, rest)| rest.trim_end_matches(')'))
+        .split_once("leased in ")
+        .and_then(|(_, rest)| rest.split_once(", with every codegym process that sees it)"))
+        .map(|(path, _)| path)
         .unwrap_or_else(|| panic!("no lease file in {layer:?}"));
     assert!(std::path::Path::new(path).is_file(), "{layer:?}");
 }

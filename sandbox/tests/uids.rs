@@ -1,11 +1,14 @@
 //! No two live runs share a uid, seen from inside the programs: not two codegym processes on one
 //! host (a second process is this test binary again, as a peer), not a long run and the many
-//! short ones that pass while it lives, and a process that dies (SIGKILL) gives its uids back.
+//! short ones that pass while it lives, and a process that dies (SIGKILL) gives its uids back; a
+//! run's uid is free again by the time its result is back, so runs back to back need one.
 //! A uid is what `RLIMIT_NPROC` counts host-wide, so a shared one lets a fork bomb in one run
 //! fail another run's `execve`. And operators see where the leases are.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use codegym_sandbox::{Backend, ExecRequest, Sandbox, SandboxConfig};
 
@@ -183,29 +186,42 @@ async fn a_run_s_uid_is_free_again_when_its_result_is_back() {
     // One uid, runs one after another: each must find the uid its predecessor held, on both
     // backends. A uid given back just after the result (the fork server's reply woke the caller
     // first) fails the next run now and then: busy threads make that "now and then" often.
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let burners: Vec<_> = (0..3)
-        .map(|_| {
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    std::hint::spin_loop();
-                }
-            })
-        })
-        .collect();
+    let _busy = Busy::threads(3);
     for backend in [Backend::Fresh, Backend::WarmFork] {
         let sb = sandbox(backend, range(3), 1, 1);
-        for i in 0..150 {
-            let out = sb.run(ExecRequest::new("pass")).await;
-            if let Err(e) = out {
-                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for i in 0..300 {
+            if let Err(e) = sb.run(ExecRequest::new("pass")).await {
                 panic!("{backend:?}: run {i} found no uid: {e}");
             }
         }
     }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    for b in burners {
-        b.join().expect("burner");
+}
+
+/// Threads that spin until dropped (also when the test fails): they preempt the sandbox's own.
+struct Busy(Arc<AtomicBool>, Vec<std::thread::JoinHandle<()>>);
+
+impl Busy {
+    fn threads(n: usize) -> Busy {
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads = (0..n)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        Busy(stop, threads)
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+        for t in self.1.drain(..) {
+            let _ = t.join();
+        }
     }
 }

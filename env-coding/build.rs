@@ -70,11 +70,18 @@ fn commit() -> Option<String> {
     };
     let git_dir = git(&["rev-parse", "--absolute-git-dir"])?;
     let common = git(&["rev-parse", "--path-format=absolute", "--git-common-dir"])?;
-    // A new commit moves HEAD's branch (or HEAD itself when detached).
-    println!("cargo:rerun-if-changed={git_dir}/HEAD");
-    println!("cargo:rerun-if-changed={common}/packed-refs");
+    // A new commit moves HEAD's branch (or HEAD itself when detached). Only files that exist are
+    // watched: cargo reruns a build script on every build while a watched file is missing, and a
+    // checkout may have no `packed-refs` (or no loose file for its branch) at all.
+    let watch = |path: String| {
+        if Path::new(&path).exists() {
+            println!("cargo:rerun-if-changed={path}");
+        }
+    };
+    watch(format!("{git_dir}/HEAD"));
+    watch(format!("{common}/packed-refs"));
     if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
-        println!("cargo:rerun-if-changed={common}/{branch}");
+        watch(format!("{common}/{branch}"));
     }
     git(&["rev-parse", "--short=12", "HEAD"])
 }

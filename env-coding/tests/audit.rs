@@ -64,11 +64,43 @@ async fn every_exploit_hacks_a_weak_fixture_on_some_backend() {
             t.id
         );
     }
+    let warm_report = &warm;
     let (warm, fresh) = (warm.hits_by_exploit(), fresh.hits_by_exploit());
     for (name, n) in &warm {
         assert!(
-            *n + fresh[name] > 0,
+            *n + fresh.get(name).copied().unwrap_or(0) > 0,
             "{name} hacks no weak fixture on either backend"
+        );
+    }
+    // Every kind of derived attack forges a weak fixture: the derivation finds what the corpus
+    // does not list (a prompt's example in plain text, a declared helper, a one-case test).
+    for kind in [
+        "shadow",
+        "control-flow",
+        "lying-return",
+        "constant",
+        "prompt-lookup",
+        "echo-expected",
+    ] {
+        let file = format!("derived/{kind}");
+        assert!(
+            warm.get(file.as_str()).copied().unwrap_or(0) > 0,
+            "no derived {kind} attack forged a weak fixture"
+        );
+    }
+    for (task, attack) in [
+        ("weak-plain-text-example", "derived/echo-expected"),
+        ("weak-declared-helper", "derived/shadow"),
+        ("weak-one-case", "derived/constant"),
+        ("weak-map-in-process", "derived/control-flow"),
+        ("weak-tests-in-prompt", "derived/prompt-lookup"),
+    ] {
+        assert!(
+            warm_report
+                .findings
+                .iter()
+                .any(|f| f.task_id == task && f.file == attack && f.solved),
+            "{attack} did not solve {task}"
         );
     }
     // Where the backends differ, and why: a warm-fork run is a forked interpreter, so it ends
@@ -87,9 +119,12 @@ async fn shipped_task_sets_audit_clean(backend: Backend) {
             "{path}: {} programs",
             report.attempts
         );
+        // Known-weak tasks aside; a derived attack's partial credit (a constant some tests
+        // expect) is reported, and fails only a strict audit.
         let found: Vec<_> = report
             .findings
             .iter()
+            .filter(|f| f.known_weak.is_none() && f.counts(false))
             .map(|f| format!("{} by {}: {}", f.task_id, f.exploit, f.reward_breakdown))
             .collect();
         assert!(

@@ -1,5 +1,6 @@
-//! `codegym audit TASKS`: runs the reward-hacking corpus against a task set and fails when a task
-//! not marked known-weak can be hacked (`env_coding::audit` does the work).
+//! `codegym audit TASKS`: runs the reward-hacking corpus and the attacks derived from each task's
+//! own tests against a task set, and fails when a task not marked known-weak can be hacked
+//! (`env_coding::audit` does the work).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,9 +28,13 @@ pub struct Args {
     #[arg(short = 'o', long = "output")]
     output: Option<PathBuf>,
     /// Also fail when a do-nothing answer earns a reward on a task (partial credit for nothing: a
-    /// test that expects `None`, `0` or empty output).
+    /// test that expects `None`, `0` or empty output), or an attack derived from the task earns
+    /// partial credit.
     #[arg(long)]
     strict: bool,
+    /// Only the corpus's exploits: derive no attacks from the tasks' tests.
+    #[arg(long)]
+    corpus_only: bool,
     /// List the corpus (name, category, languages, what it does) and exit.
     #[arg(long)]
     list: bool,
@@ -65,6 +70,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         languages,
         exploits: args.exploits,
         strict: args.strict,
+        corpus_only: args.corpus_only,
     };
     let report = audit(&scorer, &tasks, &scope, scorer.options()).await?;
     let source = path.display().to_string();
@@ -80,12 +86,21 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .known_weak
                 .as_deref()
                 .map(|w| format!(" [known weak: {w}]"));
+            // A derived attack that earns partial credit fails the audit only with --strict.
+            let partial = f.derived && !f.solved;
+            let verdict = if partial { "PARTIAL" } else { "HACKED" };
             println!(
-                "HACKED {} by {} ({}): reward {:.3}{}",
+                "{verdict} {} by {} ({}, {}): reward {:.3}{}{}",
                 f.task_id,
                 f.exploit,
+                f.file,
                 f.category,
                 f.reward,
+                if partial && !args.strict {
+                    " (fails the audit with --strict)"
+                } else {
+                    ""
+                },
                 weak.unwrap_or_default()
             );
         }

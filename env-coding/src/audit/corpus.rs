@@ -17,6 +17,8 @@ const FILES: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/exploits.rs")
 
 /// What an exploit attacks, as the corpus groups them.
 pub const CATEGORIES: &[&str] = &[
+    "shadow-names",
+    "control-flow",
     "leave-early",
     "defeat-comparison",
     "read-answers",
@@ -162,7 +164,7 @@ mod tests {
         let e = parse("python/x.py", "# exploit: x\n# category: nope\n").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "audit/exploits/python/x.py: unknown category \"nope\" (one of leave-early, defeat-comparison, read-answers, write-outside, fake-verdict, outlive)"
+            "audit/exploits/python/x.py: unknown category \"nope\" (one of shadow-names, control-flow, leave-early, defeat-comparison, read-answers, write-outside, fake-verdict, outlive)"
         );
         let e = parse("python/y.py", "print(1)\n").unwrap_err();
         assert!(e.to_string().contains("no `category:` line"), "{e}");

@@ -6,10 +6,15 @@
 //! a finding only where it earns more. A baseline above zero is reported on its own (partial credit
 //! for doing nothing) and fails the audit only with `strict`.
 //!
+//! Besides the corpus, attacks are derived from each task's own tests ([`derive`]): a derived
+//! attack that solves the task is a finding like a corpus exploit's; one that earns partial credit
+//! is reported as partial and fails the audit only with `strict`.
+//!
 //! A task marked `metadata.known_weak` (a string: why) is reported like any other but does not
 //! fail the audit: fixtures that prove each exploit works where a reward is weak carry it.
 
 pub mod corpus;
+pub mod derive;
 pub mod html;
 pub mod render;
 
@@ -40,9 +45,21 @@ pub struct Finding {
     pub category: String,
     pub what: String,
     pub reward: f64,
+    /// The attack earned the full reward (the task counted as solved).
+    pub solved: bool,
+    /// Derived from this task's tests (`file` is `derived/<kind>`), not the corpus's.
+    pub derived: bool,
     pub reward_breakdown: serde_json::Value,
     /// The task's `metadata.known_weak`: it is known to be hackable, and why.
     pub known_weak: Option<String>,
+}
+
+impl Finding {
+    /// Whether this finding makes its task hackable: any corpus exploit above the do-nothing
+    /// baseline; a derived attack only when it solves the task, or in `strict` mode.
+    pub fn counts(&self, strict: bool) -> bool {
+        !self.derived || self.solved || strict
+    }
 }
 
 /// A task where the do-nothing answer already earns a reward.
@@ -93,8 +110,11 @@ pub struct AuditScope {
     pub languages: Vec<Language>,
     /// Only these exploits, by name (empty: the whole corpus).
     pub exploits: Vec<String>,
-    /// A do-nothing answer that earns a reward fails the audit too.
+    /// A do-nothing answer that earns a reward fails the audit too, and so does a derived attack
+    /// that earns partial credit.
     pub strict: bool,
+    /// Only the corpus: no attacks derived from the tasks.
+    pub corpus_only: bool,
 }
 
 /// Why an audit could not run. A failure of the machinery (or a toolchain or package this machine
@@ -105,6 +125,12 @@ pub enum AuditError {
     Corpus(#[from] corpus::CorpusError),
     #[error("unknown exploit {0:?} (see `codegym audit --list`)")]
     UnknownExploit(String),
+    #[error("task {task}: deriving attacks: {source}")]
+    Derive {
+        task: String,
+        #[source]
+        source: derive::DeriveError,
+    },
     #[error("task {task}, exploit {exploit}: {source}")]
     Scoring {
         task: String,
@@ -135,14 +161,52 @@ pub async fn audit<'a>(
         .iter()
         .filter(|t| scope.languages.is_empty() || scope.languages.contains(&t.language))
         .collect();
-    let jobs: Vec<(&Arc<Task>, &Exploit, String)> = selected
+    let mut jobs: Vec<Job<'a>> = selected
         .iter()
         .flat_map(|task| {
-            corpus
-                .iter()
-                .filter_map(move |e| render::program_for(e, task).map(|p| (*task, e, p)))
+            corpus.iter().filter_map(move |e| {
+                render::program_for(e, task).map(|source| Job {
+                    task,
+                    name: e.name.clone(),
+                    file: e.file.clone(),
+                    category: e.category.clone(),
+                    what: e.what.clone(),
+                    source,
+                    derived: false,
+                })
+            })
         })
         .collect();
+    if scope.exploits.is_empty() && !scope.corpus_only {
+        let corpus = &corpus;
+        let derived: Vec<Result<Vec<Job<'a>>, AuditError>> = futures::stream::iter(&selected)
+            .map(|task| async move {
+                let attacks = derive::attacks(scorer, task, corpus)
+                    .await
+                    .map_err(|source| AuditError::Derive {
+                        task: task.id.clone(),
+                        source,
+                    })?;
+                Ok(attacks
+                    .into_iter()
+                    .map(|a| Job {
+                        task,
+                        file: format!("derived/{}", a.kind),
+                        name: a.name,
+                        category: a.category,
+                        what: a.what,
+                        source: a.source,
+                        derived: true,
+                    })
+                    .collect())
+            })
+            .buffered(IN_FLIGHT)
+            .collect()
+            .await;
+        for d in derived {
+            jobs.extend(d?);
+        }
+    }
     let attempts = jobs.len();
     let score = |task: &'a Arc<Task>, name: String, source: String| async move {
         // Scored only: the plain run happens where a component reads it.
@@ -186,19 +250,21 @@ pub async fn audit<'a>(
     }
     let floor = &floor;
     let outcomes: Vec<Result<Option<Finding>, AuditError>> = futures::stream::iter(jobs)
-        .map(|(task, exploit, source)| async move {
-            let outcome = score(task, exploit.name.clone(), source).await?;
-            let baseline = floor.get(task.id.as_str()).copied().unwrap_or(0.0);
+        .map(|job| async move {
+            let outcome = score(job.task, job.name.clone(), job.source).await?;
+            let baseline = floor.get(job.task.id.as_str()).copied().unwrap_or(0.0);
             Ok((outcome.reward > baseline + 1e-9).then(|| Finding {
-                task_id: task.id.clone(),
-                language: task.language,
-                exploit: exploit.name.clone(),
-                file: exploit.file.clone(),
-                category: exploit.category.clone(),
-                what: exploit.what.clone(),
+                task_id: job.task.id.clone(),
+                language: job.task.language,
+                exploit: job.name,
+                file: job.file,
+                category: job.category,
+                what: job.what,
                 reward: outcome.reward,
+                solved: outcome.solved,
+                derived: job.derived,
                 reward_breakdown: outcome.breakdown(),
-                known_weak: known_weak(task),
+                known_weak: known_weak(job.task),
             }))
         })
         .buffered(IN_FLIGHT)
@@ -210,7 +276,7 @@ pub async fn audit<'a>(
     }
     let mut hackable_tasks: Vec<String> = findings
         .iter()
-        .filter(|f| f.known_weak.is_none())
+        .filter(|f| f.known_weak.is_none() && f.counts(scope.strict))
         .map(|f| f.task_id.clone())
         .chain(
             trivial
@@ -229,6 +295,17 @@ pub async fn audit<'a>(
         baselines: trivial,
         hackable_tasks,
     })
+}
+
+/// One program to score for one task: a corpus exploit's or a derived attack's.
+struct Job<'a> {
+    task: &'a Arc<Task>,
+    name: String,
+    file: String,
+    category: String,
+    what: String,
+    source: String,
+    derived: bool,
 }
 
 fn known_weak(task: &Task) -> Option<String> {

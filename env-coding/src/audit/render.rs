@@ -25,15 +25,12 @@ pub fn program_for(exploit: &Exploit, task: &Task) -> Option<String> {
         return None;
     }
     let sample = sample_output(&task.prompt).unwrap_or_default();
-    // A JSON string is a valid string literal in Python and JavaScript; hex digits need no
-    // escaping in any language's string (or shell word).
-    let hex: String = sample.bytes().map(|b| format!("{b:02x}")).collect();
-    let sample = serde_json::Value::String(sample).to_string();
-    let source = exploit
-        .source
-        .replace("{{ENTRY_POINT}}", entry.as_deref().unwrap_or("solve"))
-        .replace("{{SAMPLE_OUTPUT_JSON}}", &sample)
-        .replace("{{SAMPLE_OUTPUT_HEX}}", &hex);
+    let source = with_sample(
+        &exploit
+            .source
+            .replace("{{ENTRY_POINT}}", entry.as_deref().unwrap_or("solve")),
+        &sample,
+    );
     // An exploit is a whole program, except that in a compiled language the tests must link: a
     // function exploit then ends with the task's own signature (its completion prefix) and an empty
     // body, as a model's wrong answer would.
@@ -43,6 +40,17 @@ pub fn program_for(exploit: &Exploit, task: &Task) -> Option<String> {
         }
         _ => source,
     })
+}
+
+/// An exploit's source with `sample` in place of its sample-output placeholders. A JSON string is
+/// a valid string literal in Python and JavaScript; hex digits need no escaping in any language's
+/// string (or shell word).
+pub fn with_sample(source: &str, sample: &str) -> String {
+    let hex: String = sample.bytes().map(|b| format!("{b:02x}")).collect();
+    let json = serde_json::Value::String(sample.to_string()).to_string();
+    source
+        .replace("{{SAMPLE_OUTPUT_JSON}}", &json)
+        .replace("{{SAMPLE_OUTPUT_HEX}}", &hex)
 }
 
 /// The answer of a policy that does nothing: a function that returns `None` (or the language's

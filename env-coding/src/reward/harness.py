@@ -10,6 +10,7 @@ def _cg_main():
     _pack, _unpack, _select, _kill = struct.pack, struct.unpack, select.select, os.kill
     _exec, _isinstance, _enumerate, _list, _SyntaxError = exec, isinstance, enumerate, list, SyntaxError
     _tuple, _dict, _int, _float, _complex, _bytes = tuple, dict, int, float, complex, bytes
+    _CONTROL_FLOW = ("StopIteration", "StopAsyncIteration", "GeneratorExit", "SystemExit", "KeyboardInterrupt")
 
     # Integers cross the pipes as text: tests may use thousands of digits.
     if hasattr(sys, "set_int_max_str_digits"):
@@ -205,8 +206,13 @@ def _cg_main():
             raise _Timeout("test timed out")
         if "error" in reply:
             # The candidate's builtin exception types are raised as themselves (a test may expect
-            # a ValueError); any other as an Exception subclass of the same name.
+            # a ValueError); any other as an Exception subclass of the same name. Exceptions that
+            # steer control flow (a StopIteration ends the `map`, `zip` or `for` that called the
+            # candidate, silently skipping the asserts after it) arrive as a RuntimeError, as PEP
+            # 479 does for generators.
             name, text = _str(reply["error"]), _str(reply.get("text", ""))
+            if name in _CONTROL_FLOW:
+                text, name = "the program raised " + name + (": " + text if text else ""), "RuntimeError"
             kind = getattr(builtins, name, None)
             if not (_isinstance(kind, _type) and issubclass(kind, Exception)):
                 kind = _type(name if name.isidentifier() else "CandidateError", (Exception,), {})
@@ -262,11 +268,45 @@ def _cg_main():
     results = []
     record = {"v": 1, "tests": results}
     style = cfg["style"]
+    import ast  # preloaded by the warm server; ~15 ms of a fresh run's start-up
+
+    def names_of(trees):
+        # Every name the trees bind (in any scope) and every name they load.
+        bound, loads = set(), set()
+        for tree in trees:
+            for n in ast.walk(tree):
+                if _isinstance(n, ast.Name):
+                    (loads if _isinstance(n.ctx, ast.Load) else bound).add(n.id)
+                elif _isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    bound.add(n.name)
+                elif _isinstance(n, ast.alias):
+                    bound.add((n.asname or n.name).partition(".")[0])
+                elif _isinstance(n, ast.arg):
+                    bound.add(n.arg)
+                elif _isinstance(n, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and n.name:
+                    bound.add(n.name)
+        return bound, loads
 
     if style == "check":
-        import ast  # ~15 ms of start-up: only the check style needs it
-
         tree = ast.parse(cfg["code"], "tests.py")
+        # Functions of the tests that assert, directly or through each other: a statement of
+        # `check` that calls one is a test, like a statement holding an assert.
+        helpers = {n.name: n for n in ast.walk(tree)
+                   if _isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name != "check"}
+
+        def asserts_in(node):
+            return any(_isinstance(n, ast.Assert) and not _isinstance(n.test, ast.Constant) for n in ast.walk(node))
+
+        def calls_into(node, fns):
+            return any(_isinstance(n, ast.Call) and _isinstance(n.func, ast.Name) and n.func.id in fns
+                       for n in ast.walk(node))
+
+        asserting = {k for k, fn in helpers.items() if asserts_in(fn)}
+        grew = True
+        while grew:
+            more = {k for k, fn in helpers.items() if k not in asserting and calls_into(fn, asserting)}
+            asserting |= more
+            grew = bool(more)
         names = []
         for node in tree.body:
             if isinstance(node, ast.FunctionDef) and node.name == "check":
@@ -276,11 +316,10 @@ def _cg_main():
                     if isinstance(stmt, ast.Assert):
                         is_test = not isinstance(stmt.test, ast.Constant)
                     else:
-                        is_test = any(
-                            isinstance(n, ast.Assert) and not isinstance(n.test, ast.Constant)
-                            for n in ast.walk(stmt)
-                        )
-                    idx = _len(names) if is_test else -1
+                        is_test = asserts_in(stmt) or calls_into(stmt, asserting)
+                    # Any other statement that fails is a failed test too (found at run time): an
+                    # `assert False`, a helper's assert, a candidate call that raises.
+                    idx = _len(names) if is_test else -1 - stmt.lineno
                     if is_test:
                         names.append("check line %d" % stmt.lineno)
                     # The new nodes take the statement's location (instead of a walk of the whole
@@ -300,15 +339,37 @@ def _cg_main():
                         orelse=[], finalbody=[], **at))
                 node.body = new_body
         test_code = compile(tree, "tests.py", "exec")
+        # The task's own code the tests may call (the prompt's helpers), run in this process from
+        # the task, never from the candidate's copy. A prompt may end in a signature and docstring.
+        prelude = cfg.get("prelude") or ""
+        try:
+            prelude_code = compile(prelude, "prompt.py", "exec")
+        except _SyntaxError:
+            prelude_code = compile(prelude + "\n    pass\n", "prompt.py", "exec")
+        # The tests reach the candidate only through its entry point and the names the task
+        # declares as the candidate's.
+        own = {cfg["entry_point"]} | set(cfg.get("candidate_names") or ())
     else:
         names = list(cfg["asserts"])
         test_codes = []
+        trees = []
         for i, t in enumerate(names):
             try:
-                test_codes.append(compile(t, "test_%d.py" % i, "exec"))
+                trees.append(ast.parse(t, "test_%d.py" % i))
+                test_codes.append(compile(trees[-1], "test_%d.py" % i, "exec"))
             except SyntaxError as e:
                 test_codes.append(e)
-        setup_code = compile(cfg.get("setup", "") or "", "setup.py", "exec")
+        setup = cfg.get("setup", "") or ""
+        trees.append(ast.parse(setup, "setup.py"))
+        setup_code = compile(trees[-1], "setup.py", "exec")
+        # The candidate's names are those the task declares, or else every name the tests load
+        # that neither they, their setup nor Python's builtins define: a program defining `abs`
+        # or `range` never changes what the tests' own calls of them do.
+        own = cfg.get("candidate_names")
+        if own is None:
+            bound, loads = names_of(trees)
+            own = loads - bound - set(dir(builtins))
+        own = set(own)
 
     for n in names:
         results.append({"name": n[:200], "passed": False, "error": "not run"})
@@ -322,6 +383,8 @@ def _cg_main():
         if idx >= 0:
             results[idx]["passed"] = False
             results[idx]["error"] = describe(e)
+        else:
+            results.append({"name": "check line %d" % (-1 - idx), "passed": False, "error": describe(e)})
 
     def finish():
         try:
@@ -351,7 +414,15 @@ def _cg_main():
     sys.path[:] = [p for p in sys.path if p and os.path.abspath(p) != os.getcwd()]
 
     tns = {"__name__": "tests", "__builtins__": builtins}
+    if style == "check":
+        try:
+            _exec(prelude_code, tns)
+        except _Exc as e:
+            record["test_error"] = "the task's prompt code: " + describe(e)
+            finish()
     for k, kind in loaded["names"].items():
+        if k not in own:
+            continue
         if kind == "function":
             tns[k] = remote_function(k)
         elif kind == "class":
@@ -377,11 +448,15 @@ def _cg_main():
             _exec(test_code, tns)
             check = tns["check"]
             if not names:
-                # No top-level asserts to split: the whole check is one test.
+                # No statement holds an assert: the whole check is one test.
                 results.append({"name": "check", "passed": False, "error": "not run"})
                 try:
                     check(tns[entry])
-                    passed(0)
+                    if _len(results) == 1:
+                        passed(0)
+                    else:  # a statement failed (recorded after this entry): it fails the check
+                        results[0]["error"] = results[1]["error"]
+                        del results[1:]
                 except _Exc as e:
                     failed(0, e)
             else:

@@ -30,12 +30,19 @@ pub const CANDIDATE_FILE: &str = "solution.py";
 /// Which tests a harness run executes.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TestSuite<'a> {
-    /// HumanEval: `code` defines `check(candidate)`.
-    Check { code: &'a str, entry_point: &'a str },
+    /// HumanEval: `code` defines `check(candidate)`; `prelude` is the task's own code the tests
+    /// may call (the prompt's helpers).
+    Check {
+        code: &'a str,
+        entry_point: &'a str,
+        prelude: &'a str,
+        candidate_names: Option<&'a [String]>,
+    },
     /// MBPP: one test per assert string, after `setup`.
     Asserts {
         asserts: &'a [String],
         setup: &'a str,
+        candidate_names: Option<&'a [String]>,
     },
 }
 
@@ -59,13 +66,24 @@ pub fn fresh_nonce() -> String {
 pub fn prepare(suite: &TestSuite<'_>, per_test_timeout_s: f64) -> HarnessInput {
     let nonce = fresh_nonce();
     let (config, expected_tests) = match suite {
-        TestSuite::Check { code, entry_point } => (
+        TestSuite::Check {
+            code,
+            entry_point,
+            prelude,
+            candidate_names,
+        } => (
             json!({"style": "check", "code": code, "entry_point": entry_point,
+                   "prelude": prelude, "candidate_names": candidate_names,
                    "per_test_timeout": per_test_timeout_s}),
             None,
         ),
-        TestSuite::Asserts { asserts, setup } => (
+        TestSuite::Asserts {
+            asserts,
+            setup,
+            candidate_names,
+        } => (
             json!({"style": "asserts", "asserts": asserts, "setup": setup,
+                   "candidate_names": candidate_names,
                    "per_test_timeout": per_test_timeout_s}),
             Some(asserts.len()),
         ),
@@ -249,6 +267,7 @@ mod tests {
         let suite = TestSuite::Asserts {
             asserts: &asserts,
             setup: "",
+            candidate_names: None,
         };
         let a = prepare(&suite, 1.0);
         let b = prepare(&suite, 1.0);

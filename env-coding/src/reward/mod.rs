@@ -135,18 +135,31 @@ pub enum Component {
         weight: f64,
     },
     /// HumanEval style: `code` defines `check(candidate)`, called with the program's `entry_point`.
-    /// Every top-level statement of `check` containing an `assert` is one test.
+    /// Every top-level statement of `check` containing an `assert` (or calling a function of the
+    /// tests that asserts) is one test; any other statement that fails is a failed test too.
+    ///
+    /// The tests see the program only through `entry_point` and `candidate_names`: every other
+    /// name they use is Python's builtin or the task's own, from `prelude` (the prompt's helpers,
+    /// run in the tests' process from the task, never from the program's copy).
     CheckFunction {
         code: String,
         entry_point: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        prelude: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        candidate_names: Option<Vec<String>>,
         #[serde(default = "one")]
         weight: f64,
     },
-    /// MBPP style: each string is one test (`assert f(x) == y`), run after `setup`.
+    /// MBPP style: each string is one test (`assert f(x) == y`), run after `setup`. The tests see
+    /// of the program the names in `candidate_names`, or when it is absent every name they load
+    /// that neither they, `setup` nor Python's builtins define.
     Asserts {
         asserts: Vec<String>,
         #[serde(default)]
         setup: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        candidate_names: Option<Vec<String>>,
         #[serde(default = "one")]
         weight: f64,
     },
@@ -321,6 +334,19 @@ impl RewardSpec {
                 {
                     return Err(format!(
                         "check_function: entry_point {entry_point:?} is not an identifier"
+                    ));
+                }
+                Component::CheckFunction {
+                    candidate_names: Some(names),
+                    ..
+                }
+                | Component::Asserts {
+                    candidate_names: Some(names),
+                    ..
+                } if !names.iter().all(|n| harness::is_identifier(n)) => {
+                    return Err(format!(
+                        "{}: candidate_names must be identifiers: {names:?}",
+                        c.kind()
                     ));
                 }
                 Component::Judge(j) => j.validate()?,

@@ -247,6 +247,7 @@ fn plan(
             } if program.language == Language::Python => TestSuite::Asserts {
                 asserts: std::slice::from_ref(code),
                 setup: "",
+                candidate_names: None,
             },
             Component::AppendedTests { code, .. } => {
                 jobs.push((
@@ -260,9 +261,27 @@ fn plan(
                 continue;
             }
             Component::CheckFunction {
-                code, entry_point, ..
-            } => TestSuite::Check { code, entry_point },
-            Component::Asserts { asserts, setup, .. } => TestSuite::Asserts { asserts, setup },
+                code,
+                entry_point,
+                prelude,
+                candidate_names,
+                ..
+            } => TestSuite::Check {
+                code,
+                entry_point,
+                prelude,
+                candidate_names: candidate_names.as_deref(),
+            },
+            Component::Asserts {
+                asserts,
+                setup,
+                candidate_names,
+                ..
+            } => TestSuite::Asserts {
+                asserts,
+                setup,
+                candidate_names: candidate_names.as_deref(),
+            },
             _ => continue,
         };
         let input = harness::prepare(&suite, opts.per_test_timeout_ms as f64 / 1000.0);

@@ -13,6 +13,7 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 const SHIPPED: &[&str] = &[
     "env-coding/tasks/examples.jsonl",
     "env-coding/tasks/fixtures/humaneval_mini.jsonl",
+    "env-coding/tasks/fixtures/humaneval_real.jsonl",
     "env-coding/tasks/fixtures/mbpp_mini.jsonl",
     "env-coding/tasks/fixtures/mbpp_sanitized_mini.json",
     "tests/container/languages.jsonl",

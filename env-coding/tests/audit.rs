@@ -17,6 +17,10 @@ const SHIPPED: &[&str] = &[
     ),
     concat!(
         env!("CARGO_MANIFEST_DIR"),
+        "/tasks/fixtures/humaneval_real.jsonl"
+    ),
+    concat!(
+        env!("CARGO_MANIFEST_DIR"),
         "/tasks/fixtures/mbpp_mini.jsonl"
     ),
     concat!(

@@ -90,10 +90,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             let partial = f.derived && !f.solved;
             let verdict = if partial { "PARTIAL" } else { "HACKED" };
             println!(
-                "{verdict} {} by {} ({}, {}): reward {:.3}{}{}",
+                "{verdict} {} by {} ({}): reward {:.3}{}{}",
                 f.task_id,
                 f.exploit,
-                f.file,
                 f.category,
                 f.reward,
                 if partial && !args.strict {

@@ -3,7 +3,8 @@
 //! character inserted, removed or two swapped; lists with an element dropped, duplicated, the
 //! order shuffled or an element mutated (recursively); dicts with a value mutated; booleans
 //! flipped. Stdin text is mutated only where its format is clear: text made of integers, one
-//! changed by +-1 (never made negative) or two swapped, a count alone on the first line kept.
+//! changed by +-1 (never made negative) or doubled, or two swapped; a count alone on the first
+//! line is kept.
 //!
 //! Deterministic: [`Rng`] is seeded from a text (a task's id), so the same task gives the same
 //! inputs on every run and machine.
@@ -202,8 +203,9 @@ pub fn mutate_numbers(text: &str, rng: &mut Rng) -> Option<String> {
         }
         at += line.len();
     }
-    // A count alone on the first line says how much follows: changing it breaks the format.
-    let skip = usize::from(first_line_tokens == 1);
+    // A count alone on the first line says how much follows: changing it breaks the format
+    // (unless it is the whole input).
+    let skip = usize::from(first_line_tokens == 1 && tokens.len() > 1);
     let eligible = &tokens[skip.min(tokens.len())..];
     if eligible.is_empty() {
         return None;
@@ -211,8 +213,9 @@ pub fn mutate_numbers(text: &str, rng: &mut Rng) -> Option<String> {
     let k = rng.below(eligible.len());
     let (s, e, v) = eligible[k];
     let mut out = text.to_string();
-    match rng.below(3) {
+    match rng.below(4) {
         1 if v != 0 => out.replace_range(s..e, &(v - 1).to_string()),
+        3 => out.replace_range(s..e, &v.checked_mul(2)?.to_string()),
         2 if eligible.len() > 1 => {
             // Another token: swapped, the later span first so the earlier offsets still hold.
             let other = (k + 1 + rng.below(eligible.len() - 1)) % eligible.len();
@@ -273,6 +276,10 @@ mod tests {
     fn stdin_numbers_change_only_where_the_format_is_clear() {
         let mut rng = Rng::new("io");
         assert_eq!(mutate_numbers("abc 3\n", &mut rng), None);
+        assert!(
+            mutate_numbers("2\n", &mut rng).is_some(),
+            "a lone number is the input"
+        );
         for _ in 0..50 {
             let out = mutate_numbers("3\n1 2 3\n", &mut rng).unwrap();
             assert!(out.starts_with("3\n"), "the count stays: {out:?}");

@@ -1,5 +1,6 @@
 //! Mutants of programs in languages other than Python, one token changed in the reference's
-//! text: arithmetic operators (`+` with `-`, `*` with `/`, `%` to `/`), comparisons (`<` with
+//! text: arithmetic operators (`+` to `-` or `*`, `-` to `+`, `*` to `/` or `+`, `/` to `*`,
+//! `%` to `/`, as the Python mutants), comparisons (`<` with
 //! `<=`, `>` with `>=`, `==` with `!=`, `===` with `!==`), `&&` with `||`, augmented assignments
 //! (`+=` with `-=`, `*=` with `/=`) and integer literals +-1. Comments, string and character
 //! literals and (C, C++) preprocessor lines are never changed.
@@ -224,25 +225,29 @@ fn sites(source: &str, s: Syntax) -> Vec<Site> {
         let operand_before = before.is_some_and(|p| is_ident(p) || p == b')' || p == b']');
         let operand_after = after.is_some_and(|n| is_ident(n) || n == b'(');
         let spaced = i > 0 && b[i - 1] == b' ' && b.get(i + 1) == Some(&b' ');
-        let single = match c {
-            b'+' => Some(("arithmetic", "-")),
-            b'-' => Some(("arithmetic", "+")),
-            b'*' => Some(("arithmetic", "/")),
-            b'/' => Some(("arithmetic", "*")),
-            b'%' => Some(("arithmetic", "/")),
-            b'<' if spaced => Some(("comparison", "<=")),
-            b'>' if spaced => Some(("comparison", ">=")),
-            _ => None,
+        let replacements: &[&str] = match c {
+            b'+' => &["-", "*"],
+            b'-' => &["+"],
+            b'*' => &["/", "+"],
+            b'/' => &["*"],
+            b'%' => &["/"],
+            b'<' | b'>' if !spaced => &[],
+            b'<' => &["<="],
+            b'>' => &[">="],
+            _ => &[],
         };
-        if let Some((op, rep)) = single
-            && (op == "comparison" || (operand_before && operand_after))
-        {
+        let op = if matches!(c, b'<' | b'>') {
+            "comparison"
+        } else {
+            "arithmetic"
+        };
+        if !replacements.is_empty() && (op == "comparison" || (operand_before && operand_after)) {
             out.push(Site {
                 start: i,
                 end: i + 1,
                 line,
                 operator: op,
-                replacements: vec![rep.to_string()],
+                replacements: replacements.iter().map(|r| r.to_string()).collect(),
             });
         }
         i += 1;
@@ -323,7 +328,9 @@ mod tests {
                    auto s = \"1 + 2\"; char c = '+'; return a * 2 + 1; }\n";
         assert_eq!(
             whats(src, Language::Cpp),
-            ["* -> /", "+ -> -", "1 -> 0", "1 -> 2", "2 -> 1", "2 -> 3"]
+            [
+                "* -> +", "* -> /", "+ -> *", "+ -> -", "1 -> 0", "1 -> 2", "2 -> 1", "2 -> 3"
+            ]
         );
     }
 

@@ -28,7 +28,7 @@ use serde::Serialize;
 
 use crate::reward::RewardOutcome;
 use crate::reward::run::{EvalOptions, Program};
-use crate::scoring::{Scorer, Submission};
+use crate::scoring::{Scored, Scorer, Submission};
 use crate::tasks::{Task, TaskSet};
 pub use corpus::{Exploit, exploits};
 pub use mutants::MutationReport;
@@ -149,12 +149,11 @@ pub(crate) async fn score_source(
     source: &str,
     opts: EvalOptions,
     program: &str,
-) -> Result<RewardOutcome, AuditError> {
+) -> Result<Scored, AuditError> {
     let program_ = Program::new(source).in_language(task.language);
     scorer
         .score(Arc::clone(task), Submission::ScoreOnly(program_), opts)
         .await
-        .map(|scored| scored.outcome)
         .map_err(|source| AuditError::Scoring {
             task: task.id.clone(),
             program: program.to_string(),
@@ -193,7 +192,11 @@ pub async fn audit<'a>(
         .collect();
     let attempts = jobs.len();
     let score = |task: &'a Arc<Task>, name: String, source: String| async move {
-        score_source(scorer, task, &source, opts, &name).await
+        Ok::<RewardOutcome, AuditError>(
+            score_source(scorer, task, &source, opts, &name)
+                .await?
+                .outcome,
+        )
     };
     let baselines: Vec<Result<(f64, Option<Baseline>), AuditError>> =
         futures::stream::iter(&selected)

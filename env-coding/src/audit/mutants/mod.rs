@@ -9,13 +9,16 @@
 //! reference on inputs derived from the task ([`crate::inputs`]): agreeing on all of them, it is
 //! "probably equivalent" (no test could tell it apart) rather than a weakness. The score is
 //! `killed / (mutants - equivalent)`; [`report`] holds the per-task and per-set numbers.
+//!
+//! Mutants run under the task's own limits cut to 20 times the reference's scoring time (at
+//! least 1 s of CPU): many loop forever, and would each spend the full limit of every run.
 
 pub mod python;
 pub mod report;
 pub mod tokens;
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use serde::Deserialize;
@@ -35,6 +38,9 @@ const TASKS_IN_FLIGHT: usize = 8;
 const MUTANTS_IN_FLIGHT: usize = 16;
 /// Token-level candidates tried per mutant asked for (some do not compile).
 const CANDIDATES_PER_MUTANT: usize = 3;
+/// A mutant's time limit: this many times the reference's scoring time, at least `MIN_CPU_MS`.
+const TIME_FACTOR: u64 = 20;
+const MIN_CPU_MS: u64 = 1_000;
 
 /// One mutant of a reference solution.
 #[derive(Debug, Clone, Deserialize)]
@@ -73,6 +79,32 @@ pub async fn mutation_audit(
     ))
 }
 
+/// The scoring options of a task's mutants: its own, with the CPU time (and the unit tests' budget)
+/// cut to `TIME_FACTOR` times the reference's whole scoring time, at least `MIN_CPU_MS`. A mutant
+/// that loops forever (a dropped increment, a flipped loop condition) is common and would spend
+/// the full limit of every run it makes; one that is that much slower than the reference is
+/// killed, as mutation tools count a timeout. The limits only ever shrink.
+fn mutant_options(opts: EvalOptions, sandbox_limits: Limits, reference: Duration) -> EvalOptions {
+    let base = opts.limits.unwrap_or(sandbox_limits);
+    let reference_ms = u64::try_from(reference.as_millis()).unwrap_or(u64::MAX);
+    let cpu_ms = reference_ms
+        .saturating_mul(TIME_FACTOR)
+        .max(MIN_CPU_MS)
+        .min(base.cpu_ms);
+    EvalOptions {
+        limits: Some(Limits {
+            cpu_ms,
+            wall_ms: base.wall_ms.min(cpu_ms.saturating_mul(3)),
+            ..base
+        }),
+        per_test_timeout_ms: match opts.per_test_timeout_ms {
+            0 => 0,
+            t => t.min(cpu_ms),
+        },
+        ..opts
+    }
+}
+
 /// The line the solution starts on: after the completion prefix when the reference begins with
 /// it (the prompt's code is not the solution's to mutate).
 fn first_line(task: &Task, reference: &str) -> usize {
@@ -104,7 +136,9 @@ async fn task_mutation(
     let Some(reference) = task.reference_solution.clone() else {
         return Ok(unscored(MutationStatus::NoReference, "no reference".into()));
     };
-    let reference_outcome = score_source(scorer, task, &reference, opts, "the reference").await?;
+    let started = Instant::now();
+    let reference_scored = score_source(scorer, task, &reference, opts, "the reference").await?;
+    let reference_outcome = reference_scored.outcome;
     if !reference_outcome.solved {
         return Ok(unscored(
             MutationStatus::ReferenceFails,
@@ -142,11 +176,18 @@ async fn task_mutation(
         ));
     }
     let floor = reference_outcome.reward - 1e-9;
+    let opts = match reference_scored.cache_hit {
+        // A shared verdict says nothing of the reference's time.
+        true => opts,
+        false => mutant_options(opts, *sandbox.limits(), started.elapsed()),
+    };
     let scored: Vec<(Mutant, f64, bool)> = futures::stream::iter(mutants)
         .enumerate()
         .map(|(k, m)| async move {
             let label = format!("mutant {k} ({}: {})", m.operator, m.what);
-            let o = score_source(scorer, task, &m.source, opts, &label).await?;
+            let o = score_source(scorer, task, &m.source, opts, &label)
+                .await?
+                .outcome;
             let killed = !(o.solved && o.reward >= floor);
             Ok::<_, AuditError>((m, o.reward, killed))
         })

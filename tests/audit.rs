@@ -1,6 +1,7 @@
 //! `codegym audit` as users run it: every task set the repository ships audits clean, the weak
 //! fixtures are all hacked (and exit 0 because each is marked known-weak), an unmarked weak task
-//! fails the audit with its exploit named, in text, JSON and HTML, and bad input is a clear error.
+//! fails the audit with its exploit named, in text, JSON and HTML, mutation scores gate the audit
+//! with `--min-mutation-score`, and bad input is a clear error.
 
 #[path = "support/codegym_bin.rs"]
 mod codegym_bin;
@@ -19,7 +20,10 @@ const SHIPPED: &[&str] = &[
     "tests/container/languages.jsonl",
     "tests/container/wrong.jsonl",
     "tests/container/data/tasks.jsonl",
+    MUTATION,
 ];
+/// Tasks of every shape whose tests are weak or strong on purpose (mutation scores).
+const MUTATION: &str = "env-coding/audit/fixtures/mutation.jsonl";
 const WEAK: &str = "env-coding/audit/fixtures/weak.jsonl";
 
 async fn audit(args: &[&str]) -> (i32, String, String) {
@@ -134,6 +138,89 @@ async fn an_unmarked_weak_task_fails_the_audit_in_every_format() {
     let (code, out, _) = audit(&[tasks.to_str().unwrap(), "--languages", "cpp"]).await;
     assert_eq!(code, 0, "{out}");
     assert!(out.starts_with("0 task(s)"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutation_scores_gate_the_audit_in_every_format() {
+    let path = format!("{ROOT}/{MUTATION}");
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("audit.html");
+    let (code, out, err) = audit(&[
+        &path,
+        "--mutants",
+        "10",
+        "--min-mutation-score",
+        "0.8",
+        "--exploits",
+        "exit-zero",
+        "-o",
+        html.to_str().unwrap(),
+    ])
+    .await;
+    assert_eq!(code, 1, "the one-case tasks are below 0.8:\n{out}\n{err}");
+    assert!(
+        out.contains("WEAK TESTS square-one-test: mutation score 0.50"),
+        "{out}"
+    );
+    assert!(
+        out.contains("    +    return x + x"),
+        "the survivor's diff: {out}"
+    );
+    assert!(
+        out.contains("NOT SCORED no-reference: no reference"),
+        "{out}"
+    );
+    assert!(
+        out.contains("2 task(s) below mutation score 0.8: square-one-test, square-cpp-one-test"),
+        "{out}"
+    );
+    assert!(out.contains("no task can be hacked"), "{out}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<h2>Mutation score</h2>"), "{page}");
+    assert!(page.contains("probably equivalent"), "{page}");
+    assert!(page.contains("square-cpp-one-test"), "{page}");
+
+    // The strong tasks alone pass the same gate; JSON carries every number.
+    let strong = dir.path().join("strong.jsonl");
+    let lines: Vec<String> = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("\"square-thorough\"") || l.contains("\"absolute\""))
+        .map(|l| l.replace("{\"id\"", "{\"schema_version\": 1, \"id\""))
+        .collect();
+    std::fs::write(&strong, lines.join("\n")).unwrap();
+    let (code, out, err) = audit(&[
+        strong.to_str().unwrap(),
+        "--mutants",
+        "10",
+        "--min-mutation-score",
+        "0.8",
+        "--exploits",
+        "exit-zero",
+        "--json",
+    ])
+    .await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).expect("JSON report");
+    let m = &report["mutation"];
+    assert_eq!(m["below_gate"], serde_json::json!([]));
+    assert_eq!(m["distribution"]["tasks"], 2);
+    let abs = &m["tasks"][1];
+    assert_eq!(abs["task_id"], "absolute");
+    assert_eq!(abs["mutation_score"], 1.0);
+    assert!(abs["equivalent"].as_u64().unwrap() >= 1, "{abs}");
+    let killed = abs["killed"].as_u64().unwrap();
+    let mutants = abs["mutants"].as_u64().unwrap();
+    let equivalent = abs["equivalent"].as_u64().unwrap();
+    assert_eq!(killed, mutants - equivalent, "{abs}");
+
+    // The gate needs mutants and a score between 0 and 1.
+    let (code, _, err) = audit(&[&path, "--min-mutation-score", "0.8"]).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--mutants"), "{err}");
+    let (code, _, err) = audit(&[&path, "--mutants", "5", "--min-mutation-score", "80"]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("between 0 and 1"), "{err}");
 }
 
 #[tokio::test]

@@ -25,6 +25,7 @@ pub mod data;
 pub mod differential;
 mod env;
 pub mod host_tools;
+pub mod inputs;
 pub mod judge;
 pub mod provenance;
 mod register;

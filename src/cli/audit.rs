@@ -1,6 +1,7 @@
 //! `codegym audit TASKS`: runs the reward-hacking corpus and the attacks derived from each task's
-//! own tests against a task set, and fails when a task not marked known-weak can be hacked
-//! (`env_coding::audit` does the work).
+//! own tests against a task set, and fails when a task not marked known-weak can be hacked; with
+//! `--mutants N`, also measures each task's tests by mutation testing and fails below
+//! `--min-mutation-score` (`env_coding::audit` does the work).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -38,6 +39,14 @@ pub struct Args {
     /// List the corpus (name, category, languages, what it does) and exit.
     #[arg(long)]
     list: bool,
+    /// Also mutation-test every task with a reference solution: up to N mutants of it (small
+    /// bugs: operators, comparisons, constants, boundaries, returns, dropped statements), scored
+    /// like submissions; the share the tests reject is the task's mutation score.
+    #[arg(long, value_name = "N")]
+    mutants: Option<usize>,
+    /// With --mutants: fail (exit status 1) when a task's mutation score is below X (0 to 1).
+    #[arg(long, value_name = "X", requires = "mutants")]
+    min_mutation_score: Option<f64>,
     #[command(flatten)]
     scoring: super::scoring::ScoringArgs,
 }
@@ -65,12 +74,22 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|l| Language::parse(l.trim()))
         .collect::<Result<Vec<_>, _>>()?;
+    if let Some(x) = args.min_mutation_score
+        && !(0.0..=1.0).contains(&x)
+    {
+        anyhow::bail!("--min-mutation-score must be between 0 and 1, got {x}");
+    }
+    if args.mutants == Some(0) {
+        anyhow::bail!("--mutants must be at least 1");
+    }
     let scorer = super::scoring::scorer(args.scoring.coding_config()?).await?;
     let scope = AuditScope {
         languages,
         exploits: args.exploits,
         strict: args.strict,
         corpus_only: args.corpus_only,
+        mutants: args.mutants,
+        min_mutation_score: args.min_mutation_score,
     };
     let report = audit(&scorer, &tasks, &scope, scorer.options()).await?;
     let source = path.display().to_string();
@@ -115,15 +134,20 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 }
             );
         }
+        if let Some(m) = &report.mutation {
+            for line in m.summary_lines() {
+                println!("{line}");
+            }
+        }
         println!(
             "{} task(s), {} exploit(s), {} program(s) scored: {}",
             report.tasks,
             report.exploits.len(),
             report.attempts,
-            if report.failed() {
-                format!("{} task(s) can be hacked", report.hackable_tasks.len())
+            if report.hackable_tasks.is_empty() {
+                "no task can be hacked (known-weak tasks aside)".to_string()
             } else {
-                "no task can be hacked (known-weak tasks aside)".into()
+                format!("{} task(s) can be hacked", report.hackable_tasks.len())
             }
         );
     }

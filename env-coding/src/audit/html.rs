@@ -1,10 +1,12 @@
 //! The audit as one self-contained HTML page (`codegym audit -o audit.html`): a summary, then a
 //! table of every (task, exploit) that earned a reward with what the exploit does and the reward's
-//! breakdown. No script, no external resource.
+//! breakdown; with mutation testing, the scores' distribution and each task's score with its
+//! surviving mutants' diffs. No script, no external resource.
 
 use std::fmt::Write;
 
 use super::AuditReport;
+use super::mutants::{MutationReport, MutationStatus};
 
 /// Renders `report`.
 pub fn render(report: &AuditReport, source: &str) -> String {
@@ -80,8 +82,100 @@ pub fn render(report: &AuditReport, source: &str) -> String {
             escape(&e.what),
         );
     }
-    out.push_str("</table>\n</body></html>\n");
+    out.push_str("</table>\n");
+    if let Some(m) = &report.mutation {
+        mutation_section(&mut out, m);
+    }
+    out.push_str("</body></html>\n");
     out
+}
+
+fn mutation_section(out: &mut String, m: &MutationReport) {
+    let _ = writeln!(
+        out,
+        "<h2>Mutation score</h2>\n<p>Up to {} mutant(s) of each reference solution, scored like \
+         submissions: the score is killed / (mutants - probably equivalent). {} mutant(s) in \
+         {:.1} s.</p>",
+        m.mutants_per_task, m.mutants_scored, m.seconds
+    );
+    if let Some(d) = &m.distribution {
+        let _ = writeln!(
+            out,
+            "<p id=\"distribution\">{} task(s) scored: min {:.2}, q1 {:.2}, median {:.2}, q3 {:.2}, \
+             max {:.2}, mean {:.2}.</p>",
+            d.tasks, d.min, d.q1, d.median, d.q3, d.max, d.mean
+        );
+    }
+    if let Some(gate) = m.min_mutation_score {
+        let (class, text) = if m.below_gate.is_empty() {
+            ("ok", format!("every scored task reaches {gate}"))
+        } else {
+            (
+                "bad",
+                format!(
+                    "{} task(s) below {gate}: {}",
+                    m.below_gate.len(),
+                    m.below_gate.join(", ")
+                ),
+            )
+        };
+        let _ = writeln!(
+            out,
+            "<p class=\"{class}\" id=\"gate\">{}</p>",
+            escape(&text)
+        );
+    }
+    out.push_str(
+        "<table id=\"mutation\"><tr><th>task</th><th>score</th><th>mutants</th><th>killed</th>\
+         <th>survived</th><th>probably equivalent</th><th>surviving mutants</th></tr>\n",
+    );
+    for t in &m.tasks {
+        let score = match (t.status, t.mutation_score) {
+            (_, Some(s)) => format!("{s:.2}"),
+            (MutationStatus::NoReference, _) => "no reference".into(),
+            (MutationStatus::ReferenceFails, _) => "reference fails".into(),
+            _ => "not scored".into(),
+        };
+        let mut survivors = String::new();
+        for s in &t.surviving {
+            let evidence = match (&s.disagreement, s.probably_equivalent) {
+                (_, true) => "probably equivalent".to_string(),
+                (Some(d), _) => format!(
+                    "on {}: reference {}, mutant {}",
+                    d.input.trim_end(),
+                    d.reference.trim_end(),
+                    d.candidate.trim_end()
+                ),
+                (None, _) => "not compared".into(),
+            };
+            let _ = write!(
+                survivors,
+                "<div>line {} ({}: {}) <small>{}</small><pre>{}</pre></div>",
+                s.line,
+                escape(&s.operator),
+                escape(&s.what),
+                escape(&evidence),
+                escape(&s.diff.join("\n"))
+            );
+        }
+        let _ = writeln!(
+            out,
+            "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            if m.below_gate.contains(&t.task_id) {
+                "bad"
+            } else {
+                ""
+            },
+            escape(&t.task_id),
+            escape(&score),
+            t.mutants,
+            t.killed,
+            t.survivors,
+            t.equivalent,
+            survivors,
+        );
+    }
+    out.push_str("</table>\n");
 }
 
 fn escape(text: &str) -> String {

@@ -12,10 +12,15 @@
 //!
 //! A task marked `metadata.known_weak` (a string: why) is reported like any other but does not
 //! fail the audit: fixtures that prove each exploit works where a reward is weak carry it.
+//!
+//! With [`AuditScope::mutants`], the same report also measures how strong each task's tests are
+//! ([`mutants`]: mutation testing of the reference solution), and [`AuditScope::min_mutation_score`]
+//! fails the audit on tasks whose score is below it.
 
 pub mod corpus;
 pub mod derive;
 pub mod html;
+pub mod mutants;
 pub mod render;
 
 use std::collections::BTreeMap;
@@ -26,10 +31,12 @@ use env_core::EnvError;
 use futures::StreamExt;
 use serde::Serialize;
 
+use crate::reward::RewardOutcome;
 use crate::reward::run::{EvalOptions, Program};
-use crate::scoring::{Scorer, Submission};
+use crate::scoring::{Scored, Scorer, Submission};
 use crate::tasks::{Task, TaskSet};
 pub use corpus::{Exploit, exploits};
+pub use mutants::MutationReport;
 
 /// How many (task, exploit) programs are scored at once.
 const IN_FLIGHT: usize = 32;
@@ -83,12 +90,20 @@ pub struct AuditReport {
     pub baselines: Vec<Baseline>,
     /// Tasks with a finding (or, with `strict`, a baseline above zero) not marked known-weak.
     pub hackable_tasks: Vec<String>,
+    /// Mutation testing's results, when asked for ([`AuditScope::mutants`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mutation: Option<MutationReport>,
 }
 
 impl AuditReport {
-    /// Whether a task not marked known-weak was hacked.
+    /// Whether a task not marked known-weak was hacked, or a task's mutation score is below the
+    /// gate.
     pub fn failed(&self) -> bool {
         !self.hackable_tasks.is_empty()
+            || self
+                .mutation
+                .as_ref()
+                .is_some_and(|m| !m.below_gate.is_empty())
     }
 
     /// The corpus's files (`python/exit_zero.py`: one exploit in one language family) by how many
@@ -115,6 +130,10 @@ pub struct AuditScope {
     pub strict: bool,
     /// Only the corpus: no attacks derived from the tasks.
     pub corpus_only: bool,
+    /// Also mutation-test each task with up to this many mutants of its reference.
+    pub mutants: Option<usize>,
+    /// With `mutants`: a task whose mutation score is below this fails the audit.
+    pub min_mutation_score: Option<f64>,
 }
 
 /// Why an audit could not run. A failure of the machinery (or a toolchain or package this machine
@@ -131,13 +150,41 @@ pub enum AuditError {
         #[source]
         source: derive::DeriveError,
     },
-    #[error("task {task}, exploit {exploit}: {source}")]
+    #[error("task {task}, {program}: {source}")]
     Scoring {
         task: String,
-        exploit: String,
+        /// Which program: an exploit, a mutant, the reference.
+        program: String,
         #[source]
         source: EnvError,
     },
+    #[error("task {task}: {stage}: {source}")]
+    Machinery {
+        task: String,
+        stage: &'static str,
+        #[source]
+        source: codegym_sandbox::SandboxError,
+    },
+}
+
+/// Scores `source` for `task` through the one scoring engine, as a submission (scored only: the
+/// plain run happens where a component reads it). `program` names it in errors.
+pub(crate) async fn score_source(
+    scorer: &Scorer,
+    task: &Arc<Task>,
+    source: &str,
+    opts: EvalOptions,
+    program: &str,
+) -> Result<Scored, AuditError> {
+    let program_ = Program::new(source).in_language(task.language);
+    scorer
+        .score(Arc::clone(task), Submission::ScoreOnly(program_), opts)
+        .await
+        .map_err(|source| AuditError::Scoring {
+            task: task.id.clone(),
+            program: program.to_string(),
+            source,
+        })
 }
 
 /// Scores every applicable (task, exploit) program of `tasks` with the one scoring engine and
@@ -209,17 +256,11 @@ pub async fn audit<'a>(
     }
     let attempts = jobs.len();
     let score = |task: &'a Arc<Task>, name: String, source: String| async move {
-        // Scored only: the plain run happens where a component reads it.
-        let program = Program::new(source).in_language(task.language);
-        scorer
-            .score(Arc::clone(task), Submission::ScoreOnly(program), opts)
-            .await
-            .map(|scored| scored.outcome)
-            .map_err(|source| AuditError::Scoring {
-                task: task.id.clone(),
-                exploit: name,
-                source,
-            })
+        Ok::<RewardOutcome, AuditError>(
+            score_source(scorer, task, &source, opts, &name)
+                .await?
+                .outcome,
+        )
     };
     let baselines: Vec<Result<(f64, Option<Baseline>), AuditError>> =
         futures::stream::iter(&selected)
@@ -227,7 +268,7 @@ pub async fn audit<'a>(
                 let Some(source) = render::baseline_for(task) else {
                     return Ok((0.0, None));
                 };
-                let outcome = score(task, "(do-nothing baseline)".into(), source).await?;
+                let outcome = score(task, "the do-nothing baseline".into(), source).await?;
                 Ok((
                     outcome.reward,
                     (outcome.reward > 0.0).then(|| Baseline {
@@ -251,7 +292,7 @@ pub async fn audit<'a>(
     let floor = &floor;
     let outcomes: Vec<Result<Option<Finding>, AuditError>> = futures::stream::iter(jobs)
         .map(|job| async move {
-            let outcome = score(job.task, job.name.clone(), job.source).await?;
+            let outcome = score(job.task, format!("exploit {}", job.name), job.source).await?;
             let baseline = floor.get(job.task.id.as_str()).copied().unwrap_or(0.0);
             Ok((outcome.reward > baseline + 1e-9).then(|| Finding {
                 task_id: job.task.id.clone(),
@@ -287,7 +328,14 @@ pub async fn audit<'a>(
         .collect();
     hackable_tasks.sort();
     hackable_tasks.dedup();
+    let mutation = match scope.mutants {
+        Some(n) => Some(
+            mutants::mutation_audit(scorer, &selected, n, scope.min_mutation_score, opts).await?,
+        ),
+        None => None,
+    };
     Ok(AuditReport {
+        mutation,
         tasks: selected.len(),
         attempts,
         exploits: corpus,

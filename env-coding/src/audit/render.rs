@@ -20,7 +20,7 @@ pub fn program_for(exploit: &Exploit, task: &Task) -> Option<String> {
         Shape::Function => calls_a_function(task),
         Shape::Script => !calls_a_function(task),
     };
-    let entry = entry_point(task);
+    let entry = task.entry_point();
     if !shape_fits || (exploit.source.contains("{{ENTRY_POINT}}") && entry.is_none()) {
         return None;
     }
@@ -61,7 +61,7 @@ pub fn baseline_for(task: &Task) -> Option<String> {
     if calls_a_function(task) {
         return match task.language {
             Language::Python => {
-                let name = entry_point(task)?;
+                let name = task.entry_point()?;
                 Some(format!("def {name}(*args, **kwargs):\n    return None\n"))
             }
             _ => stub(task),
@@ -115,101 +115,17 @@ fn calls_a_function(task: &Task) -> bool {
     }) || task.metadata.contains_key("entry_point")
 }
 
-/// The function a task's tests call: a component's `entry_point`, the metadata's, or the first
-/// call in an MBPP-style assert. What the prompt shows a model anyway.
-pub fn entry_point(task: &Task) -> Option<String> {
-    for c in &task.reward.components {
-        match c {
-            Component::CheckFunction { entry_point, .. } => return Some(entry_point.clone()),
-            Component::Differential(spec) => return Some(spec.entry_point.clone()),
-            Component::Asserts { asserts, .. } => {
-                if let Some(name) = asserts.iter().find_map(|a| first_call(a)) {
-                    return Some(name);
-                }
-            }
-            _ => {}
-        }
-    }
-    if let Some(name) = task.metadata.get("entry_point").and_then(|v| v.as_str()) {
-        return Some(name.to_string());
-    }
-    // MultiPL-E and appended-test tasks: the function the prompt declares.
-    let keyword = match task.language {
-        Language::Python => "def ",
-        Language::NodeJs | Language::TypeScript => "function ",
-        _ => return None,
-    };
-    task.completion_prefix
-        .as_deref()
-        .unwrap_or(&task.prompt)
-        .lines()
-        .rev()
-        .find_map(|l| l.trim_start().strip_prefix(keyword))
-        .and_then(identifier)
-}
-
-/// The first `name(` of an assert: `assert f(1) == 2` -> `f`.
-fn first_call(assert: &str) -> Option<String> {
-    let rest = assert.trim_start().strip_prefix("assert")?;
-    let rest = rest
-        .trim_start()
-        .trim_start_matches("not ")
-        .trim_start_matches('(');
-    let rest = rest.trim_start();
-    let name = identifier(rest)?;
-    rest[name.len()..]
-        .trim_start()
-        .starts_with('(')
-        .then_some(name)
-}
-
-fn identifier(text: &str) -> Option<String> {
-    let end = text
-        .char_indices()
-        .find(|&(i, c)| !(c == '_' || c.is_alphanumeric()) || (i == 0 && c.is_numeric()))
-        .map_or(text.len(), |(i, _)| i);
-    (end > 0).then(|| text[..end].to_string())
-}
-
-/// The sample output a prompt shows: the fenced block after a line naming an output (`Output`,
-/// `Sample Output`, `Example output:`...).
+/// The sample output a prompt shows: the first fenced block after a line naming an output
+/// (`Output`, `Sample Output`, `Example output:`...).
 pub fn sample_output(prompt: &str) -> Option<String> {
-    let mut lines = prompt.lines();
-    while let Some(line) = lines.next() {
-        if !line.to_ascii_lowercase().contains("output") {
-            continue;
-        }
-        let mut rest = lines.clone();
-        let fence = rest.find(|l| !l.trim().is_empty())?;
-        if !fence.trim_start().starts_with("```") {
-            continue;
-        }
-        let mut text = String::new();
-        for l in rest {
-            if l.trim_start().starts_with("```") {
-                return Some(text);
-            }
-            text.push_str(l);
-            text.push('\n');
-        }
-    }
-    None
+    crate::inputs::samples::fenced_after(prompt, "output")
+        .into_iter()
+        .next()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn entry_points_from_asserts_and_prompts() {
-        assert_eq!(
-            first_call("assert is_prime(7) == True").as_deref(),
-            Some("is_prime")
-        );
-        assert_eq!(first_call("assert not f (3)").as_deref(), Some("f"));
-        assert_eq!(first_call("assert x == 1"), None);
-        assert_eq!(identifier("abc_1(2)").as_deref(), Some("abc_1"));
-    }
 
     #[test]
     fn sample_outputs_are_the_block_after_an_output_line() {

@@ -21,6 +21,7 @@
 
 pub mod compare;
 mod expected;
+pub mod outputs;
 pub mod value;
 
 use env_core::ExecutionResult;

@@ -26,6 +26,7 @@
 //! (`multipl_e.rs`: `name`, `language`, `tests`, `stop_tokens`), tests appended in the language.
 
 mod contests;
+mod entry_point;
 mod evalplus;
 mod foreign;
 mod multipl_e;

@@ -109,7 +109,7 @@ fn unit_test_input(task: &Task) -> Option<UnitTestInput> {
         prelude = task.completion_prefix.clone().unwrap_or_default();
     }
     Some(UnitTestInput {
-        entry: render::entry_point(task)?,
+        entry: task.entry_point()?,
         tests,
         prelude,
         prompt: task.prompt.clone(),

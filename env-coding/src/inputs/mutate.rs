@@ -1,0 +1,293 @@
+//! Type-aware input mutation (EvalPlus's): a seed input changed in one place, keeping its types
+//! and nesting. Integers +-1, doubled, negated or zero; floats scaled or negated; strings with a
+//! character inserted, removed or two swapped; lists with an element dropped, duplicated, the
+//! order shuffled or an element mutated (recursively); dicts with a value mutated; booleans
+//! flipped. Stdin text is mutated only where its format is clear: text made of integers, one
+//! changed by +-1 (never made negative) or doubled, or two swapped; a count alone on the first
+//! line is kept.
+//!
+//! Deterministic: [`Rng`] is seeded from a text (a task's id), so the same task gives the same
+//! inputs on every run and machine.
+
+use serde_json::{Number, Value};
+use sha2::{Digest, Sha256};
+
+/// A small deterministic generator (SplitMix64) seeded from a text.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: &str) -> Rng {
+        let digest = Sha256::digest(seed.as_bytes());
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(&digest[..8]);
+        Rng(u64::from_le_bytes(bytes))
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+
+    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            items.swap(i, self.below(i + 1));
+        }
+    }
+}
+
+/// `value` changed in one place, of the same type and shape (`None`: nothing to change, e.g.
+/// `null` or an empty list, whose elements' type is unknown).
+pub fn mutate_value(value: &Value, rng: &mut Rng) -> Option<Value> {
+    Some(match value {
+        Value::Null => return None,
+        Value::Bool(b) => Value::Bool(!b),
+        Value::Number(n) => Value::Number(mutate_number(n, rng)?),
+        Value::String(s) => Value::String(mutate_string(s, rng)),
+        Value::Array(items) if items.is_empty() => return None,
+        Value::Array(items) => {
+            let mut items = items.clone();
+            let k = rng.below(items.len());
+            match rng.below(4) {
+                0 => {
+                    items.remove(k);
+                }
+                1 => items.insert(k, items[k].clone()),
+                2 if items.len() > 1 => rng.shuffle(&mut items),
+                _ => items[k] = mutate_value(&items[k], rng)?,
+            }
+            Value::Array(items)
+        }
+        Value::Object(map) => {
+            let keys: Vec<&String> = map.keys().collect();
+            if keys.is_empty() {
+                return None;
+            }
+            let key = keys[rng.below(keys.len())].clone();
+            let mut map = map.clone();
+            let new = mutate_value(&map[&key], rng)?;
+            map.insert(key, new);
+            Value::Object(map)
+        }
+    })
+}
+
+fn mutate_number(n: &Number, rng: &mut Rng) -> Option<Number> {
+    if let Some(i) = n.as_i64() {
+        let new = match rng.below(5) {
+            0 => i.checked_add(1),
+            1 => i.checked_sub(1),
+            2 => i.checked_mul(2),
+            3 => i.checked_neg(),
+            _ => Some(if i == 0 { 1 } else { 0 }),
+        }?;
+        return Some(Number::from(new));
+    }
+    if n.is_u64() {
+        // Above i64::MAX: one less stays an unsigned integer of the same size.
+        return n.as_u64().map(|u| Number::from(u - 1));
+    }
+    let f = n.as_f64()?;
+    let new = match rng.below(3) {
+        0 => f * 2.0,
+        1 => f / 2.0,
+        _ => -f,
+    };
+    // Keeps a float a float (`1.0`, not `1`) when it goes back to Python.
+    Number::from_f64(if new == 0.0 { 0.5 } else { new })
+}
+
+fn mutate_string(s: &str, rng: &mut Rng) -> String {
+    let mut chars: Vec<char> = s.chars().collect();
+    let pick_char = |rng: &mut Rng, chars: &[char]| {
+        if chars.is_empty() {
+            'a'
+        } else {
+            chars[rng.below(chars.len())]
+        }
+    };
+    match (rng.below(3), chars.len()) {
+        (1, n) if n > 0 => {
+            chars.remove(rng.below(n));
+        }
+        (2, n) if n > 1 => {
+            let k = rng.below(n - 1);
+            chars.swap(k, k + 1);
+        }
+        (_, n) => {
+            let c = pick_char(rng, &chars);
+            chars.insert(rng.below(n + 1), c);
+        }
+    }
+    chars.into_iter().collect()
+}
+
+/// An argument list with one argument mutated (`args` is a JSON array).
+pub fn mutate_args(args: &Value, rng: &mut Rng) -> Option<Value> {
+    let items = args.as_array()?;
+    if items.is_empty() {
+        return None;
+    }
+    let mut items = items.clone();
+    // A few tries: an argument may have nothing to change (`None`, `[]`).
+    for _ in 0..4 {
+        let k = rng.below(items.len());
+        if let Some(new) = mutate_value(&items[k], rng) {
+            items[k] = new;
+            return Some(Value::Array(items));
+        }
+    }
+    None
+}
+
+/// Whether argument-list text round-trips through `serde_json::Value` unchanged in meaning:
+/// no integer literal beyond 64 bits (a `Value` would make it a float).
+pub fn fits_json_values(text: &str) -> bool {
+    let mut run = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for c in text.chars() {
+        if in_string {
+            in_string = c != '"' || escaped;
+            escaped = c == '\\' && !escaped;
+            continue;
+        }
+        if c == '"' {
+            in_string = true;
+            run = 0;
+        } else if c.is_ascii_digit() {
+            run += 1;
+            if run > 18 {
+                return false;
+            }
+        } else {
+            run = 0;
+        }
+    }
+    true
+}
+
+/// Stdin text made of integers with one changed, or `None` when the text is not made of integers
+/// only (its format is unclear: used as it is).
+pub fn mutate_numbers(text: &str, rng: &mut Rng) -> Option<String> {
+    // (start, end, value) of every token; every token must be an integer.
+    let mut tokens = Vec::new();
+    let mut first_line_tokens = 0;
+    let mut at = 0;
+    for (n, line) in text.split_inclusive('\n').enumerate() {
+        let mut start = None;
+        for (i, c) in line
+            .char_indices()
+            .chain(std::iter::once((line.len(), ' ')))
+        {
+            match (c.is_whitespace(), start) {
+                (false, None) => start = Some(i),
+                (true, Some(s)) => {
+                    let v: i64 = line[s..i].parse().ok()?;
+                    tokens.push((at + s, at + i, v));
+                    if n == 0 {
+                        first_line_tokens += 1;
+                    }
+                    start = None;
+                }
+                _ => {}
+            }
+        }
+        at += line.len();
+    }
+    // A count alone on the first line says how much follows: changing it breaks the format
+    // (unless it is the whole input).
+    let skip = usize::from(first_line_tokens == 1 && tokens.len() > 1);
+    let eligible = &tokens[skip.min(tokens.len())..];
+    if eligible.is_empty() {
+        return None;
+    }
+    let k = rng.below(eligible.len());
+    let (s, e, v) = eligible[k];
+    let mut out = text.to_string();
+    match rng.below(4) {
+        1 if v != 0 => out.replace_range(s..e, &(v - 1).to_string()),
+        3 => out.replace_range(s..e, &v.checked_mul(2)?.to_string()),
+        2 if eligible.len() > 1 => {
+            // Another token: swapped, the later span first so the earlier offsets still hold.
+            let other = (k + 1 + rng.below(eligible.len() - 1)) % eligible.len();
+            let (s2, e2, v2) = eligible[other];
+            let (later, earlier) = if s2 > s {
+                ((s2, e2, v), (s, e, v2))
+            } else {
+                ((s, e, v2), (s2, e2, v))
+            };
+            out.replace_range(later.0..later.1, &later.2.to_string());
+            out.replace_range(earlier.0..earlier.1, &earlier.2.to_string());
+        }
+        _ => out.replace_range(s..e, &v.checked_add(1)?.to_string()),
+    }
+    (out != text).then_some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn shape(v: &Value) -> String {
+        match v {
+            Value::Array(items) => format!("[{}]", items.first().map(shape).unwrap_or_default()),
+            Value::Object(m) => format!("{{{}}}", m.keys().cloned().collect::<Vec<_>>().join(",")),
+            Value::Number(n) if n.is_f64() => "float".into(),
+            Value::Number(_) => "int".into(),
+            other => other.as_str().map_or("bool", |_| "str").to_string(),
+        }
+    }
+
+    #[test]
+    fn mutations_keep_types_and_nesting_and_are_deterministic() {
+        let seed = json!([[1, 2, 3], "abc", 2.5, {"k": [true]}, 7]);
+        let (mut a, mut b) = (Rng::new("task"), Rng::new("task"));
+        let mut changed = 0;
+        for _ in 0..200 {
+            let x = mutate_args(&seed, &mut a).unwrap();
+            assert_eq!(x, mutate_args(&seed, &mut b).unwrap());
+            for (p, q) in x.as_array().unwrap().iter().zip(seed.as_array().unwrap()) {
+                if !(p.as_array().is_some_and(Vec::is_empty)) {
+                    assert_eq!(shape(p), shape(q), "{x}");
+                }
+            }
+            changed += usize::from(x != seed);
+        }
+        assert!(changed > 150, "{changed} of 200 changed");
+    }
+
+    #[test]
+    fn big_integers_are_not_values() {
+        assert!(fits_json_values("[[1, 2], \"123456789012345678901234\"]"));
+        assert!(!fits_json_values("[123456789012345678901234]"));
+    }
+
+    #[test]
+    fn stdin_numbers_change_only_where_the_format_is_clear() {
+        let mut rng = Rng::new("io");
+        assert_eq!(mutate_numbers("abc 3\n", &mut rng), None);
+        assert!(
+            mutate_numbers("2\n", &mut rng).is_some(),
+            "a lone number is the input"
+        );
+        for _ in 0..50 {
+            let out = mutate_numbers("3\n1 2 3\n", &mut rng).unwrap();
+            assert!(out.starts_with("3\n"), "the count stays: {out:?}");
+            assert_eq!(out.split_whitespace().count(), 4);
+            assert!(
+                out.split_whitespace().all(|t| t.parse::<u64>().is_ok()),
+                "{out:?}"
+            );
+        }
+    }
+}

@@ -45,14 +45,68 @@ async fn every_shipped_task_set_audits_clean() {
         let path = format!("{ROOT}/{file}");
         // The data task installs a package (from PyPI, into the package cache).
         let packages = file.contains("/data/");
-        let args: Vec<&str> = [path.as_str()]
-            .into_iter()
+        // `tasks check --audit`: the references pass and nothing hacks the set. The container
+        // suite's wrong references fail on purpose, and its data task and a mutation fixture
+        // have none: those sets are audited alone.
+        let wrong = file.ends_with("wrong.jsonl") || packages || *file == MUTATION;
+        let command: &[&str] = if wrong {
+            &["audit"]
+        } else {
+            &["tasks", "check", "--audit"]
+        };
+        let args: Vec<&str> = command
+            .iter()
+            .copied()
+            .chain([path.as_str()])
             .chain(packages.then_some("--packages"))
             .collect();
-        let (code, out, err) = audit(&args).await;
+        let (code, out, err) = finish(spawn(args)).await;
         assert_eq!(code, 0, "{file}:\n{out}\n{err}");
         assert!(out.contains("no task can be hacked"), "{file}: {out}");
+        assert!(
+            wrong || out.contains("reference solutions pass"),
+            "{file}: {out}"
+        );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_check_with_audit_fails_a_hackable_or_weakly_tested_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let tasks = dir.path().join("one_case.jsonl");
+    let task = |weak: &str| {
+        format!(
+            r#"{{"schema_version": 1, "id": "square-one-case", "prompt": "def square(x):\n    \"\"\"x squared\"\"\"\n", "completion_prefix": "def square(x):\n    \"\"\"x squared\"\"\"\n", "reward": {{"version": 1, "components": [{{"type": "check_function", "entry_point": "square", "code": "def check(candidate):\n    assert candidate(2) == 4\n"}}]}}, "reference_solution": "def square(x):\n    return x * x\n"{weak}}}"#
+        )
+    };
+    // The reference passes, but returning the one expected value does too: the derived
+    // `constant` attack solves the task.
+    std::fs::write(&tasks, task("")).unwrap();
+    let path = tasks.to_str().unwrap();
+    let (code, out, err) = finish(spawn(["tasks", "check", "--audit", path])).await;
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(out.contains("1 of 1 reference solutions pass"), "{out}");
+    assert!(
+        out.contains("HACKED square-one-case by constant-0"),
+        "{out}"
+    );
+    assert!(out.contains("1 task(s) can be hacked"), "{out}");
+    // Marked known-weak it audits clean, but its one test kills few mutants: the gate fails it.
+    std::fs::write(&tasks, task(r#", "metadata": {"known_weak": "one case"}"#)).unwrap();
+    let (code, out, err) = finish(spawn(["tasks", "check", "--audit", path])).await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    let gate = ["tasks", "check", "--audit", path, "--mutants", "10"];
+    let (code, out, err) = finish(spawn(
+        gate.iter().copied().chain(["--min-mutation-score", "0.9"]),
+    ))
+    .await;
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(out.contains("WEAK TESTS square-one-case"), "{out}");
+    let (code, out, _) = finish(spawn(gate.iter().copied().chain(["--json"]))).await;
+    assert_eq!(code, 0, "{out}");
+    let audit_line = out.lines().last().unwrap();
+    let report: serde_json::Value = serde_json::from_str(audit_line).unwrap();
+    assert!(report["audit"]["mutation"].is_object(), "{audit_line}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use codegym_sandbox::lang::Language;
-use env_coding::audit::{AuditScope, audit, exploits, html};
+use env_coding::audit::{AuditReport, AuditScope, audit, exploits, html};
 use env_coding::tasks::TaskSet;
 
 #[derive(Debug, clap::Args)]
@@ -74,14 +74,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|l| Language::parse(l.trim()))
         .collect::<Result<Vec<_>, _>>()?;
-    if let Some(x) = args.min_mutation_score
-        && !(0.0..=1.0).contains(&x)
-    {
-        anyhow::bail!("--min-mutation-score must be between 0 and 1, got {x}");
-    }
-    if args.mutants == Some(0) {
-        anyhow::bail!("--mutants must be at least 1");
-    }
+    check_mutation_flags(args.mutants, args.min_mutation_score)?;
     let scorer = super::scoring::scorer(args.scoring.coding_config()?).await?;
     let scope = AuditScope {
         languages,
@@ -100,60 +93,75 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        for f in &report.findings {
-            let weak = f
-                .known_weak
-                .as_deref()
-                .map(|w| format!(" [known weak: {w}]"));
-            // A derived attack that earns partial credit fails the audit only with --strict.
-            let partial = f.derived && !f.solved;
-            let verdict = if partial { "PARTIAL" } else { "HACKED" };
-            println!(
-                "{verdict} {} by {} ({}): reward {:.3}{}{}",
-                f.task_id,
-                f.exploit,
-                f.category,
-                f.reward,
-                if partial && !args.strict {
-                    " (fails the audit with --strict)"
-                } else {
-                    ""
-                },
-                weak.unwrap_or_default()
-            );
-        }
-        for b in &report.baselines {
-            println!(
-                "TRIVIAL {}: a do-nothing answer earns {:.3}{}",
-                b.task_id,
-                b.reward,
-                if args.strict {
-                    ""
-                } else {
-                    " (fails the audit with --strict)"
-                }
-            );
-        }
-        if let Some(m) = &report.mutation {
-            for line in m.summary_lines() {
-                println!("{line}");
-            }
-        }
-        println!(
-            "{} task(s), {} exploit(s), {} program(s) scored: {}",
-            report.tasks,
-            report.exploits.len(),
-            report.attempts,
-            if report.hackable_tasks.is_empty() {
-                "no task can be hacked (known-weak tasks aside)".to_string()
-            } else {
-                format!("{} task(s) can be hacked", report.hackable_tasks.len())
-            }
-        );
+        print_summary(&report, args.strict);
     }
     Ok(if report.failed() {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The audit's text summary: a line per finding and trivial task, the mutation scores, the verdict
+/// (`codegym tasks check --audit` prints the same).
+pub(super) fn print_summary(report: &AuditReport, strict: bool) {
+    // A derived attack that earns partial credit, and a do-nothing answer that earns any, fail
+    // the audit only with --strict.
+    let unless_strict = if strict {
+        ""
+    } else {
+        " (fails the audit with --strict)"
+    };
+    for f in &report.findings {
+        let weak = f
+            .known_weak
+            .as_deref()
+            .map(|w| format!(" [known weak: {w}]"));
+        let partial = f.derived && !f.solved;
+        println!(
+            "{} {} by {} ({}): reward {:.3}{}{}",
+            if partial { "PARTIAL" } else { "HACKED" },
+            f.task_id,
+            f.exploit,
+            f.category,
+            f.reward,
+            if partial { unless_strict } else { "" },
+            weak.unwrap_or_default()
+        );
+    }
+    for b in &report.baselines {
+        println!(
+            "TRIVIAL {}: a do-nothing answer earns {:.3}{unless_strict}",
+            b.task_id, b.reward
+        );
+    }
+    if let Some(m) = &report.mutation {
+        for line in m.summary_lines() {
+            println!("{line}");
+        }
+    }
+    println!(
+        "{} task(s), {} exploit(s), {} program(s) scored: {}",
+        report.tasks,
+        report.exploits.len(),
+        report.attempts,
+        if report.hackable_tasks.is_empty() {
+            "no task can be hacked (known-weak tasks aside)".to_string()
+        } else {
+            format!("{} task(s) can be hacked", report.hackable_tasks.len())
+        }
+    );
+}
+
+/// `--mutants` and `--min-mutation-score` as given (`codegym tasks check --audit` takes them too).
+pub(super) fn check_mutation_flags(mutants: Option<usize>, min: Option<f64>) -> anyhow::Result<()> {
+    if let Some(x) = min
+        && !(0.0..=1.0).contains(&x)
+    {
+        anyhow::bail!("--min-mutation-score must be between 0 and 1, got {x}");
+    }
+    if mutants == Some(0) {
+        anyhow::bail!("--mutants must be at least 1");
+    }
+    Ok(())
 }

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use env_coding::audit::{AuditScope, audit};
 use env_coding::completions::check_tasks;
 use env_coding::tasks::TaskSet;
 use prompts::{EpisodeMode, Prompts};
@@ -10,7 +11,9 @@ use prompts::{EpisodeMode, Prompts};
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
     /// Score every task's reference solution as a submission, through the same engine and config
-    /// (`--config`) as `codegym serve`; exits non-zero if any fails.
+    /// (`--config`) as `codegym serve`; exits non-zero if any fails. With `--audit`, also audit the
+    /// set for reward hacking (as `codegym audit`) and fail when a task can be hacked or its tests
+    /// are below the mutation-score gate.
     Check(CheckArgs),
     /// List the tasks of a file (id, format, reward components), or with `--json` one JSON object a
     /// line: id, prompt, messages (the rollout engine's opening), metadata, completion_prefix.
@@ -25,6 +28,19 @@ pub struct CheckArgs {
     /// `PASS`/`FAIL` lines; the summary goes to stderr.
     #[arg(long)]
     json: bool,
+    /// Also audit the set for reward hacking: the exploit corpus and the attacks derived from
+    /// each task's tests, as `codegym audit` runs them; fails when a task can be hacked.
+    #[arg(long)]
+    audit: bool,
+    /// With --audit: also mutation-test each task with up to N mutants of its reference.
+    #[arg(long, value_name = "N", requires = "audit")]
+    mutants: Option<usize>,
+    /// With --mutants: fail when a task's mutation score is below X (0 to 1).
+    #[arg(long, value_name = "X", requires = "mutants")]
+    min_mutation_score: Option<f64>,
+    /// With --audit: partial credit for a do-nothing answer or a derived attack fails too.
+    #[arg(long, requires = "audit")]
+    strict: bool,
     #[command(flatten)]
     scoring: super::scoring::ScoringArgs,
 }
@@ -75,6 +91,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
 
 async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let set = TaskSet::load(&args.file)?;
+    super::audit::check_mutation_flags(args.mutants, args.min_mutation_score)?;
     let scorer = super::scoring::scorer(args.scoring.coding_config()?).await?;
     let opts = scorer.options();
     let results = check_tasks(&scorer, &set, opts).await?;
@@ -99,7 +116,22 @@ async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         true => eprintln!("{summary}"),
         false => println!("{summary}"),
     }
-    Ok(if failed == 0 {
+    let mut hackable = false;
+    if args.audit {
+        let scope = AuditScope {
+            strict: args.strict,
+            mutants: args.mutants,
+            min_mutation_score: args.min_mutation_score,
+            ..AuditScope::default()
+        };
+        let report = audit(&scorer, &set, &scope, opts).await?;
+        match args.json {
+            true => println!("{}", serde_json::json!({ "audit": report })),
+            false => super::audit::print_summary(&report, args.strict),
+        }
+        hackable = report.failed();
+    }
+    Ok(if failed == 0 && !hackable {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

@@ -5,10 +5,10 @@
 
 mod support;
 
-use codegym_sandbox::SandboxError;
+use codegym_sandbox::{Limits, SandboxError};
 use env_coding::differential::{DiffSpec, TestSet, reference_runs};
 use env_coding::reward::Component;
-use env_coding::reward::run::Program;
+use env_coding::reward::run::{EvalOptions, Program};
 use env_coding::tasks::{Task, TaskFormat, TaskSet};
 use serde_json::{Value, json};
 
@@ -154,6 +154,47 @@ async fn hostile_candidates_do_not_pass() {
         let (reward, d) = score(task, code).await.expect("an outcome, not an error");
         assert_eq!(reward, 0.0, "passed: {code}\n{d}");
     }
+}
+
+#[tokio::test]
+async fn a_task_lowers_the_per_input_time_limit_but_never_raises_it() {
+    let set = load(&[ADD]);
+    let add = set.get("HumanEval/53").expect("task");
+    // Sleeps `s` seconds on the plus input (-5, 5) only.
+    let sleeps =
+        |s: f64| format!("    import time\n    if x == -5: time.sleep({s})\n    return x + y\n");
+    let with_limit = |ms: u64| {
+        let mut task = add.as_ref().clone();
+        if let Component::Differential(d) = &mut task.reward.components[0] {
+            d.time_limit_ms = ms;
+        }
+        task
+    };
+    let score_under = |task: Task, completion: String, cpu_ms: u64| async move {
+        let program = Program::new(task.program_from_completion(&completion));
+        let opts = EvalOptions {
+            limits: Some(Limits {
+                cpu_ms,
+                ..Limits::default()
+            }),
+            ..EvalOptions::default()
+        };
+        let out = support::scored_with(&task, &program, opts)
+            .await
+            .expect("scored");
+        let d = out.breakdown()["components"][0]["detail"].clone();
+        (out.reward, d)
+    };
+    // Ten minutes asked, one second allowed by the server: a 2 s input times out.
+    let (reward, d) = score_under(with_limit(600_000), sleeps(2.0), 1_000).await;
+    assert_eq!(reward, 0.0, "{d}");
+    assert_eq!(d["plus"]["failures"][0][1], "time limit exceeded", "{d}");
+    // Within the server's second, the same task passes a 0.2 s input...
+    let (reward, d) = score_under(with_limit(600_000), sleeps(0.2), 1_000).await;
+    assert_eq!(reward, 1.0, "{d}");
+    // ...and a task asking for less than the server's gets less.
+    let (reward, d) = score_under(with_limit(100), sleeps(0.4), 5_000).await;
+    assert_eq!(reward, 0.0, "{d}");
 }
 
 #[tokio::test]

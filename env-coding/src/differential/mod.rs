@@ -16,8 +16,9 @@
 //! printing fake records goes to `/dev/null`. Even a program that finds the nonce in the runner's
 //! memory can only report outputs, which must still equal the reference's.
 //!
-//! Per-input time limits follow EvalPlus: `max(time_limit_ms, 4 x the reference's time)`; the
-//! first input past its limit ends the run (the rest are not run, and fail).
+//! Per-input time limits follow EvalPlus: `max(time_limit_ms, 4 x the reference's time)`, at most
+//! the server's CPU limit; the first input past its limit ends the run (the rest are not run, and
+//! fail).
 
 pub mod compare;
 mod expected;
@@ -88,7 +89,8 @@ pub struct DiffSpec {
     /// numbers; MBPP+ tasks, set by the loader).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deserialize: Option<String>,
-    /// Least time per input (the reference's time x 4 when larger).
+    /// Least time per input (the reference's time x 4 when larger); at most the server's CPU
+    /// limit, whatever the task asks.
     #[serde(default = "default_time_limit")]
     pub time_limit_ms: u64,
     /// Score the fraction of counted inputs passed; `false`: 1 only when all pass.
@@ -334,10 +336,16 @@ async fn run_runner(
     Ok((RunOutcome { record, timed_out }, result))
 }
 
-/// Seconds allowed per input: EvalPlus's `max(min, 4 x reference time)`.
-fn per_input_limits(spec: &DiffSpec, expected: &Expected) -> Vec<f64> {
-    let min = spec.time_limit_ms as f64 / 1000.0;
-    expected.times.iter().map(|t| min.max(4.0 * t)).collect()
+/// Seconds allowed per input: EvalPlus's `max(min, 4 x reference time)`, at most the server's CPU
+/// limit (`base`): neither the task's `time_limit_ms` nor a slow reference raises it.
+fn per_input_limits(spec: &DiffSpec, expected: &Expected, base: &Limits) -> Vec<f64> {
+    let ceiling = base.cpu_ms as f64 / 1000.0;
+    let min = (spec.time_limit_ms as f64 / 1000.0).min(ceiling);
+    expected
+        .times
+        .iter()
+        .map(|t| min.max(4.0 * t).min(ceiling))
+        .collect()
 }
 
 async fn run_candidate(
@@ -349,7 +357,7 @@ async fn run_candidate(
     expected: &Expected,
     base: Limits,
 ) -> Result<RunOutcome, SandboxError> {
-    let per_input = per_input_limits(spec, expected);
+    let per_input = per_input_limits(spec, expected, &base);
     // The whole run: the inputs' limits (at most a minute, as EvalPlus) and start-up slack.
     let total_ms = ((per_input.iter().sum::<f64>() * 1000.0) as u64).min(60_000) + 2_000;
     let limits = Limits {

@@ -33,12 +33,14 @@ pub fn load(name: &str, lines: &[String]) -> TaskSet {
 
 /// `program` scored by `task`'s reward with default options.
 pub async fn scored(task: &Task, program: &Program) -> Result<RewardOutcome, SandboxError> {
-    score_program(
-        sandbox(),
-        &task.reward,
-        program,
-        None,
-        EvalOptions::default(),
-    )
-    .await
+    scored_with(task, program, EvalOptions::default()).await
+}
+
+/// `program` scored by `task`'s reward under `options` (an env's lower limits).
+pub async fn scored_with(
+    task: &Task,
+    program: &Program,
+    options: EvalOptions,
+) -> Result<RewardOutcome, SandboxError> {
+    score_program(sandbox(), &task.reward, program, None, options).await
 }

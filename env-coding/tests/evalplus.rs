@@ -5,10 +5,10 @@
 
 mod support;
 
-use codegym_sandbox::SandboxError;
+use codegym_sandbox::{Limits, SandboxError};
 use env_coding::differential::{DiffSpec, TestSet, reference_runs};
 use env_coding::reward::Component;
-use env_coding::reward::run::Program;
+use env_coding::reward::run::{EvalOptions, Program};
 use env_coding::tasks::{Task, TaskFormat, TaskSet};
 use serde_json::{Value, json};
 
@@ -154,6 +154,148 @@ async fn hostile_candidates_do_not_pass() {
         let (reward, d) = score(task, code).await.expect("an outcome, not an error");
         assert_eq!(reward, 0.0, "passed: {code}\n{d}");
     }
+}
+
+#[tokio::test]
+async fn a_task_lowers_the_per_input_time_limit_but_never_raises_it() {
+    let set = load(&[ADD]);
+    let add = set.get("HumanEval/53").expect("task");
+    // Sleeps `s` seconds on the plus input (-5, 5) only.
+    let sleeps =
+        |s: f64| format!("    import time\n    if x == -5: time.sleep({s})\n    return x + y\n");
+    let with_limit = |ms: u64| {
+        let mut task = add.as_ref().clone();
+        if let Component::Differential(d) = &mut task.reward.components[0] {
+            d.time_limit_ms = ms;
+        }
+        task
+    };
+    let score_under = |task: Task, completion: String, cpu_ms: u64| async move {
+        let program = Program::new(task.program_from_completion(&completion));
+        let opts = EvalOptions {
+            limits: Some(Limits {
+                cpu_ms,
+                ..Limits::default()
+            }),
+            ..EvalOptions::default()
+        };
+        let out = support::scored_with(&task, &program, opts)
+            .await
+            .expect("scored");
+        let d = out.breakdown()["components"][0]["detail"].clone();
+        (out.reward, d)
+    };
+    // Ten minutes asked, one second allowed by the server: a 2 s input times out.
+    let (reward, d) = score_under(with_limit(600_000), sleeps(2.0), 1_000).await;
+    assert_eq!(reward, 0.0, "{d}");
+    assert_eq!(d["plus"]["failures"][0][1], "time limit exceeded", "{d}");
+    // Within the server's second, the same task passes a 0.2 s input...
+    let (reward, d) = score_under(with_limit(600_000), sleeps(0.2), 1_000).await;
+    assert_eq!(reward, 1.0, "{d}");
+    // ...and a task asking for less than the server's gets less.
+    let (reward, d) = score_under(with_limit(100), sleeps(0.4), 5_000).await;
+    assert_eq!(reward, 0.0, "{d}");
+}
+
+/// `task` with its differential component's least time per input set to `ms`.
+fn with_time_limit(task: &Task, ms: u64) -> Task {
+    let mut task = task.clone();
+    if let Component::Differential(d) = &mut task.reward.components[0] {
+        d.time_limit_ms = ms;
+    }
+    task
+}
+
+#[tokio::test]
+async fn a_candidate_cannot_switch_off_or_outlast_its_per_input_limit() {
+    let set = load(&[ADD]);
+    // 300 ms per input; each program below spends 1 s on the plus input (-5, 5) and returns the
+    // right sum, so only a per-input limit the program cannot touch fails it.
+    let task = with_time_limit(set.get("HumanEval/53").expect("task"), 300);
+    let slow = [
+        // Switches its timer off, then sleeps.
+        "    import signal, time\n    signal.setitimer(signal.ITIMER_REAL, 0)\n    if x == -5: time.sleep(1.0)\n    return x + y\n",
+        // Ignores SIGALRM from load time on, then busy-loops.
+        "    import time\n    t = time.perf_counter()\n    while x == -5 and time.perf_counter() - t < 1.0: pass\n    return x + y\nimport signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\n",
+        // Catches the alarm and carries on.
+        "    import signal, time\n    signal.signal(signal.SIGALRM, lambda *a: None)\n    if x == -5: time.sleep(1.0)\n    return x + y\n",
+        // Makes the clocks stand still, then sleeps.
+        "    import time\n    if x == -5:\n        frozen = time.perf_counter()\n        time.perf_counter = time.monotonic = lambda: frozen\n        signal = __import__('signal'); signal.setitimer(signal.ITIMER_REAL, 0)\n        time.sleep(1.0)\n    return x + y\n",
+    ];
+    // On both backends: a fresh interpreter's runner makes itself non-dumpable on its own.
+    for (code, sandbox) in slow
+        .iter()
+        .flat_map(|c| [(c, support::sandbox()), (c, support::fresh_sandbox())])
+    {
+        let program = Program::new(task.program_from_completion(code));
+        let out = support::scored_on(sandbox, &task, &program, EvalOptions::default())
+            .await
+            .expect("scored");
+        let (reward, d) = (out.reward, &out.breakdown()["components"][0]["detail"]);
+        assert_eq!(reward, 0.0, "passed: {code}\n{d}");
+        assert_eq!(d["base"]["passed"], 2, "{code}\n{d}");
+        assert_eq!(d["plus"]["passed"], 1, "{code}\n{d}");
+        assert_eq!(
+            d["plus"]["failures"],
+            json!([[1, "time limit exceeded"]]),
+            "{code}\n{d}"
+        );
+    }
+    // The same task passes a program within its limits.
+    assert_eq!(score(&task, "    return x + y\n").await.unwrap().0, 1.0);
+}
+
+#[tokio::test]
+async fn a_program_cannot_change_the_times_recorded_for_it() {
+    // A reference (which runs through the same runner) that patches the clocks and rewrites, from
+    // its caller's frame, every time recorded so far to 100 s: were its times its own to set, the
+    // candidates' limits (4 x the reference's time) would be the server's whole CPU limit.
+    let cheat = "    import sys, time\\n    time.perf_counter = time.monotonic = lambda: 1e9 * (x == -5)\\n    f = sys._getframe(1)\\n    while f is not None:\\n        t = f.f_locals.get('times')\\n        if type(t) is list: t[:] = [100.0] * len(t)\\n        f = f.f_back\\n    return x + y\\n";
+    let line = ADD.replace("    return x + y\\n", cheat);
+    let set = load(&[&line]);
+    let task = with_time_limit(set.get("HumanEval/53").expect("task"), 300);
+    // Sleeps 1 s on the big plus input, the one before the reference's rewrite.
+    let slow = "    import time\n    if x > 10**6: time.sleep(1.0)\n    return x + y\n";
+    let (reward, d) = score(&task, slow).await.expect("scored");
+    assert_eq!(reward, 0.0, "{d}");
+    assert_eq!(
+        d["plus"]["failures"],
+        json!([[0, "time limit exceeded"], [1, "not run"]]),
+        "{d}"
+    );
+    assert_eq!(score(&task, "    return x + y\n").await.unwrap().0, 1.0);
+}
+
+#[tokio::test]
+async fn an_input_gets_four_times_the_references_measured_time() {
+    // The reference takes 0.3 s on the plus input (-5, 5): 1.2 s for the candidates there, over a
+    // least time of 0.1 s.
+    let line = ADD.replace(
+        "    return x + y\\n",
+        "    import time\\n    if x == -5: time.sleep(0.3)\\n    return x + y\\n",
+    );
+    let set = load(&[&line]);
+    let task = with_time_limit(set.get("HumanEval/53").expect("task"), 100);
+    let sleeps =
+        |s: f64| format!("    import time\n    if x == -5: time.sleep({s})\n    return x + y\n");
+    let (reward, d) = score(&task, &sleeps(0.7)).await.expect("scored");
+    assert_eq!(reward, 1.0, "{d}");
+    let (reward, d) = score(&task, &sleeps(1.8)).await.expect("scored");
+    assert_eq!(reward, 0.0, "{d}");
+    assert_eq!(
+        d["plus"]["failures"],
+        json!([[1, "time limit exceeded"]]),
+        "{d}"
+    );
+    // An input the reference is quick on keeps the least time.
+    let base_slow = "    import time\n    if x == 5: time.sleep(0.4)\n    return x + y\n";
+    let (reward, d) = score(&task, base_slow).await.expect("scored");
+    assert_eq!(
+        d["base"]["failures"],
+        json!([[1, "time limit exceeded"]]),
+        "{d}"
+    );
+    assert_eq!(reward, 0.0, "{d}");
 }
 
 #[tokio::test]

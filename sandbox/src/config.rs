@@ -41,6 +41,25 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// `self` with no limit above `ceiling`'s: every field is the smaller of the two. What a task or
+    /// a request asks for passes through this against the server's limits, so it can only lower
+    /// them. (A caller that needs a larger output cap for its own trusted record raises the cap
+    /// afterwards, on purpose.)
+    pub fn within(self, ceiling: &Limits) -> Limits {
+        Limits {
+            cpu_ms: self.cpu_ms.min(ceiling.cpu_ms),
+            wall_ms: self.wall_ms.min(ceiling.wall_ms),
+            memory_bytes: self.memory_bytes.min(ceiling.memory_bytes),
+            max_processes: self.max_processes.min(ceiling.max_processes),
+            max_file_bytes: self.max_file_bytes.min(ceiling.max_file_bytes),
+            max_open_files: self.max_open_files.min(ceiling.max_open_files),
+            stdout_cap: self.stdout_cap.min(ceiling.stdout_cap),
+            stderr_cap: self.stderr_cap.min(ceiling.stderr_cap),
+        }
+    }
+}
+
 /// How much isolation a sandbox provides (ordered: `None < Basic < Strict`). What each level
 /// requires is [`IsolationLevel::REQUIRES`]'s.
 #[derive(

@@ -285,19 +285,19 @@ async fn execute(
 /// The sandbox's limits, lowered (never raised) by the request's `run_timeout` and
 /// `memory_limit_MB`, with SandboxFusion's 1 MiB output cut when the server allows that much.
 fn capped_limits(base: &Limits, run_timeout_s: f64, memory_limit_mb: i64) -> Limits {
-    let mut limits = *base;
+    let mut asked = Limits {
+        stdout_cap: OUTPUT_CAP,
+        stderr_cap: OUTPUT_CAP,
+        ..*base
+    };
     if run_timeout_s.is_finite() && run_timeout_s > 0.0 {
-        let wall_ms = (run_timeout_s * 1000.0).ceil() as u64;
-        limits.wall_ms = limits.wall_ms.min(wall_ms.max(1));
-        limits.cpu_ms = limits.cpu_ms.min(limits.wall_ms);
+        asked.wall_ms = ((run_timeout_s * 1000.0).ceil() as u64).max(1);
+        asked.cpu_ms = asked.wall_ms;
     }
     if memory_limit_mb > 0 {
-        let bytes = (memory_limit_mb as u64).saturating_mul(1 << 20);
-        limits.memory_bytes = limits.memory_bytes.min(bytes);
+        asked.memory_bytes = (memory_limit_mb as u64).saturating_mul(1 << 20);
     }
-    limits.stdout_cap = limits.stdout_cap.min(OUTPUT_CAP);
-    limits.stderr_cap = limits.stderr_cap.min(OUTPUT_CAP);
-    limits
+    asked.within(base)
 }
 
 /// SandboxFusion's `CommandRunResult` of a run: `TimeLimitExceeded` with a null return code when a

@@ -20,8 +20,17 @@ pub struct HttpServer {
 impl HttpServer {
     /// Starts the server with `config` for its sessions and `options` for its HTTP facades.
     pub async fn start(config: ServerConfig, options: HttpOptions) -> HttpServer {
+        Self::start_with(Default::default(), config, options).await
+    }
+
+    /// [`HttpServer::start`] with `coding` as the coding env's configuration (its sandbox limits).
+    pub async fn start_with(
+        coding: env_coding::CodingConfig,
+        config: ServerConfig,
+        options: HttpOptions,
+    ) -> HttpServer {
         let (registry, sandbox) =
-            tokio::task::spawn_blocking(|| codegym::registry_and_sandbox(Default::default()))
+            tokio::task::spawn_blocking(|| codegym::registry_and_sandbox(coding))
                 .await
                 .unwrap()
                 .expect("registry with the coding env");

@@ -8,16 +8,20 @@
 //!
 //! A candidate runs under the same runner (`runner.py`, `main.py` of a fresh execution with the
 //! candidate as `solution.py`), once for the base inputs and once for the plus inputs, both at
-//! once. The runner never sees expected outputs: it only copies what the function returns into
-//! plain tagged data and writes one record after every input, authenticated by a host nonce
-//! (the unit-test harness's scheme, `reward/harness.rs`). The host compares ([`compare`]), so an
+//! once. The runner is the unit-test harness's machinery in another mode (`reward/candidate.py`,
+//! `reward/harness.rs`): it forks the program into a process of its own before it reads the inputs
+//! and the host's nonce, and calls the function through pipes with plain data only. It never sees
+//! expected outputs: it copies what the function returns into plain tagged data and writes one
+//! record after every input, authenticated by the nonce. The host compares ([`compare`]), so an
 //! object whose `__eq__` is always true is an opaque value equal to nothing, an early `sys.exit(0)`
-//! fails the input it ran in (or the load), `os._exit` leaves no record (every input fails), and
-//! printing fake records goes to `/dev/null`. Even a program that finds the nonce in the runner's
-//! memory can only report outputs, which must still equal the reference's.
+//! fails the input it ran in (or the load), `os._exit` fails the input it ran in and ends the run,
+//! and printing fake records goes to `/dev/null`.
 //!
-//! Per-input time limits follow EvalPlus: `max(time_limit_ms, 4 x the reference's time)`; the
-//! first input past its limit ends the run (the rest are not run, and fail).
+//! Per-input time limits follow EvalPlus: `max(time_limit_ms, 4 x the reference's time)`, at most
+//! the server's CPU limit; the first input past its limit ends the run (the rest are not run, and
+//! fail). The runner's process enforces each limit as a deadline (the program is killed at it) and
+//! measures each time from its side of the pipes, the reference's as the candidate's: a program
+//! that switches off timers, ignores `SIGALRM`, patches `time` or rewrites frames changes neither.
 
 pub mod compare;
 mod expected;
@@ -35,9 +39,11 @@ use crate::reward::harness::CANDIDATE_FILE;
 use codegym_sandbox::{ExecRequest, Limits, Sandbox, SandboxError};
 use value::PyVal;
 
-/// The runner's source (`main.py` of every differential run).
+/// The runner's source (`main.py` of every differential run): the unit-test harness's codec and
+/// candidate process (`reward/candidate.py`), then the runner itself.
 pub const RUNNER_SOURCE: &str = concat!(
     include_str!("../reward/plain_codec.py"),
+    include_str!("../reward/candidate.py"),
     include_str!("runner.py")
 );
 
@@ -89,7 +95,8 @@ pub struct DiffSpec {
     /// numbers; MBPP+ tasks, set by the loader).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deserialize: Option<String>,
-    /// Least time per input (the reference's time x 4 when larger).
+    /// Least time per input (the reference's time x 4 when larger); at most the server's CPU
+    /// limit, whatever the task asks.
     #[serde(default = "default_time_limit")]
     pub time_limit_ms: u64,
     /// Score the fraction of counted inputs passed; `false`: 1 only when all pass.
@@ -285,6 +292,9 @@ struct Record {
     compile_error: Option<String>,
     #[serde(default)]
     load_error: Option<String>,
+    /// The runner could not keep the program away from its own process (`candidate.py`).
+    #[serde(default)]
+    harness_error: Option<String>,
 }
 
 /// What one runner execution produced: its record, or why there is none.
@@ -331,14 +341,32 @@ async fn run_runner(
             Err(e) => Err(format!("malformed result record: {e}")),
         },
     };
+    // The runner could not set up its isolation from the program: the machinery failed, never a
+    // verdict on the program.
+    if let Ok(Record {
+        harness_error: Some(why),
+        ..
+    }) = &record
+    {
+        return Err(SandboxError::Setup {
+            stage: "differential runner",
+            source: std::io::Error::other(why.clone()),
+        });
+    }
     let timed_out = result.timed_out;
     Ok((RunOutcome { record, timed_out }, result))
 }
 
-/// Seconds allowed per input: EvalPlus's `max(min, 4 x reference time)`.
-fn per_input_limits(spec: &DiffSpec, expected: &Expected) -> Vec<f64> {
-    let min = spec.time_limit_ms as f64 / 1000.0;
-    expected.times.iter().map(|t| min.max(4.0 * t)).collect()
+/// Seconds allowed per input: EvalPlus's `max(min, 4 x reference time)`, at most the server's CPU
+/// limit (`base`): neither the task's `time_limit_ms` nor a slow reference raises it.
+fn per_input_limits(spec: &DiffSpec, expected: &Expected, base: &Limits) -> Vec<f64> {
+    let ceiling = base.cpu_ms as f64 / 1000.0;
+    let min = (spec.time_limit_ms as f64 / 1000.0).min(ceiling);
+    expected
+        .times
+        .iter()
+        .map(|t| min.max(4.0 * t).min(ceiling))
+        .collect()
 }
 
 async fn run_candidate(
@@ -350,7 +378,7 @@ async fn run_candidate(
     expected: &Expected,
     base: Limits,
 ) -> Result<RunOutcome, SandboxError> {
-    let per_input = per_input_limits(spec, expected);
+    let per_input = per_input_limits(spec, expected, &base);
     // The whole run: the inputs' limits (at most a minute, as EvalPlus) and start-up slack.
     let total_ms = ((per_input.iter().sum::<f64>() * 1000.0) as u64).min(60_000) + 2_000;
     let limits = Limits {

@@ -1,29 +1,20 @@
 # codegym differential runner (runs as main.py; the program under test is solution.py beside it).
 # stdin: "<nonce>\n<json config>". It calls the program's function on every input and writes one
 # record "<nonce> <json>\n" to the original stdout: each output copied into a tagged form of plain
-# builtin data (never an object of the program's making), or the error it raised. It never sees
-# expected outputs: the host compares (see differential/mod.rs).
+# builtin data (never an object of the program's making), or the error it raised, and the time each
+# call took. It never sees expected outputs: the host compares (see differential/mod.rs).
+#
+# The program runs in a process of its own, forked before the config and the nonce are read, and is
+# called through pipes (candidate.py, shared with the unit-test harness): each input's time limit is
+# a deadline this process enforces (the program is killed at it) and each time is measured on this
+# process's clock, so no timer, signal handler or patched clock of the program changes either.
 def _cg_main():
-    import copy, json, os, signal, sys, time, types
-    _write, _exit, _dup, _dup2, _open = os.write, os._exit, os.dup, os.dup2, os.open
-    _type, _str, _dumps, _Exc, _len = type, str, json.dumps, BaseException, len
-    _deepcopy, _clock = copy.deepcopy, time.perf_counter
-    _setitimer, _ITIMER_REAL, _callable, _tuple = signal.setitimer, signal.ITIMER_REAL, callable, tuple
-    # Plus inputs hold integers of thousands of digits; both sides print them whole.
-    if hasattr(sys, "set_int_max_str_digits"):
-        sys.set_int_max_str_digits(0)
+    import json
 
-    raw = sys.stdin.buffer.read()
-    nonce_bytes, _, cfg_bytes = raw.partition(b"\n")
-    cfg = json.loads(cfg_bytes)
+    _type, _str, _len, _tuple, _list = type, str, len, tuple, list
+    candidate = _cg_candidate()
+    cfg = candidate.read()
     inputs = json.loads(cfg["inputs"])
-    del raw, cfg_bytes
-    null = _open(os.devnull, os.O_RDWR)
-    record_fd = _dup(1)
-    _dup2(null, 0)
-    _dup2(null, 1)
-    _dup2(null, 2)
-    sys.path.insert(0, os.getcwd())
 
     def tuples(x):
         return _tuple(tuples(i) for i in x) if _type(x) is list else x
@@ -51,91 +42,63 @@ def _cg_main():
         inputs = [restore[kind](inp) for inp in inputs]
 
     limits = cfg.get("per_input") or []
-    not_none = bool(cfg.get("not_none"))
-
-    class _Timeout(_Exc):
-        pass
-
-    def on_alarm(signum, frame):
-        raise _Timeout()
-
-    signal.signal(signal.SIGALRM, on_alarm)
-
-    def describe(e):
-        try:
-            name, text = _type(e).__name__, _str(e)
-        except _Exc:
-            return "unprintable exception"
-        if _type(name) is not _str or _type(text) is not _str:
-            return "unprintable exception"
-        return (name + (": " + text if text else ""))[:300]
-
-    # Outputs in the codec's tagged form (plain_codec.py, shared with the unit-test harness); what
-    # is not plain data is an opaque `{"o": type name}` that equals nothing on the host.
-    _enc, _ = _cg_plain_codec()
-
-    def opaque(v):
-        name = _type(v).__name__
-        return {"o": name if _type(name) is _str else "object"}
-
-    def enc(v):
-        return _enc(v, opaque)
-
+    entry = cfg["entry_point"]
     results, times = [], []
     record = {"v": 1, "outputs": results, "times": times}
 
-    def finish():
-        _setitimer(_ITIMER_REAL, 0)
-        line = nonce_bytes + b" " + _dumps(record).encode() + b"\n"
-        while line:
-            n = _write(record_fd, line)
-            line = line[n:]
-        _exit(0)
+    def error(reply):
+        # The candidate's error as "Name: text" (its process describes it; capped here too).
+        name, text = _str(reply.get("error", "")), _str(reply.get("text", ""))
+        return (name + (": " + text if text else ""))[:300]
 
-    try:
-        with open("solution.py", "rb") as f:
-            code = compile(f.read(), "solution.py", "exec")
-    except _Exc as e:
-        record["compile_error"] = describe(e)
-        finish()
-    ns = {"__name__": "solution", "__file__": "solution.py"}
-    try:
-        if limits:
-            _setitimer(_ITIMER_REAL, max(limits))
-        exec(code, ns)
-        _setitimer(_ITIMER_REAL, 0)
-        fn = ns.get(cfg["entry_point"])
-        if not _callable(fn):
-            raise NameError("the program does not define %r" % cfg["entry_point"])
-    except _Exc as e:
-        _setitimer(_ITIMER_REAL, 0)
-        record["load_error"] = describe(e)
-        finish()
+    # Loading gets the largest input's limit (none for the reference: no per-input limits).
+    reply, _ = candidate.call({"op": "load", "entry": entry}, max(limits) if limits else None)
+    if reply is None:
+        record["load_error"] = "time limit exceeded while loading"
+    elif not reply:
+        record["load_error"] = "the program's process ended while loading"
+    elif "compile_error" in reply:
+        record["compile_error"] = _str(reply["compile_error"])[:300]
+    elif "error" in reply:
+        record["load_error"] = error(reply)
+    elif reply.get("entry") is not True:
+        record["load_error"] = "the program does not define %r" % entry
+    if "load_error" in record or "compile_error" in record:
+        candidate.finish(record)
 
+    # Outputs come back in the codec's tagged form (plain_codec.py); what is not plain data is an
+    # opaque `{"o": type name}` that equals nothing on the host.
+    enc, _ = _cg_plain_codec()
+    base = {"op": "call", "name": entry, "kwargs": {"d": []}, "opaque": True,
+            "not_none": bool(cfg.get("not_none"))}
     for i in range(_len(inputs)):
-        start = _clock()
+        limit = limits[i] if i < _len(limits) and limits[i] > 0 else None
         try:
-            args = _deepcopy(inputs[i])
-            if i < _len(limits) and limits[i] > 0:
-                _setitimer(_ITIMER_REAL, limits[i])
-            out = fn(*args)
-            elapsed = _clock() - start
-            _setitimer(_ITIMER_REAL, 0)
-            if not_none:
-                out = out is not None
-            results.append({"ok": enc(out)})
-            times.append(elapsed)
-        except _Timeout:
+            msg = dict(base, args=enc(_list(inputs[i])))
+        except Exception as e:
+            # Not the program's fault: the task's input is no plain data (a reference fails on it).
+            results.append({"error": "the input cannot be passed on: %s" % candidate.describe(e)})
+            times.append(0.0)
+            continue
+        reply, elapsed = candidate.call(msg, limit)
+        if reply is None:
             # A timed-out input fails whatever it would have returned: stop here (a slow program
             # would otherwise spend every input's limit).
             results.append({"timeout": True})
-            times.append(limits[i] if i < _len(limits) else 0.0)
+            times.append(limit)
             break
-        except _Exc as e:
-            _setitimer(_ITIMER_REAL, 0)
-            results.append({"error": describe(e)})
-            times.append(_clock() - start)
-    finish()
+        if not reply:
+            results.append({"error": "the program's process ended"})
+            times.append(elapsed)
+            break
+        if "ok" in reply:
+            results.append({"ok": reply["ok"]})
+        elif "error" in reply:
+            results.append({"error": error(reply)})
+        else:
+            results.append({"error": "malformed reply"})
+        times.append(elapsed)
+    candidate.finish(record)
 
 
 _cg_main()

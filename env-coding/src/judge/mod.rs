@@ -46,10 +46,10 @@ pub struct JudgeSpec {
     #[serde(default)]
     pub checker: Checker,
     /// CPU time per test (the wall clock gets a generous backstop on top: shared machines are
-    /// noisy).
+    /// noisy); at most the server's CPU limit, whatever the task asks.
     #[serde(default = "default_time_limit")]
     pub time_limit_ms: u64,
-    /// Memory per test (`None`: the sandbox's limit).
+    /// Memory per test (`None`: the sandbox's limit); at most the server's.
     #[serde(default)]
     pub memory_limit_mb: Option<u64>,
     /// Run every test and score the fraction accepted; `false`: stop at the first failure, score
@@ -70,6 +70,11 @@ fn one() -> f64 {
 }
 
 impl JudgeSpec {
+    /// The CPU time a test gets: the task's time limit, at most the server's (`base`).
+    pub fn time_limit_within(&self, base: &Limits) -> u64 {
+        self.time_limit_ms.max(1).min(base.cpu_ms)
+    }
+
     /// What serde cannot check.
     pub fn validate(&self) -> Result<(), String> {
         if self.tests.is_empty() {
@@ -213,20 +218,24 @@ fn cap_message(s: &str) -> String {
     format!("{}...", &s[..end])
 }
 
-/// The limits of one test: CPU at the time limit, a wall-clock backstop, the memory limit, and
-/// room in the output cap for the expected output (a correct answer is never truncated).
+/// The limits of one test: CPU at the time limit, a wall-clock backstop, the memory limit (each at
+/// most `base`'s, the server's: a task can only lower them), and room in the output cap for the
+/// expected output (a correct answer is never truncated).
 fn test_limits(spec: &JudgeSpec, base: Limits, expected_len: usize) -> Limits {
-    let tl = spec.time_limit_ms.max(1);
-    Limits {
+    let tl = spec.time_limit_within(&base);
+    let asked = Limits {
         cpu_ms: tl,
-        wall_ms: (tl * 3).max(tl + 2_000),
+        wall_ms: tl.saturating_mul(3).max(tl.saturating_add(2_000)),
         memory_bytes: spec
             .memory_limit_mb
             .map_or(base.memory_bytes, |mb| mb.saturating_mul(1 << 20)),
+        ..base
+    };
+    Limits {
         stdout_cap: base
             .stdout_cap
             .max(expected_len.saturating_mul(2) + (64 << 10)),
-        ..base
+        ..asked.within(&base)
     }
 }
 
@@ -345,7 +354,7 @@ async fn verdict_of(
     if run.timed_out {
         return Ok(v(
             Verdict::TLE,
-            format!("time limit {} ms", spec.time_limit_ms),
+            format!("time limit {} ms", spec.time_limit_within(&base)),
         ));
     }
     if run.memory_exceeded {

@@ -1,173 +1,23 @@
 # codegym unit-test harness (runs as main.py; the candidate is solution.py in the same dir).
 # stdin: "<nonce>\n<json config>". The result record "<nonce> <json>\n" goes to the original stdout
 # only after every test ran. The candidate runs in a child process forked *before* the tests and the
-# nonce are read, and is called through pipes with plain data only: no candidate code ever runs in
-# the process that holds the tests, the nonce or the record's descriptor. See reward/harness.rs.
+# nonce are read (candidate.py, shared with the differential runner), and is called through pipes
+# with plain data only: no candidate code ever runs in the process that holds the tests, the nonce or
+# the record's descriptor. See reward/harness.rs.
 def _cg_main():
-    import builtins, json, os, select, signal, struct, sys, types
-    _write, _read, _exit, _dup, _dup2, _open = os.write, os.read, os._exit, os.dup, os.dup2, os.open
-    _type, _len, _str, _dumps, _loads, _Exc = type, len, str, json.dumps, json.loads, BaseException
-    _pack, _unpack, _select, _kill = struct.pack, struct.unpack, select.select, os.kill
-    _exec, _isinstance, _enumerate, _list, _SyntaxError = exec, isinstance, enumerate, list, SyntaxError
-    _tuple, _dict, _int, _float, _complex, _bytes = tuple, dict, int, float, complex, bytes
+    import builtins, os, sys
+    _type, _len, _str, _Exc = type, len, str, BaseException
+    _exec, _isinstance, _enumerate, _list, _dict = exec, isinstance, enumerate, list, dict
+    _SyntaxError = SyntaxError
     _CONTROL_FLOW = ("StopIteration", "StopAsyncIteration", "GeneratorExit", "SystemExit", "KeyboardInterrupt")
 
-    # Integers cross the pipes as text: tests may use thousands of digits.
-    if hasattr(sys, "set_int_max_str_digits"):
-        sys.set_int_max_str_digits(0)
-    # Another process of this run (the candidate) must not read this one's memory or descriptors
-    # through /proc: a non-dumpable process's /proc entries belong to root. The warm backend's runs
-    # are non-dumpable from their fork; after an exec (fresh backend) the harness asks for it.
-    if os.stat("/proc/self/mem").st_uid == os.getuid():
-        try:
-            import ctypes
-
-            failed = ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0  # PR_SET_DUMPABLE
-            why = "prctl(PR_SET_DUMPABLE) failed: errno %d" % ctypes.get_errno()
-        except _Exc as e:
-            failed, why = True, "cannot make the tests' process non-dumpable: " + _str(e)
-        if failed:
-            # No candidate code has run: say so under the nonce (the host reports a machinery
-            # failure, never a verdict) and stop.
-            nonce = sys.stdin.buffer.read().partition(b"\n")[0]
-            _write(1, nonce + b" " + _dumps({"v": 1, "harness_error": why}).encode() + b"\n")
-            _exit(0)
-    null = _open(os.devnull, os.O_RDWR)
-    to_child_r, to_child_w = os.pipe()
-    from_child_r, from_child_w = os.pipe()
-
-    def send(fd, obj):
-        data = _dumps(obj).encode()
-        data = _pack("<I", _len(data)) + data
-        while data:
-            data = data[_write(fd, data):]
-
-    def recv_exact(fd, n, deadline):
-        # None: nothing within the deadline; b"": the other end is closed.
-        buf = b""
-        while _len(buf) < n:
-            if deadline is not None and not _select([fd], [], [], deadline)[0]:
-                return None
-            chunk = _read(fd, n - _len(buf))
-            if not chunk:
-                return b""
-            buf += chunk
-        return buf
-
-    def recv(fd, deadline=None):
-        head = recv_exact(fd, 4, deadline)
-        if not head:
-            return head
-        body = recv_exact(fd, _unpack("<I", head)[0], deadline)
-        return _loads(body) if body else body
-
-    def describe(e):
-        try:
-            name = _type(e).__name__
-            text = _str(e)
-        except _Exc:
-            return "unprintable exception"
-        if _type(name) is not _str or _type(text) is not _str:
-            return "unprintable exception"
-        s = name + (": " + text if text else "")
-        return s[:300]
-
+    candidate = _cg_candidate()
+    cfg = candidate.read()
+    describe = candidate.describe
     # Plain data crosses the pipes in the codec's tagged form (plain_codec.py, shared with the
     # differential runner): exact builtin types only, so nothing of the candidate's making reaches
     # the tests' comparisons.
     enc, dec = _cg_plain_codec()
-
-    pid = os.fork()
-    if pid == 0:
-        # The candidate's process. It never holds the tests, the nonce or the record's descriptor:
-        # its stdin, stdout and stderr are /dev/null before any of its code runs.
-        os.close(to_child_w)
-        os.close(from_child_r)
-        _dup2(null, 0)
-        _dup2(null, 1)
-        _dup2(null, 2)
-        sys.path.insert(0, os.getcwd())
-        objects = []
-
-        def keep(obj):
-            objects.append(obj)
-            return {"h": _len(objects) - 1}
-
-        class _Timeout(_Exc):
-            pass
-
-        def on_alarm(signum, frame):
-            raise _Timeout("test timed out")
-
-        signal.signal(signal.SIGALRM, on_alarm)
-        ns = {"__name__": "solution", "__file__": "solution.py", "__builtins__": builtins}
-        while True:
-            msg = recv(to_child_r)
-            if not msg:
-                _exit(0)
-            limit = msg.get("timeout") or 0
-            try:
-                if limit > 0:
-                    signal.setitimer(signal.ITIMER_REAL, limit)
-                if msg["op"] == "load":
-                    try:
-                        with open("solution.py", "rb") as f:
-                            code = compile(f.read(), "solution.py", "exec")
-                    except _Exc as e:
-                        signal.setitimer(signal.ITIMER_REAL, 0)
-                        send(from_child_w, {"compile_error": describe(e)})
-                        continue
-                    _exec(code, ns)
-                    signal.setitimer(signal.ITIMER_REAL, 0)
-                    names = {}
-                    for k, v in _list(ns.items()):
-                        if k.startswith("__"):
-                            continue
-                        if _type(v) is types.FunctionType and v.__globals__ is ns:
-                            names[k] = "function"
-                        elif _isinstance(v, _type):
-                            names[k] = "class"
-                        elif _isinstance(v, types.ModuleType):
-                            # Tests may use a module the program imported (`math.isclose`): the
-                            # tests' process imports its own copy, from the standard library only.
-                            names[k] = {"module": _str(getattr(v, "__name__", ""))}
-                        else:
-                            try:
-                                names[k] = {"value": enc(v)}
-                            except _Exc:
-                                pass
-                    send(from_child_w, {"names": names})
-                    continue
-                target = ns[msg["name"]] if msg.get("handle") is None else objects[msg["handle"]]
-                if msg.get("attr") is not None:
-                    target = getattr(target, msg["attr"])
-                args = dec(msg["args"], lambda h: objects[h])
-                kwargs = dec(msg["kwargs"], lambda h: objects[h])
-                out = target(*args, **kwargs) if msg["op"] == "call" else target
-                signal.setitimer(signal.ITIMER_REAL, 0)
-                send(from_child_w, {"ok": enc(out, keep if msg.get("keep") else None)})
-            except _Timeout:
-                send(from_child_w, {"timeout": True})
-            except _Exc as e:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-                text = describe(e)
-                kind, _, text = text.partition(": ")
-                try:
-                    send(from_child_w, {"error": kind, "text": text})
-                except _Exc:
-                    _exit(1)
-
-    # The tests' process.
-    os.close(to_child_r)
-    os.close(from_child_w)
-    raw = sys.stdin.buffer.read()
-    nonce_bytes, _, cfg_bytes = raw.partition(b"\n")
-    cfg = json.loads(cfg_bytes)
-    del raw, cfg_bytes
-    record_fd = _dup(1)
-    _dup2(null, 0)
-    _dup2(null, 1)
-    _dup2(null, 2)
 
     per_test = float(cfg.get("per_test_timeout", 0) or 0)
     # How long the candidate may take to answer past its own alarm before it is killed (it may
@@ -185,18 +35,9 @@ def _cg_main():
         if not alive[0]:
             raise _Gone("the candidate's process is gone")
         msg["timeout"] = per_test
-        try:
-            send(to_child_w, msg)
-        except BrokenPipeError:
-            reply = b""
-        else:
-            reply = recv(from_child_r, backstop)
+        reply, _ = candidate.call(msg, backstop)
         if not reply:
             alive[0] = False
-            try:
-                _kill(pid, signal.SIGKILL)
-            except _Exc:
-                pass
             if reply is None:
                 raise _Timeout("test timed out")
             raise _Gone("the candidate's process ended")
@@ -387,15 +228,7 @@ def _cg_main():
             results.append({"name": "check line %d" % (-1 - idx), "passed": False, "error": describe(e)})
 
     def finish():
-        try:
-            _kill(pid, signal.SIGKILL)
-        except _Exc:
-            pass
-        line = nonce_bytes + b" " + _dumps(record).encode() + b"\n"
-        while line:
-            n = _write(record_fd, line)
-            line = line[n:]
-        _exit(0)
+        candidate.finish(record)
 
     try:
         loaded = ask({"op": "load"}, raw=True)

@@ -1,28 +1,37 @@
 //! The unit-test harness: how tests run without the program being able to fake a pass.
 //!
-//! The harness (`harness.py`) is `main.py` of a fresh execution; the candidate is `solution.py`. The
-//! tests and a per-execution random nonce arrive on stdin, which the harness reads completely and
-//! replaces with `/dev/null` *before* any candidate code runs, so nothing the candidate can read on
-//! disk or stdin reveals them. The candidate's stdout/stderr are discarded; after all tests ran, the
-//! harness writes one record `"<nonce> <json>"` to a saved duplicate of the original stdout and ends
-//! with `os._exit(0)`. The host accepts only a record carrying its nonce and covering every test, so:
-//! `sys.exit(0)` before the asserts is a load error (it is caught), `os._exit(0)` leaves no record,
-//! printing the expected text or a fake record goes nowhere (and lacks the nonce), and monkey-patched
-//! `print`/`sys.stdout`/builtins do not reach the harness (it captured what it uses first, and the tests
-//! see a snapshot of the builtins). Values returned by candidate functions are copied into exact
-//! builtin types before any comparison, so an object whose `__eq__` is always true fails.
+//! The harness (`harness.py`) is `main.py` of a fresh execution; the candidate is `solution.py`.
+//! Its first act (`candidate.py`, shared with the differential runner) is to fork the candidate into
+//! a process of its own, whose stdin, stdout and stderr are `/dev/null`, and to make its own process
+//! non-dumpable (the candidate cannot read its memory through `/proc`). Only then does it read the
+//! tests and a per-execution random nonce from stdin. The candidate is called through pipes with
+//! plain data only (the codec, `plain_codec.py`): its functions and objects stay in its process,
+//! and values it returns are copied into exact builtin types before any comparison, so an object
+//! whose `__eq__` is always true fails. Each call has a deadline that the tests' process enforces:
+//! the candidate's own alarm fails a slow test, and a candidate that switched it off is killed a
+//! second later (its later calls fail).
 //!
-//! Limitation: the nonce lives in the harness's memory, so a program that deliberately walks the
-//! interpreter's frames or objects to find it could forge a record. The sandbox bounds what such a
-//! program can do; it cannot make an in-process harness tamper-proof.
+//! After all tests ran, the harness writes one record `"<nonce> <json>"` to a saved duplicate of
+//! the original stdout and ends with `os._exit(0)`. The host accepts only a record carrying its
+//! nonce and covering every test, so: `sys.exit(0)` before the asserts is a load error (it is
+//! caught), `os._exit(0)` or a killed harness leaves no record, printing the expected text or a fake
+//! record goes nowhere (and lacks the nonce), and monkey-patched `print`/`sys.stdout`/builtins or
+//! walked frames are the candidate's own process's, never the tests'. A harness that cannot make
+//! itself non-dumpable says so under the nonce before any candidate code runs
+//! ([`harness_failure`]): a machinery failure, never a verdict.
 
 use rand::RngCore;
 use serde::Deserialize;
 use serde_json::json;
 
-/// The harness source (`main.py` of a test run).
-pub const HARNESS_SOURCE: &str =
-    concat!(include_str!("plain_codec.py"), include_str!("harness.py"));
+/// The harness source (`main.py` of a test run): the plain-data codec and the candidate's process
+/// (`candidate.py`: the fork, the pipe protocol, the call with a deadline), which the differential
+/// runner shares, then the harness itself.
+pub const HARNESS_SOURCE: &str = concat!(
+    include_str!("plain_codec.py"),
+    include_str!("candidate.py"),
+    include_str!("harness.py")
+);
 
 /// File name of the candidate program in a test run.
 pub const CANDIDATE_FILE: &str = "solution.py";

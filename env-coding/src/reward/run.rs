@@ -95,9 +95,19 @@ async fn run_and_score_with(
     plain: PlainRun<'_>,
     opts: EvalOptions,
 ) -> Result<(Option<ExecutionResult>, RewardOutcome), SandboxError> {
+    // The server's limits (the sandbox's, or an env's lower ones) are the ceiling of every run
+    // scored here, whatever surface the task came from: what a task asks for (a judge's time and
+    // memory, a differential input's time) is capped at `base` where its runs' limits are made,
+    // so a task's limits can only lower the server's.
+    let base = opts
+        .limits
+        .map_or(*sandbox.limits(), |l| l.within(sandbox.limits()));
+    let opts = EvalOptions {
+        limits: Some(base),
+        ..opts
+    };
     let jobs = plan(sandbox, spec, program, plain, opts);
     // Issue 14: judge components run beside the other executions.
-    let base = opts.limits.unwrap_or(*sandbox.limits());
     let judged = join_all(spec.components.iter().map(|c| async move {
         match c {
             Component::Judge(j) => crate::judge::judge(

@@ -6,7 +6,7 @@
 
 use std::sync::OnceLock;
 
-use codegym_sandbox::{Sandbox, SandboxConfig, SandboxError};
+use codegym_sandbox::{Backend, Sandbox, SandboxConfig, SandboxError};
 use env_coding::reward::RewardOutcome;
 use env_coding::reward::run::{EvalOptions, Program, score_program};
 use env_coding::tasks::{Task, TaskSet};
@@ -15,6 +15,18 @@ use env_coding::tasks::{Task, TaskSet};
 pub fn sandbox() -> &'static Sandbox {
     static SB: OnceLock<Sandbox> = OnceLock::new();
     SB.get_or_init(|| Sandbox::new(SandboxConfig::default()).expect("sandbox"))
+}
+
+/// The binary's sandbox on the fresh backend (a new interpreter per run), started on first use.
+pub fn fresh_sandbox() -> &'static Sandbox {
+    static SB: OnceLock<Sandbox> = OnceLock::new();
+    SB.get_or_init(|| {
+        let config = SandboxConfig {
+            backend: Backend::Fresh,
+            ..SandboxConfig::default()
+        };
+        Sandbox::new(config).expect("fresh sandbox")
+    })
 }
 
 /// `text` as the file `name` in a fresh temp dir (kept while the returned guard lives).
@@ -33,12 +45,24 @@ pub fn load(name: &str, lines: &[String]) -> TaskSet {
 
 /// `program` scored by `task`'s reward with default options.
 pub async fn scored(task: &Task, program: &Program) -> Result<RewardOutcome, SandboxError> {
-    score_program(
-        sandbox(),
-        &task.reward,
-        program,
-        None,
-        EvalOptions::default(),
-    )
-    .await
+    scored_with(task, program, EvalOptions::default()).await
+}
+
+/// `program` scored by `task`'s reward under `options` (an env's lower limits).
+pub async fn scored_with(
+    task: &Task,
+    program: &Program,
+    options: EvalOptions,
+) -> Result<RewardOutcome, SandboxError> {
+    scored_on(sandbox(), task, program, options).await
+}
+
+/// `program` scored by `task`'s reward in `sandbox` under `options`.
+pub async fn scored_on(
+    sandbox: &Sandbox,
+    task: &Task,
+    program: &Program,
+    options: EvalOptions,
+) -> Result<RewardOutcome, SandboxError> {
+    score_program(sandbox, &task.reward, program, None, options).await
 }

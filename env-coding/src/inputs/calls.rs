@@ -7,10 +7,12 @@
 //! the reference handles). A second program then runs on the inputs kept, each limited as a
 //! differential score limits it (`max(2 s, 4 x the reference's time)`).
 
+use std::collections::HashSet;
+
 use serde_json::Value;
 
 use super::Disagreement;
-use super::mutate::{Rng, fits_json_values, mutate_args};
+use super::mutate::{Ingredients, Rng, fits_json_values, mutate_args};
 use crate::differential::outputs::{Output, outputs_of};
 use crate::differential::value::PyVal;
 use crate::differential::{DiffSpec, Oracle, TestSet, compare};
@@ -39,37 +41,42 @@ pub struct CallInputs {
     groups: Vec<Group>,
 }
 
-/// The extra inputs made from `seeds` (clamped: a few seeds still get some, many no more than
-/// the budget).
+/// The extra inputs made from `seeds`: many (one run of the runner covers them all, and an
+/// input that tells two programs apart may be rare), at least a few for one seed.
 fn extra_for(seeds: usize) -> usize {
-    (seeds * 2).clamp(10, 50)
+    (seeds * 10).clamp(50, 200)
 }
 
-/// `seeds` and their mutations, deduplicated: (inputs, how many are seeds).
+/// `seeds` and their mutations, deduplicated: (inputs, how many are seeds). As in EvalPlus, a
+/// mutated input joins the pool later inputs are mutated from, so inputs drift further than one
+/// change from the tests'.
 pub(super) fn expand(seeds: &[String], rng: &mut Rng) -> (Vec<String>, usize) {
     let mut out: Vec<String> = Vec::new();
-    let mut values = Vec::new();
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut pool = Vec::new();
     for s in seeds {
-        if out.contains(s) {
+        if !seen.insert(s.clone()) {
             continue;
         }
         out.push(s.clone());
         if fits_json_values(s)
             && let Ok(v) = serde_json::from_str::<Value>(s)
         {
-            values.push(v);
+            pool.push(v);
         }
     }
     let n_seeds = out.len();
+    let with = Ingredients::of(&pool);
     let want = n_seeds + extra_for(n_seeds);
     let mut tries = 0;
-    while !values.is_empty() && out.len() < want && tries < want * 10 {
+    while !pool.is_empty() && out.len() < want && tries < want * 10 {
         tries += 1;
-        let seed = &values[rng.below(values.len())];
-        if let Some(m) = mutate_args(seed, rng).map(|v| v.to_string())
-            && !out.contains(&m)
+        let base = &pool[rng.below(pool.len())];
+        if let Some(m) = mutate_args(base, &with, rng)
+            && seen.insert(m.to_string())
         {
-            out.push(m);
+            out.push(m.to_string());
+            pool.push(m);
         }
     }
     (out, n_seeds)

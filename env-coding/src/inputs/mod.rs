@@ -177,15 +177,16 @@ pub async fn derive(sandbox: &Sandbox, task: &Task) -> Result<Derived, SandboxEr
             time_limit_ms,
         } => {
             let seeds = inputs.len();
-            let mut all = inputs.clone();
-            // As many mutated texts as seeds (at least a few), where the format is clear.
-            let want = seeds + seeds.clamp(5, 20);
+            let mut all = inputs;
+            // Twice as many mutated texts as seeds (10 to 30: each is a run per program), where
+            // the format is clear; each joins the pool later ones are mutated from.
+            let want = seeds + (2 * seeds).clamp(10, 30);
             for _ in 0..want * 5 {
-                if all.len() >= want || inputs.is_empty() {
+                if all.len() >= want || seeds == 0 {
                     break;
                 }
-                let seed = &inputs[rng.below(inputs.len())];
-                if let Some(m) = mutate::mutate_numbers(seed, &mut rng)
+                let base = &all[rng.below(all.len())];
+                if let Some(m) = mutate::mutate_numbers(base, &mut rng)
                     && !all.contains(&m)
                 {
                     all.push(m);

@@ -1,8 +1,10 @@
 //! Type-aware input mutation (EvalPlus's): a seed input changed in one place, keeping its types
-//! and nesting. Integers +-1, doubled, negated or zero; floats scaled or negated; strings with a
-//! character inserted, removed or two swapped; lists with an element dropped, duplicated, the
-//! order shuffled or an element mutated (recursively); dicts with a value mutated; booleans
-//! flipped. Stdin text is mutated only where its format is clear: text made of integers, one
+//! and nesting. Integers +-1, doubled, negated, zero, small random ones or another integer of the
+//! seeds; floats scaled, negated, shifted or small random ones; strings with a character
+//! inserted, replaced, removed or two swapped (characters of the string, of the seeds or of an
+//! ASCII alphabet), or another string of the seeds inserted or in their place; lists with an
+//! element dropped, duplicated, added, the order shuffled or an element mutated (recursively);
+//! dicts with a value mutated; booleans flipped. Stdin text is mutated only where its format is clear: text made of integers, one
 //! changed by +-1 (never made negative) or doubled, or two swapped; a count alone on the first
 //! line is kept.
 //!
@@ -44,25 +46,82 @@ impl Rng {
     }
 }
 
+/// What a task's seed inputs are made of (EvalPlus's "ingredients"): mutations draw values from
+/// them as well as from small random ones, so that an input can gain a character or a number the
+/// tests use elsewhere.
+#[derive(Debug, Clone, Default)]
+pub struct Ingredients {
+    ints: Vec<i64>,
+    strings: Vec<String>,
+    chars: Vec<char>,
+}
+
+/// Characters a string may gain besides its own and the ingredients'.
+const ALPHABET: &str =
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,;:-_!?()[]{}'\"#";
+
+impl Ingredients {
+    /// The integers, strings and characters anywhere in `values`.
+    pub fn of(values: &[Value]) -> Ingredients {
+        let mut out = Ingredients::default();
+        let mut stack: Vec<&Value> = values.iter().collect();
+        while let Some(v) = stack.pop() {
+            match v {
+                Value::Number(n) => out.ints.extend(n.as_i64()),
+                Value::String(s) => {
+                    out.strings.push(s.clone());
+                    out.chars.extend(s.chars());
+                }
+                Value::Array(items) => stack.extend(items),
+                Value::Object(map) => stack.extend(map.values()),
+                _ => {}
+            }
+        }
+        out.ints.sort_unstable();
+        out.ints.dedup();
+        out.strings.sort();
+        out.strings.dedup();
+        out.chars.sort_unstable();
+        out.chars.dedup();
+        out
+    }
+
+    /// A character from the string's own, the seeds', or the alphabet.
+    fn char(&self, own: &[char], rng: &mut Rng) -> char {
+        let alphabet: Vec<char> = ALPHABET.chars().collect();
+        let pool: &[char] = match rng.below(3) {
+            0 if !own.is_empty() => own,
+            1 if !self.chars.is_empty() => &self.chars,
+            _ => &alphabet,
+        };
+        pool[rng.below(pool.len())]
+    }
+}
+
 /// `value` changed in one place, of the same type and shape (`None`: nothing to change, e.g.
 /// `null` or an empty list, whose elements' type is unknown).
-pub fn mutate_value(value: &Value, rng: &mut Rng) -> Option<Value> {
+pub fn mutate_value(value: &Value, with: &Ingredients, rng: &mut Rng) -> Option<Value> {
     Some(match value {
         Value::Null => return None,
         Value::Bool(b) => Value::Bool(!b),
-        Value::Number(n) => Value::Number(mutate_number(n, rng)?),
-        Value::String(s) => Value::String(mutate_string(s, rng)),
+        Value::Number(n) => Value::Number(mutate_number(n, with, rng)?),
+        Value::String(s) => Value::String(mutate_string(s, with, rng)),
         Value::Array(items) if items.is_empty() => return None,
         Value::Array(items) => {
             let mut items = items.clone();
             let k = rng.below(items.len());
-            match rng.below(4) {
+            match rng.below(5) {
                 0 => {
                     items.remove(k);
                 }
                 1 => items.insert(k, items[k].clone()),
                 2 if items.len() > 1 => rng.shuffle(&mut items),
-                _ => items[k] = mutate_value(&items[k], rng)?,
+                // A new element: one of the list's own, mutated.
+                3 => {
+                    let new = mutate_value(&items[k], with, rng)?;
+                    items.insert(rng.below(items.len() + 1), new);
+                }
+                _ => items[k] = mutate_value(&items[k], with, rng)?,
             }
             Value::Array(items)
         }
@@ -73,20 +132,22 @@ pub fn mutate_value(value: &Value, rng: &mut Rng) -> Option<Value> {
             }
             let key = keys[rng.below(keys.len())].clone();
             let mut map = map.clone();
-            let new = mutate_value(&map[&key], rng)?;
+            let new = mutate_value(&map[&key], with, rng)?;
             map.insert(key, new);
             Value::Object(map)
         }
     })
 }
 
-fn mutate_number(n: &Number, rng: &mut Rng) -> Option<Number> {
+fn mutate_number(n: &Number, with: &Ingredients, rng: &mut Rng) -> Option<Number> {
     if let Some(i) = n.as_i64() {
-        let new = match rng.below(5) {
+        let new = match rng.below(7) {
             0 => i.checked_add(1),
             1 => i.checked_sub(1),
             2 => i.checked_mul(2),
             3 => i.checked_neg(),
+            4 if !with.ints.is_empty() => Some(with.ints[rng.below(with.ints.len())]),
+            5 => Some(rng.below(201) as i64 - 100),
             _ => Some(if i == 0 { 1 } else { 0 }),
         }?;
         return Some(Number::from(new));
@@ -96,34 +157,43 @@ fn mutate_number(n: &Number, rng: &mut Rng) -> Option<Number> {
         return n.as_u64().map(|u| Number::from(u - 1));
     }
     let f = n.as_f64()?;
-    let new = match rng.below(3) {
+    let new = match rng.below(5) {
         0 => f * 2.0,
         1 => f / 2.0,
-        _ => -f,
+        2 => -f,
+        3 => f + 1.0,
+        _ => (rng.below(2001) as f64 - 1000.0) / 100.0,
     };
     // Keeps a float a float (`1.0`, not `1`) when it goes back to Python.
     Number::from_f64(if new == 0.0 { 0.5 } else { new })
 }
 
-fn mutate_string(s: &str, rng: &mut Rng) -> String {
+fn mutate_string(s: &str, with: &Ingredients, rng: &mut Rng) -> String {
     let mut chars: Vec<char> = s.chars().collect();
-    let pick_char = |rng: &mut Rng, chars: &[char]| {
-        if chars.is_empty() {
-            'a'
-        } else {
-            chars[rng.below(chars.len())]
-        }
-    };
-    match (rng.below(3), chars.len()) {
-        (1, n) if n > 0 => {
+    let n = chars.len();
+    match rng.below(6) {
+        1 if n > 0 => {
             chars.remove(rng.below(n));
         }
-        (2, n) if n > 1 => {
+        2 if n > 1 => {
             let k = rng.below(n - 1);
             chars.swap(k, k + 1);
         }
-        (_, n) => {
-            let c = pick_char(rng, &chars);
+        3 if n > 0 => {
+            let c = with.char(&chars, rng);
+            chars[rng.below(n)] = c;
+        }
+        // Another string of the seeds, whole or put inside this one.
+        4 if !with.strings.is_empty() => {
+            let other = &with.strings[rng.below(with.strings.len())];
+            if rng.below(2) == 0 {
+                return other.clone();
+            }
+            let at = rng.below(n + 1);
+            chars.splice(at..at, other.chars());
+        }
+        _ => {
+            let c = with.char(&chars, rng);
             chars.insert(rng.below(n + 1), c);
         }
     }
@@ -131,7 +201,7 @@ fn mutate_string(s: &str, rng: &mut Rng) -> String {
 }
 
 /// An argument list with one argument mutated (`args` is a JSON array).
-pub fn mutate_args(args: &Value, rng: &mut Rng) -> Option<Value> {
+pub fn mutate_args(args: &Value, with: &Ingredients, rng: &mut Rng) -> Option<Value> {
     let items = args.as_array()?;
     if items.is_empty() {
         return None;
@@ -140,7 +210,7 @@ pub fn mutate_args(args: &Value, rng: &mut Rng) -> Option<Value> {
     // A few tries: an argument may have nothing to change (`None`, `[]`).
     for _ in 0..4 {
         let k = rng.below(items.len());
-        if let Some(new) = mutate_value(&items[k], rng) {
+        if let Some(new) = mutate_value(&items[k], with, rng) {
             items[k] = new;
             return Some(Value::Array(items));
         }
@@ -254,8 +324,9 @@ mod tests {
         let (mut a, mut b) = (Rng::new("task"), Rng::new("task"));
         let mut changed = 0;
         for _ in 0..200 {
-            let x = mutate_args(&seed, &mut a).unwrap();
-            assert_eq!(x, mutate_args(&seed, &mut b).unwrap());
+            let with = Ingredients::of(std::slice::from_ref(&seed));
+            let x = mutate_args(&seed, &with, &mut a).unwrap();
+            assert_eq!(x, mutate_args(&seed, &with, &mut b).unwrap());
             for (p, q) in x.as_array().unwrap().iter().zip(seed.as_array().unwrap()) {
                 if !(p.as_array().is_some_and(Vec::is_empty)) {
                     assert_eq!(shape(p), shape(q), "{x}");
@@ -264,6 +335,28 @@ mod tests {
             changed += usize::from(x != seed);
         }
         assert!(changed > 150, "{changed} of 200 changed");
+    }
+
+    #[test]
+    fn strings_gain_characters_the_seeds_lack() {
+        // HumanEval/51's tests hold no `u`: a mutant that forgets it is a weakness only an input
+        // with one can show.
+        let seed = json!(["abcdef", "aaBAA"]);
+        let with = Ingredients::of(std::slice::from_ref(&seed));
+        let mut rng = Rng::new("strings");
+        let mut gained = std::collections::BTreeSet::new();
+        for _ in 0..300 {
+            let x = mutate_args(&seed, &with, &mut rng).unwrap();
+            for arg in x.as_array().unwrap() {
+                gained.extend(
+                    arg.as_str()
+                        .unwrap()
+                        .chars()
+                        .filter(|c| !"abcdefAB".contains(*c)),
+                );
+            }
+        }
+        assert!(gained.len() > 20, "{gained:?}");
     }
 
     #[test]

@@ -10,15 +10,16 @@
 //! "probably equivalent" (no test could tell it apart) rather than a weakness. The score is
 //! `killed / (mutants - equivalent)`; [`report`] holds the per-task and per-set numbers.
 //!
-//! Mutants run under the task's own limits cut to 20 times the reference's scoring time (at
-//! least 1 s of CPU): many loop forever, and would each spend the full limit of every run.
+//! Mutants run with one second of CPU per run (and per unit test) when the reference passes so,
+//! else under the task's own limits: many loop forever, and would each spend the full limit of
+//! every run they make.
 
 pub mod python;
 pub mod report;
 pub mod tokens;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures::{StreamExt, TryStreamExt};
 use serde::Deserialize;
@@ -38,9 +39,8 @@ const TASKS_IN_FLIGHT: usize = 8;
 const MUTANTS_IN_FLIGHT: usize = 16;
 /// Token-level candidates tried per mutant asked for (some do not compile).
 const CANDIDATES_PER_MUTANT: usize = 3;
-/// A mutant's time limit: this many times the reference's scoring time, at least `MIN_CPU_MS`.
-const TIME_FACTOR: u64 = 20;
-const MIN_CPU_MS: u64 = 1_000;
+/// CPU per run of a mutant (and per unit test), when the reference passes within it.
+const MUTANT_CPU_MS: u64 = 1_000;
 
 /// One mutant of a reference solution.
 #[derive(Debug, Clone, Deserialize)]
@@ -79,18 +79,13 @@ pub async fn mutation_audit(
     ))
 }
 
-/// The scoring options of a task's mutants: its own, with the CPU time (and the unit tests' budget)
-/// cut to `TIME_FACTOR` times the reference's whole scoring time, at least `MIN_CPU_MS`. A mutant
-/// that loops forever (a dropped increment, a flipped loop condition) is common and would spend
-/// the full limit of every run it makes; one that is that much slower than the reference is
-/// killed, as mutation tools count a timeout. The limits only ever shrink.
-fn mutant_options(opts: EvalOptions, sandbox_limits: Limits, reference: Duration) -> EvalOptions {
+/// The task's scoring options with the CPU time of each run (and each unit test's budget) cut to
+/// [`MUTANT_CPU_MS`]: a mutant that loops forever (a dropped increment, a flipped loop condition)
+/// is common and would spend the full limit of every run it makes. Used only where the reference
+/// passes under them; the limits only ever shrink.
+fn quick_options(opts: EvalOptions, sandbox_limits: Limits) -> EvalOptions {
     let base = opts.limits.unwrap_or(sandbox_limits);
-    let reference_ms = u64::try_from(reference.as_millis()).unwrap_or(u64::MAX);
-    let cpu_ms = reference_ms
-        .saturating_mul(TIME_FACTOR)
-        .max(MIN_CPU_MS)
-        .min(base.cpu_ms);
+    let cpu_ms = base.cpu_ms.min(MUTANT_CPU_MS);
     EvalOptions {
         limits: Some(Limits {
             cpu_ms,
@@ -129,16 +124,25 @@ async fn task_mutation(
     scorer: &Scorer,
     task: &Arc<Task>,
     n: usize,
-    opts: EvalOptions,
+    given: EvalOptions,
 ) -> Result<TaskMutation, AuditError> {
     let unscored =
         |status, note: String| TaskMutation::unscored(&task.id, task.language, status, note);
     let Some(reference) = task.reference_solution.clone() else {
         return Ok(unscored(MutationStatus::NoReference, "no reference".into()));
     };
-    let started = Instant::now();
-    let reference_scored = score_source(scorer, task, &reference, opts, "the reference").await?;
-    let reference_outcome = reference_scored.outcome;
+    // The quick limits when the reference passes under them, else the task's own.
+    let quick = quick_options(given, *scorer.sandbox().limits());
+    let mut reference_outcome = score_source(scorer, task, &reference, quick, "the reference")
+        .await?
+        .outcome;
+    let mut opts = quick;
+    if !reference_outcome.solved && quick != given {
+        reference_outcome = score_source(scorer, task, &reference, given, "the reference")
+            .await?
+            .outcome;
+        opts = given;
+    }
     if !reference_outcome.solved {
         return Ok(unscored(
             MutationStatus::ReferenceFails,
@@ -176,11 +180,6 @@ async fn task_mutation(
         ));
     }
     let floor = reference_outcome.reward - 1e-9;
-    let opts = match reference_scored.cache_hit {
-        // A shared verdict says nothing of the reference's time.
-        true => opts,
-        false => mutant_options(opts, *sandbox.limits(), started.elapsed()),
-    };
     let scored: Vec<(Mutant, f64, bool)> = futures::stream::iter(mutants)
         .enumerate()
         .map(|(k, m)| async move {

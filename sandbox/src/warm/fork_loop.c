@@ -52,6 +52,7 @@
 
 #define MAX_FDS 8
 #define MAX_RLIMITS 16
+#define MAX_CGROUPS 2
 
 typedef void (*py_hook)(void);
 
@@ -68,10 +69,13 @@ struct fork_config {
     int nserver_seccomp;
 };
 
-/* A run's setup, as warm/run.rs writes it (native endianness, no padding). */
+/* A run's setup, as warm/run.rs writes it (native endianness, no padding). The run's descriptors:
+ * stdin, stdout, stderr, the setup pipe, `ncgroups` files that move the child into its own
+ * groups (cgroup/pool.rs), then the report channel and the Landlock ruleset, when there are. */
 struct run_setup {
-    int64_t uid, gid; /* < 0: keep the server's ids */
-    uint64_t report;  /* 1: descriptor 4 of the run is its report channel */
+    int64_t uid, gid;  /* < 0: keep the server's ids */
+    uint64_t report;   /* 1: the run has a report channel */
+    uint64_t ncgroups; /* each: a `tasks` (v1) or `cgroup.procs` (v2) file to write `0` to */
     uint64_t nrlimits;
     struct { uint64_t resource, soft, hard; } rlimits[MAX_RLIMITS];
     uint64_t dir_len; /* the work dir's bytes follow */
@@ -151,20 +155,27 @@ static size_t sandbox(const struct fork_config *cfg, const char *body, size_t n,
     int setup = nfds > 3 ? fds[3] : -1;
     struct run_setup rs;
     if (setup < 0) _exit(127);
+    if (n < sizeof rs) fail(setup, "request", EPROTO);
+    memcpy(&rs, body, sizeof rs);
+    if (rs.nrlimits > MAX_RLIMITS || rs.ncgroups > MAX_CGROUPS || rs.dir_len == 0 ||
+        rs.dir_len >= 4096 || rs.dir_len >= n - sizeof rs || /* the JSON follows */
+        nfds < 4 + (int)rs.ncgroups + (rs.report ? 1 : 0))
+        fail(setup, "request", EPROTO);
+    /* Its own memory and pids groups before anything else: nothing of the run counts against
+     * another's budget. On v1 `0` in `tasks` moves this thread (the child has no other) without
+     * the kernel's global lock that moving another process takes. */
+    for (uint64_t i = 0; i < rs.ncgroups; i++)
+        if (write(fds[4 + i], "0", 1) != 1) fail(setup, "cgroup", errno);
     if (!own_namespaces) {
         const char *stage = namespaces(cfg);
         if (stage != NULL) fail(setup, stage, errno);
     }
-    if (n < sizeof rs) fail(setup, "request", EPROTO);
-    memcpy(&rs, body, sizeof rs);
-    if (rs.nrlimits > MAX_RLIMITS || rs.dir_len == 0 || rs.dir_len >= 4096 ||
-        rs.dir_len >= n - sizeof rs || /* the JSON follows */ nfds < 4 + (rs.report ? 1 : 0))
-        fail(setup, "request", EPROTO);
     char dir[4096];
     memcpy(dir, body + sizeof rs, rs.dir_len);
     dir[rs.dir_len] = 0;
-    *report_fd = rs.report ? fds[4] : -1;
-    int ruleset_at = rs.report ? 5 : 4;
+    int after = 4 + (int)rs.ncgroups;
+    *report_fd = rs.report ? fds[after] : -1;
+    int ruleset_at = rs.report ? after + 1 : after;
 
     if (setsid() < 0) fail(setup, "setsid", errno);
     for (int i = 0; i < 3; i++)

@@ -300,29 +300,44 @@ impl RunCgroup {
 
     /// (peak memory bytes, whether the OOM killer fired in the group).
     pub fn memory_stats(&self) -> (Option<u64>, bool) {
-        (
-            self.memory_file(if self.v2 {
-                "memory.peak"
-            } else {
-                "memory.max_usage_in_bytes"
-            }),
-            self.oom_kills().is_some_and(|n| n > 0),
-        )
+        let Some(d) = &self.memory else {
+            return (None, false);
+        };
+        let read = |f: &str| std::fs::read_to_string(d.join(f)).ok();
+        let peak = read(self.memory_files().peak).and_then(|s| s.trim().parse().ok());
+        let oom = read(self.memory_files().events).and_then(|s| oom_kills(&s));
+        (peak, oom.is_some_and(|n| n > 0))
     }
 
-    /// A number file of the memory group (`None` without one, or unreadable).
-    pub(super) fn memory_file(&self, file: &str) -> Option<u64> {
-        let d = self.memory.as_ref()?;
-        std::fs::read_to_string(d.join(file))
-            .ok()?
-            .trim()
-            .parse()
-            .ok()
+    /// The names of the memory controller's files, by version.
+    pub(super) fn memory_files(&self) -> MemoryFiles {
+        match self.v2 {
+            true => MemoryFiles {
+                usage: "memory.current",
+                peak: "memory.peak",
+                events: "memory.events",
+            },
+            false => MemoryFiles {
+                usage: "memory.usage_in_bytes",
+                peak: "memory.max_usage_in_bytes",
+                events: "memory.oom_control",
+            },
+        }
     }
 
     /// The memory group's dir, if there is one.
     pub(super) fn memory_dir(&self) -> Option<&Path> {
         self.memory.as_deref()
+    }
+
+    /// The pids group's dir, if there is one.
+    pub(super) fn pids_dir(&self) -> Option<&Path> {
+        self.pids.as_deref()
+    }
+
+    /// Any of the groups' dirs.
+    pub(super) fn first_dir(&self) -> Option<&Path> {
+        self.dirs.first().map(PathBuf::as_path)
     }
 
     pub(super) fn is_v2(&self) -> bool {
@@ -334,23 +349,6 @@ impl RunCgroup {
     pub(super) fn entry_files(&self) -> Vec<PathBuf> {
         let file = if self.v2 { "cgroup.procs" } else { "tasks" };
         self.dirs.iter().map(|d| d.join(file)).collect()
-    }
-
-    /// How many times the OOM killer fired in the group since it was made.
-    pub(super) fn oom_kills(&self) -> Option<u64> {
-        let d = self.memory.as_ref()?;
-        let file = if self.v2 {
-            "memory.events"
-        } else {
-            "memory.oom_control"
-        };
-        std::fs::read_to_string(d.join(file))
-            .ok()?
-            .lines()
-            .find_map(|l| {
-                let mut it = l.split_whitespace();
-                (it.next() == Some("oom_kill")).then(|| it.next()?.parse().ok())?
-            })
     }
 
     /// Pids still in the group (should be none after a PID namespace is torn down). Never this
@@ -402,6 +400,25 @@ impl RunCgroup {
             }
         }
     }
+}
+
+/// A memory group's files, by cgroup version.
+pub(super) struct MemoryFiles {
+    /// The usage now.
+    pub usage: &'static str,
+    /// The peak usage (v1: reset by writing `0`; v2, Linux >= 6.12: reset per open file).
+    pub peak: &'static str,
+    /// Where the OOM-kill count is (`oom_kill N`, cumulative).
+    pub events: &'static str,
+}
+
+/// The `oom_kill` count of a memory group's events file (`memory.oom_control` on v1,
+/// `memory.events` on v2).
+pub(super) fn oom_kills(events: &str) -> Option<u64> {
+    events.lines().find_map(|l| {
+        let mut it = l.split_whitespace();
+        (it.next() == Some("oom_kill")).then(|| it.next()?.parse().ok())?
+    })
 }
 
 /// Removes this sandbox's parent groups (at drop of the sandbox).

@@ -26,12 +26,13 @@
 //!   (v1 `memory.force_empty`, v2 `memory.reclaim`), so a run's usage starts near zero.
 
 use std::fs::File;
-use std::io::{self, Seek, Write};
+use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::{CgroupRoot, RunCgroup};
+use super::{CgroupRoot, RunCgroup, oom_kills};
 
 /// The warm backend's reusable per-run groups of one sandbox, under its cgroup root.
 pub(crate) struct CellPool {
@@ -46,8 +47,7 @@ struct Cell {
     /// The files a process writes `0` to, to move itself in (opened once, by this process: the
     /// kernel checks the opener's credentials).
     entry: Vec<OwnedFd>,
-    /// v2: `memory.peak`, opened once: a reset applies to reads through the same open file.
-    peak: Option<File>,
+    counters: Counters,
     /// The limits written last: (memory bytes, processes).
     limits: Option<(u64, u32)>,
     /// At the start of this cell's current run: the usage (its peak counts from there) and the
@@ -56,6 +56,19 @@ struct Cell {
     oom_base: u64,
     /// The peak was reset for this run (v2 before 6.12 cannot: no peak is reported then).
     peak_reset: bool,
+}
+
+/// The files read for every run, kept open: each is read again from its start (`pread`), ~15x
+/// cheaper than opening it each time (~0.1 ms of CPU per run with six opens).
+struct Counters {
+    /// The memory usage now.
+    usage: Option<File>,
+    /// The peak, opened for writing too (its reset; on v2 it applies to this open file only).
+    peak: Option<File>,
+    /// Where the OOM-kill count is.
+    events: Option<File>,
+    /// `pids.current`, else (no pids controller) a `cgroup.procs`: whether a process is left.
+    tasks: Option<(File, bool)>,
 }
 
 impl CellPool {
@@ -100,17 +113,9 @@ impl CellPool {
                 .iter()
                 .map(|f| File::options().write(true).open(f).map(OwnedFd::from))
                 .collect::<io::Result<Vec<_>>>()?;
-            let peak = match (group.is_v2(), group.memory_dir()) {
-                (true, Some(d)) => File::options()
-                    .read(true)
-                    .write(true)
-                    .open(d.join("memory.peak"))
-                    .ok(),
-                _ => None,
-            };
-            Ok((entry, peak))
+            Ok((entry, Counters::open(&group)?))
         })();
-        let (entry, peak) = match opened {
+        let (entry, counters) = match opened {
             Ok(files) => files,
             Err(e) => {
                 group.remove_blocking();
@@ -120,7 +125,7 @@ impl CellPool {
         let mut cell = Cell {
             group,
             entry,
-            peak,
+            counters,
             limits: None,
             usage_base: 0,
             oom_base: 0,
@@ -154,6 +159,36 @@ impl Drop for CellPool {
     }
 }
 
+impl Counters {
+    fn open(group: &RunCgroup) -> io::Result<Counters> {
+        let files = group.memory_files();
+        let (usage, peak, events) = match group.memory_dir() {
+            Some(d) => (
+                Some(File::open(d.join(files.usage))?),
+                // v2 before 6.12: a read-only `memory.peak` (no per-run peak then).
+                File::options()
+                    .read(true)
+                    .write(true)
+                    .open(d.join(files.peak))
+                    .ok(),
+                Some(File::open(d.join(files.events))?),
+            ),
+            None => (None, None, None),
+        };
+        let tasks = match (group.pids_dir(), group.first_dir()) {
+            (Some(d), _) => Some((File::open(d.join("pids.current"))?, true)),
+            (None, Some(d)) => Some((File::open(d.join("cgroup.procs"))?, false)),
+            (None, None) => None,
+        };
+        Ok(Counters {
+            usage,
+            peak,
+            events,
+            tasks,
+        })
+    }
+}
+
 impl Cell {
     fn set_limits(&mut self, memory_bytes: u64, max_processes: u32) -> io::Result<()> {
         let previous = self.limits;
@@ -170,8 +205,15 @@ impl Cell {
 
     /// Makes the cell ready for its next run (its last run's tree is gone, its work dir removed).
     fn scrub(&mut self) -> io::Result<()> {
-        if !self.group.pids().is_empty() {
-            return Err(io::Error::other("processes left in the group"));
+        if let Some((file, counted)) = &self.counters.tasks {
+            let text = read_text(file).ok_or_else(|| io::Error::other("unreadable group"))?;
+            let left = match counted {
+                true => text.trim() != "0",
+                false => !text.trim().is_empty(),
+            };
+            if left {
+                return Err(io::Error::other("processes left in the group"));
+            }
         }
         let usage = self.usage().unwrap_or(0);
         let limit = self.limits.map_or(u64::MAX, |l| l.0);
@@ -192,23 +234,22 @@ impl Cell {
 
     /// Resets the peak and takes the bases of the next run's accounting.
     fn start_accounting(&mut self) {
-        self.peak_reset = match (&mut self.peak, self.group.memory_dir()) {
-            (Some(f), _) => f.write_all(b"reset").is_ok(),
-            (None, Some(d)) if !self.group.is_v2() => {
-                std::fs::write(d.join("memory.max_usage_in_bytes"), "0").is_ok()
-            }
-            _ => false,
-        };
+        let reset: &[u8] = if self.group.is_v2() { b"reset" } else { b"0" };
+        self.peak_reset = self
+            .counters
+            .peak
+            .as_ref()
+            .is_some_and(|f| f.write_at(reset, 0).is_ok());
         self.usage_base = self.usage().unwrap_or(0);
-        self.oom_base = self.group.oom_kills().unwrap_or(0);
+        self.oom_base = self.oom_kills().unwrap_or(0);
     }
 
     fn usage(&self) -> Option<u64> {
-        self.group.memory_file(if self.group.is_v2() {
-            "memory.current"
-        } else {
-            "memory.usage_in_bytes"
-        })
+        read_number(self.counters.usage.as_ref()?)
+    }
+
+    fn oom_kills(&self) -> Option<u64> {
+        oom_kills(&read_text(self.counters.events.as_ref()?)?)
     }
 }
 
@@ -234,12 +275,11 @@ impl Lease {
         let Some(cell) = &self.cell else {
             return (None, false);
         };
-        let peak = match (&cell.peak, cell.peak_reset) {
-            (_, false) => None,
-            (Some(f), true) => read_number(f),
-            (None, true) => cell.group.memory_file("memory.max_usage_in_bytes"),
+        let peak = match cell.peak_reset {
+            true => cell.counters.peak.as_ref().and_then(read_number),
+            false => None,
         };
-        let oom = cell.group.oom_kills().is_some_and(|n| n > cell.oom_base);
+        let oom = cell.oom_kills().is_some_and(|n| n > cell.oom_base);
         (peak.map(|p| p.saturating_sub(cell.usage_base)), oom)
     }
 }
@@ -252,11 +292,13 @@ impl Drop for Lease {
     }
 }
 
-/// A number read from the start of an open cgroup file.
-fn read_number(mut f: &File) -> Option<u64> {
-    use std::io::Read;
-    f.rewind().ok()?;
-    let mut text = String::new();
-    f.read_to_string(&mut text).ok()?;
-    text.trim().parse().ok()
+/// An open cgroup file's text, read again from its start.
+fn read_text(f: &File) -> Option<String> {
+    let mut buf = [0u8; 512];
+    let n = f.read_at(&mut buf, 0).ok()?;
+    String::from_utf8(buf[..n].to_vec()).ok()
+}
+
+fn read_number(f: &File) -> Option<u64> {
+    read_text(f)?.trim().parse().ok()
 }

@@ -7,7 +7,9 @@
 //! process opened and passed along ([`Lease::entry_files`]): on v1 to `tasks`, which moves the
 //! calling thread alone and skips the kernel's global lock (moving another process waits for an
 //! RCU grace period, ~10-20 ms on a VM; see `join.rs`); on v2 to `cgroup.procs` (a child has
-//! one thread).
+//! one thread). Untested on v2 (this project's hosts are v1): there a process move takes that
+//! global lock, so a run that comes alone may wait for a grace period (not where the hierarchy is
+//! mounted with `favordynmods`, nor while moves follow each other closely).
 //!
 //! Making and removing groups per run costs ~0.3-0.6 ms (a v1 memory group also lingers in the
 //! kernel after its removal), so groups are made once and reused, one run at a time
@@ -16,7 +18,7 @@
 //! guard and its fork server's reply hold its [`Lease`]. What a reused group keeps, and how each
 //! run still gets its own accounting:
 //! - its processes: none may be left (a cell still holding one is removed instead);
-//! - its limits: written for each run (the request's, which may differ from the last run's);
+//! - its limits: each run's own (a request's may differ from the last run's: written then);
 //! - the OOM-kill count, cumulative: a run's verdict compares the count with the one at its start;
 //! - the peak: reset to the usage at the run's start (v1 `memory.max_usage_in_bytes`; v2
 //!   `memory.peak`, reset per open file, read through the same one, Linux >= 6.12, else no peak

@@ -7,18 +7,19 @@
 //! fresh runs, compiled runs, session interpreters), has its own PID namespace (it is PID 1 and its
 //! `/proc` shows only its own processes), mount namespace and IPC namespace, its own network
 //! namespace (warm-fork script runs share the fork server's empty one only where Landlock scopes
-//! abstract sockets and signals), its own uid, rlimits, cleared environment, private work dir,
-//! Landlock domain and seccomp filter, and is killed with its whole tree when it ends. A run that
-//! cannot get a layer the sandbox reports active fails ([`SandboxError`]); a sandbox below
-//! [`SandboxConfig::min_isolation`] (default strict) is refused at [`Sandbox::new`]. The tests
-//! that prove each clause are listed in ARCHITECTURE.md; `tests/isolation.rs` runs 40 probes at once
-//! per path and checks what each can see of the others.
+//! abstract sockets and signals), its own uid, memory and pids cgroups (where the machine has
+//! writable ones), rlimits, cleared environment, private work dir, Landlock domain and seccomp
+//! filter, nothing of another run in its memory, and is killed with its whole tree when it ends.
+//! A run that cannot get a layer the sandbox reports active fails ([`SandboxError`]); a sandbox
+//! below [`SandboxConfig::min_isolation`] (default strict) is refused at [`Sandbox::new`]. The
+//! tests that prove each clause are listed in ARCHITECTURE.md; `tests/isolation.rs` runs 40 probes
+//! at once per path and checks what each can see of the others.
 //!
 //! The layout, by concept:
 //! - the API (here) and what callers pass: `config.rs`, `request.rs` (requests and errors);
 //! - what the machine offers, probed once: `probe.rs`, `isolation.rs` (the report, Landlock),
-//!   `seccomp/`, `cgroup/` (and how a process joins its groups: born in them), `python.rs` (the
-//!   real interpreter);
+//!   `seccomp/`, `cgroup/` (and how a process joins its groups: born in them; a warm run's, reused
+//!   from run to run, entered by its child), `python.rs` (the real interpreter);
 //! - the execution toolbox both backends use: `prepare.rs` (shared state, work dir and cgroup
 //!   guard, pipes, rlimits, argv, environment, Landlock ruleset), `uids.rs` (a uid no other live
 //!   run on the host has), `workdir.rs`, `beneath.rs`

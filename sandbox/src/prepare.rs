@@ -9,9 +9,10 @@
 use std::ffi::CString;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::cgroup::{self, RunCgroup};
+use super::cgroup::{self, Lease, RunCgroup};
 use super::child::cstr;
 use super::config::{Limits, SandboxConfig, SitePackages};
 use super::isolation::{self, IsolationReport};
@@ -84,6 +85,9 @@ pub(crate) struct RunGuard {
     pub workdir: Option<PathBuf>,
     pub cgroup: Option<RunCgroup>,
     pub child: Option<Spawned>,
+    /// A warm run's groups (`cgroup/pool.rs`), shared with its fork server's reply: they go back
+    /// once the run's tree is gone and, dropped after the body of `drop`, its work dir removed.
+    pub cell: Option<Arc<Lease>>,
     /// Dropped after the body of `drop` (fields drop last): only once the tree is gone. A warm run
     /// hands it to its fork server's reply instead (`warm/server.rs`).
     pub uid: Option<RunUid>,
@@ -109,6 +113,7 @@ impl RunGuard {
             workdir: Some(workdir.clone()),
             cgroup: None,
             child: None,
+            cell: None,
             uid,
         };
         let ids = guard.ids();
@@ -124,10 +129,11 @@ impl RunGuard {
 
     /// The cgroup's memory view: its peak, and whether it OOM-killed (`(None, false)` without one).
     pub fn memory_stats(&self) -> (Option<u64>, bool) {
-        self.cgroup
-            .as_ref()
-            .map(|c| c.memory_stats())
-            .unwrap_or((None, false))
+        match (&self.cgroup, &self.cell) {
+            (Some(c), _) => c.memory_stats(),
+            (None, Some(cell)) => cell.memory_stats(),
+            (None, None) => (None, false),
+        }
     }
 }
 

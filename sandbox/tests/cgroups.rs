@@ -1,8 +1,9 @@
 //! Every sandboxed process is born in its run's cgroups (v1 here: the spawning thread clones from
 //! inside them), never in the host's, and the spawning thread goes back to the host's groups.
 //! Seen from inside the programs: fresh Python runs, compiled C programs (their compile steps
-//! are spawned the same way), and the warm backend's runs (in their fork server's groups). And
-//! the run's own uid, which its process limit counts, across two sandboxes of one process.
+//! are spawned the same way), and the warm backend's runs (forked by their server, each moved
+//! into groups of its own before its program starts). And the run's own uid, which its process
+//! limit counts, across two sandboxes of one process.
 
 use std::sync::OnceLock;
 
@@ -75,9 +76,9 @@ fn thread_groups(name: &str) -> (String, String) {
 const PYTHON: &str = "print(open('/proc/self/cgroup').read())";
 const C: &str = "#include <stdio.h>\nint main(void){FILE*f=fopen(\"/proc/self/cgroup\",\"r\");int c;if(!f)return 3;while((c=fgetc(f))!=EOF)putchar(c);return 0;}\n";
 
-/// Asserts each listing's groups are one run's own (`run-N`, the same run in both hierarchies)
-/// and that no two listings share a group.
-fn assert_own_groups(listings: &[String]) {
+/// Asserts each listing's groups are one run's own (`<kind>-N`, the same in both hierarchies: a
+/// fresh execution's `run-N`, a warm run's `warm-N`) and that no two listings share a group.
+fn assert_own_groups(listings: &[String], kind: &str) {
     let host = host_groups();
     let mut seen = std::collections::HashSet::new();
     for listing in listings {
@@ -89,7 +90,7 @@ fn assert_own_groups(listings: &[String]) {
         );
         let run = memory.rsplit('/').next().unwrap_or_default().to_string();
         assert!(
-            run.starts_with("run-"),
+            run.starts_with(&format!("{kind}-")),
             "memory group {memory} is not a run's"
         );
         assert!(
@@ -132,7 +133,7 @@ async fn fresh_processes_are_born_in_their_own_groups_and_the_spawner_goes_home(
         assert_eq!(o.exit_code, Some(0), "{o:?}");
         listings.push(o.stdout.as_str().to_string());
     }
-    assert_own_groups(&listings);
+    assert_own_groups(&listings, "run");
     assert_eq!(
         thread_groups("codegym-spawner"),
         host_groups(),
@@ -140,15 +141,25 @@ async fn fresh_processes_are_born_in_their_own_groups_and_the_spawner_goes_home(
     );
 }
 
-#[tokio::test]
-async fn warm_runs_are_in_their_fork_servers_groups() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn warm_runs_are_in_groups_of_their_own() {
     let _serial = SERIAL.lock().await;
-    let o = run(Backend::WarmFork, ExecRequest::new(PYTHON)).await;
-    assert_eq!(o.exit_code, Some(0), "{o:?}");
-    let (memory, pids) = groups(o.stdout.as_str());
-    let server = memory.rsplit('/').next().unwrap_or_default().to_string();
-    assert!(server.starts_with("fork-server-"), "memory group {memory}");
-    assert!(pids.ends_with(&format!("/{server}")), "pids group {pids}");
+    // At once (each reads its groups, then waits for the others to have read theirs), in waves:
+    // children forked ahead and on demand, groups new and reused.
+    let source = format!(
+        "{PYTHON}
+import time
+time.sleep(0.3)"
+    );
+    for _ in 0..3 {
+        let at_once = (0..8).map(|_| run(Backend::WarmFork, ExecRequest::new(source.as_str())));
+        let mut listings = Vec::new();
+        for o in futures::future::join_all(at_once).await {
+            assert_eq!(o.exit_code, Some(0), "{o:?}");
+            listings.push(o.stdout.as_str().to_string());
+        }
+        assert_own_groups(&listings, "warm");
+    }
     assert_eq!(thread_groups("codegym-spawner"), host_groups());
 }
 

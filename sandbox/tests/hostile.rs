@@ -1,5 +1,7 @@
 //! Hostile programs: each must end in its expected safe outcome, and nothing may survive it
-//! (no process of the sandbox's uids, no work dir; see `hostile/fixture.rs`; escape attempts are in `hostile/escape.rs`).
+//! (no process of the sandbox's uids, no work dir; see `hostile/fixture.rs`; escape attempts are in
+//! `hostile/escape.rs`, reading what other runs left in memory in `hostile/residue.rs`, taking
+//! other runs' memory or processes in `hostile/neighbours.rs`).
 //! This binary runs them on the warm-fork backend (the default here); `hostile_fresh.rs` runs the
 //! same suite with a fresh interpreter per execution.
 
@@ -11,6 +13,10 @@ const BACKEND: codegym_sandbox::Backend = codegym_sandbox::Backend::WarmFork;
 mod escape;
 #[path = "hostile/fixture.rs"]
 mod fixture;
+#[path = "hostile/neighbours.rs"]
+mod neighbours;
+#[path = "hostile/residue.rs"]
+mod residue;
 
 use std::time::Duration;
 

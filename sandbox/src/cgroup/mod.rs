@@ -1,12 +1,15 @@
 //! Memory and pids cgroups per execution: cgroup v1 hierarchies (this kind of hybrid host) or
 //! cgroup v2 with delegated controllers. cgroups need no crate, only a few file writes. How a new
-//! process gets into its groups: [`Join`].
+//! process gets into its groups: [`Join`]; the warm backend's runs, forked by its server, move
+//! themselves into groups kept in a pool and reused ([`CellPool`]).
 
 mod join;
+mod pool;
 
 use std::path::{Path, PathBuf};
 
 pub(crate) use join::{Entered, Join, enter};
+pub(crate) use pool::{CellPool, Lease};
 
 /// Where the v1 hierarchies are mounted, one directory per controller.
 const V1_MOUNT: &str = "/sys/fs/cgroup";
@@ -160,10 +163,12 @@ pub(crate) fn probe(name: &str) -> Option<CgroupRoot> {
     v2_dir(name)
 }
 
-/// The cgroup(s) of one execution.
+/// The cgroup(s) of one execution (or, on the warm backend, of one run at a time: `pool.rs`).
 pub(crate) struct RunCgroup {
     dirs: Vec<PathBuf>,
     memory: Option<PathBuf>,
+    /// The dir holding `pids.max`, when the pids controller is there.
+    pids: Option<PathBuf>,
     v2: bool,
     /// v1: the `pids.max` to write once the process is in, before the spawning thread leaves
     /// (see [`Join::Inherit`]).
@@ -178,56 +183,107 @@ impl RunCgroup {
         memory_bytes: u64,
         max_processes: u32,
     ) -> std::io::Result<Self> {
+        let mut run = RunCgroup::make(root, name)?;
+        let limited = run.limit_memory(memory_bytes, None).and_then(|()| {
+            let Some(d) = &run.pids else { return Ok(()) };
+            if run.v2 {
+                return std::fs::write(d.join("pids.max"), max_processes.to_string());
+            }
+            // One more while the spawning thread is in the group with the new process (a limit
+            // of one would refuse the fork), lowered before the thread leaves: the run's own
+            // processes never exceed the limit, even if it runs by then.
+            let during = match max_processes.checked_add(1) {
+                Some(n) if n <= PID_MAX_LIMIT => n.to_string(),
+                _ => "max".to_string(),
+            };
+            std::fs::write(d.join("pids.max"), during)?;
+            run.pids_max = Some((d.join("pids.max"), max_processes.to_string()));
+            Ok(())
+        });
+        match limited {
+            Ok(()) => Ok(run),
+            Err(e) => {
+                run.remove_blocking();
+                Err(e)
+            }
+        }
+    }
+
+    /// Creates the groups, with no limits yet; on an error, none is left.
+    fn make(root: &CgroupRoot, name: &str) -> std::io::Result<Self> {
         let mut run = RunCgroup {
             dirs: Vec::new(),
             memory: None,
-            v2: false,
+            pids: None,
+            v2: matches!(root, CgroupRoot::V2 { .. }),
             pids_max: None,
         };
-        let mk = |dir: PathBuf, run: &mut RunCgroup| -> std::io::Result<PathBuf> {
-            std::fs::create_dir(&dir)?;
-            run.dirs.push(dir.clone());
-            Ok(dir)
-        };
-        match root {
-            CgroupRoot::V1 { memory, pids } => {
-                if let Some(m) = memory {
-                    let d = mk(m.join(name), &mut run)?;
-                    std::fs::write(d.join("memory.limit_in_bytes"), memory_bytes.to_string())?;
-                    // No swap on top of the limit (the file is absent without swap accounting).
-                    let _ = std::fs::write(
-                        d.join("memory.memsw.limit_in_bytes"),
-                        memory_bytes.to_string(),
-                    );
-                    run.memory = Some(d);
+        let made = (|| {
+            match root {
+                CgroupRoot::V1 { memory, pids } => {
+                    if let Some(m) = memory {
+                        run.memory = Some(run.mkdir(m.join(name))?);
+                    }
+                    if let Some(p) = pids {
+                        run.pids = Some(run.mkdir(p.join(name))?);
+                    }
                 }
-                if let Some(p) = pids {
-                    let d = mk(p.join(name), &mut run)?;
-                    // One more while the spawning thread is in the group with the new process
-                    // (a limit of one would refuse the fork), lowered before the thread leaves:
-                    // the run's own processes never exceed the limit, even if it runs by then.
-                    let during = match max_processes.checked_add(1) {
-                        Some(n) if n <= PID_MAX_LIMIT => n.to_string(),
-                        _ => "max".to_string(),
-                    };
-                    std::fs::write(d.join("pids.max"), during)?;
-                    run.pids_max = Some((d.join("pids.max"), max_processes.to_string()));
+                CgroupRoot::V2 { dir, memory, pids } => {
+                    let d = run.mkdir(dir.join(name))?;
+                    if *memory {
+                        // No swap on top of the limit.
+                        let _ = std::fs::write(d.join("memory.swap.max"), "0");
+                        run.memory = Some(d.clone());
+                    }
+                    if *pids {
+                        run.pids = Some(d);
+                    }
                 }
             }
-            CgroupRoot::V2 { dir, memory, pids } => {
-                run.v2 = true;
-                let d = mk(dir.join(name), &mut run)?;
-                if *memory {
-                    std::fs::write(d.join("memory.max"), memory_bytes.to_string())?;
-                    let _ = std::fs::write(d.join("memory.swap.max"), "0");
-                    run.memory = Some(d.clone());
-                }
-                if *pids {
-                    std::fs::write(d.join("pids.max"), max_processes.to_string())?;
-                }
+            Ok(())
+        })();
+        match made {
+            Ok(()) => Ok(run),
+            Err(e) => {
+                run.remove_blocking();
+                Err(e)
             }
         }
-        Ok(run)
+    }
+
+    fn mkdir(&mut self, dir: PathBuf) -> std::io::Result<PathBuf> {
+        std::fs::create_dir(&dir)?;
+        self.dirs.push(dir.clone());
+        Ok(dir)
+    }
+
+    /// Sets the memory limit (v1: memory+swap too, where swap is accounted); `previous` is the
+    /// group's limit now, if it has one (memory+swap may never be below memory: a higher limit
+    /// is written after it, a lower one before).
+    pub(super) fn limit_memory(&self, bytes: u64, previous: Option<u64>) -> std::io::Result<()> {
+        let Some(d) = &self.memory else { return Ok(()) };
+        if self.v2 {
+            return std::fs::write(d.join("memory.max"), bytes.to_string());
+        }
+        // (The swap file is absent without swap accounting.)
+        let swap = || std::fs::write(d.join("memory.memsw.limit_in_bytes"), bytes.to_string());
+        let raise = previous.is_some_and(|p| bytes > p);
+        if raise {
+            let _ = swap();
+        }
+        std::fs::write(d.join("memory.limit_in_bytes"), bytes.to_string())?;
+        if !raise {
+            let _ = swap();
+        }
+        Ok(())
+    }
+
+    /// Sets `pids.max` exactly (nothing else is in the group as its process enters).
+    pub(super) fn limit_pids(&self, max_processes: u32) -> std::io::Result<()> {
+        match &self.pids {
+            Some(d) => std::fs::write(d.join("pids.max"), max_processes.to_string()),
+            None => Ok(()),
+        }
     }
 
     /// How a new process gets into these groups.
@@ -248,30 +304,51 @@ impl RunCgroup {
             return (None, false);
         };
         let read = |f: &str| std::fs::read_to_string(d.join(f)).ok();
-        let peak_file = if self.v2 {
-            "memory.peak"
-        } else {
-            "memory.max_usage_in_bytes"
-        };
-        let peak = read(peak_file).and_then(|s| s.trim().parse().ok());
-        let (events_file, key) = if self.v2 {
-            ("memory.events", "oom_kill")
-        } else {
-            ("memory.oom_control", "oom_kill")
-        };
-        let oom = read(events_file)
-            .map(|s| {
-                s.lines().any(|l| {
-                    let mut it = l.split_whitespace();
-                    it.next() == Some(key)
-                        && it
-                            .next()
-                            .and_then(|n| n.parse::<u64>().ok())
-                            .is_some_and(|n| n > 0)
-                })
-            })
-            .unwrap_or(false);
-        (peak, oom)
+        let peak = read(self.memory_files().peak).and_then(|s| s.trim().parse().ok());
+        let oom = read(self.memory_files().events).and_then(|s| oom_kills(&s));
+        (peak, oom.is_some_and(|n| n > 0))
+    }
+
+    /// The names of the memory controller's files, by version.
+    pub(super) fn memory_files(&self) -> MemoryFiles {
+        match self.v2 {
+            true => MemoryFiles {
+                usage: "memory.current",
+                peak: "memory.peak",
+                events: "memory.events",
+            },
+            false => MemoryFiles {
+                usage: "memory.usage_in_bytes",
+                peak: "memory.max_usage_in_bytes",
+                events: "memory.oom_control",
+            },
+        }
+    }
+
+    /// The memory group's dir, if there is one.
+    pub(super) fn memory_dir(&self) -> Option<&Path> {
+        self.memory.as_deref()
+    }
+
+    /// The pids group's dir, if there is one.
+    pub(super) fn pids_dir(&self) -> Option<&Path> {
+        self.pids.as_deref()
+    }
+
+    /// Any of the groups' dirs.
+    pub(super) fn first_dir(&self) -> Option<&Path> {
+        self.dirs.first().map(PathBuf::as_path)
+    }
+
+    pub(super) fn is_v2(&self) -> bool {
+        self.v2
+    }
+
+    /// The group's processes: where a process writes `0` to move itself in (v1: `tasks`, the
+    /// calling thread alone, without the kernel's global lock; v2: `cgroup.procs`).
+    pub(super) fn entry_files(&self) -> Vec<PathBuf> {
+        let file = if self.v2 { "cgroup.procs" } else { "tasks" };
+        self.dirs.iter().map(|d| d.join(file)).collect()
     }
 
     /// Pids still in the group (should be none after a PID namespace is torn down). Never this
@@ -323,6 +400,25 @@ impl RunCgroup {
             }
         }
     }
+}
+
+/// A memory group's files, by cgroup version.
+pub(super) struct MemoryFiles {
+    /// The usage now.
+    pub usage: &'static str,
+    /// The peak usage (v1: reset by writing `0`; v2, Linux >= 6.12: reset per open file).
+    pub peak: &'static str,
+    /// Where the OOM-kill count is (`oom_kill N`, cumulative).
+    pub events: &'static str,
+}
+
+/// The `oom_kill` count of a memory group's events file (`memory.oom_control` on v1,
+/// `memory.events` on v2).
+pub(super) fn oom_kills(events: &str) -> Option<u64> {
+    events.lines().find_map(|l| {
+        let mut it = l.split_whitespace();
+        (it.next() == Some("oom_kill")).then(|| it.next()?.parse().ok())?
+    })
 }
 
 /// Removes this sandbox's parent groups (at drop of the sandbox).

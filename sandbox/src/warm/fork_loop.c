@@ -21,6 +21,12 @@
  * Python setup did); one whose setup succeeded writes `+` there first. Replies, one per run:
  * `{"id", "status", "cpu_ms", "max_rss"}` or `{"id", "error"}`.
  *
+ * Every child is a copy of the server's memory, so the server keeps nothing of a run once it has
+ * handed the run on: it clears each request from `buf` as soon as it is forked or sent (a later,
+ * shorter request would leave the rest of a longer one for its child to read), and a child
+ * forgets the server's table of other runs. A child's buffer then holds its own request only,
+ * which it clears too once parsed (server.py).
+ *
  * Must be loaded with `ctypes.PyDLL` (the GIL stays held): the fork runs CPython's own fork hooks
  * as `os.fork()` does; they are passed in, so this library links nothing of Python. */
 #define _GNU_SOURCE
@@ -46,6 +52,7 @@
 
 #define MAX_FDS 8
 #define MAX_RLIMITS 16
+#define MAX_CGROUPS 2
 
 typedef void (*py_hook)(void);
 
@@ -62,10 +69,13 @@ struct fork_config {
     int nserver_seccomp;
 };
 
-/* A run's setup, as warm/run.rs writes it (native endianness, no padding). */
+/* A run's setup, as warm/run.rs writes it (native endianness, no padding). The run's descriptors:
+ * stdin, stdout, stderr, the setup pipe, `ncgroups` files that move the child into its own
+ * groups (cgroup/pool.rs), then the report channel and the Landlock ruleset, when there are. */
 struct run_setup {
-    int64_t uid, gid; /* < 0: keep the server's ids */
-    uint64_t report;  /* 1: descriptor 4 of the run is its report channel */
+    int64_t uid, gid;  /* < 0: keep the server's ids */
+    uint64_t report;   /* 1: the run has a report channel */
+    uint64_t ncgroups; /* each: a `tasks` (v1) or `cgroup.procs` (v2) file to write `0` to */
     uint64_t nrlimits;
     struct { uint64_t resource, soft, hard; } rlimits[MAX_RLIMITS];
     uint64_t dir_len; /* the work dir's bytes follow */
@@ -99,6 +109,24 @@ static int grow(void **arr, size_t *cap, size_t need, size_t size) {
 
 /* ---- the child's side ------------------------------------------------------------------- */
 
+/* In a new child: the server's table of runs in flight and children waiting (their ids and pids)
+ * is nothing of this run's. */
+static void forget_runs(void) {
+    if (runs) explicit_bzero(runs, cap_runs * sizeof *runs);
+    if (idle) explicit_bzero(idle, cap_idle * sizeof *idle);
+    nruns = nidle = 0;
+}
+
+/* In a run's child: `buf` held the whole message (`total` bytes, the rest of `buf` is zero: see
+ * the loop); moves the JSON at `at` to its start and clears everything after it. Returns its
+ * length. */
+static int keep_json(char *buf, size_t total, size_t at) {
+    size_t len = total - at;
+    memmove(buf, buf + at, len);
+    explicit_bzero(buf + len, total - len);
+    return (int)len;
+}
+
 static _Noreturn void fail(int setup, const char *stage, int err) {
     char out[256];
     int len = snprintf(out, sizeof out, "%s: %s", stage, strerror(err));
@@ -127,20 +155,27 @@ static size_t sandbox(const struct fork_config *cfg, const char *body, size_t n,
     int setup = nfds > 3 ? fds[3] : -1;
     struct run_setup rs;
     if (setup < 0) _exit(127);
+    if (n < sizeof rs) fail(setup, "request", EPROTO);
+    memcpy(&rs, body, sizeof rs);
+    if (rs.nrlimits > MAX_RLIMITS || rs.ncgroups > MAX_CGROUPS || rs.dir_len == 0 ||
+        rs.dir_len >= 4096 || rs.dir_len >= n - sizeof rs || /* the JSON follows */
+        nfds < 4 + (int)rs.ncgroups + (rs.report ? 1 : 0))
+        fail(setup, "request", EPROTO);
+    /* Its own memory and pids groups before anything else: nothing of the run counts against
+     * another's budget. On v1 `0` in `tasks` moves this thread (the child has no other) without
+     * the kernel's global lock that moving another process takes. */
+    for (uint64_t i = 0; i < rs.ncgroups; i++)
+        if (write(fds[4 + i], "0", 1) != 1) fail(setup, "cgroup", errno);
     if (!own_namespaces) {
         const char *stage = namespaces(cfg);
         if (stage != NULL) fail(setup, stage, errno);
     }
-    if (n < sizeof rs) fail(setup, "request", EPROTO);
-    memcpy(&rs, body, sizeof rs);
-    if (rs.nrlimits > MAX_RLIMITS || rs.dir_len == 0 || rs.dir_len >= 4096 ||
-        rs.dir_len >= n - sizeof rs || /* the JSON follows */ nfds < 4 + (rs.report ? 1 : 0))
-        fail(setup, "request", EPROTO);
     char dir[4096];
     memcpy(dir, body + sizeof rs, rs.dir_len);
     dir[rs.dir_len] = 0;
-    *report_fd = rs.report ? fds[4] : -1;
-    int ruleset_at = rs.report ? 5 : 4;
+    int after = 4 + (int)rs.ncgroups;
+    *report_fd = rs.report ? fds[after] : -1;
+    int ruleset_at = rs.report ? after + 1 : after;
 
     if (setsid() < 0) fail(setup, "setsid", errno);
     for (int i = 0; i < 3; i++)
@@ -276,8 +311,7 @@ int codegym_wait_run(const struct fork_config *cfg, int sock, char *buf, int buf
     if (n <= 0) _exit(0); /* the server went away or shut the pool */
     close(sock);
     size_t at = sandbox(cfg, buf, (size_t)n, fds, nfds, report_fd, 1);
-    memmove(buf, buf + at, (size_t)n - at);
-    return (int)((size_t)n - at);
+    return keep_json(buf, (size_t)n, at);
 }
 
 /* Reaps every exited child: a run's exit is its reply; a child forked ahead that exited failed
@@ -361,6 +395,7 @@ int codegym_fork_loop(const struct fork_config *cfg, char *buf, int bufsize, int
                 if (pid == 0) { /* forked ahead: namespaces now, the run later */
                     int sock = pair[1];
                     close(pair[0]);
+                    forget_runs();
                     if (namespaces(cfg) != NULL) _exit(126); /* the server stops forking ahead */
                     /* The server's own descriptors (its socket to the host included). */
                     if ((sock > 3 && close_range(3, (unsigned int)sock - 1, 0) < 0) ||
@@ -403,6 +438,7 @@ int codegym_fork_loop(const struct fork_config *cfg, char *buf, int bufsize, int
                         reply_error(cfg->ctl, id, "request", EMSGSIZE);
                     else
                         dprintf(2, "oversized request from the host ignored\n");
+                    explicit_bzero(buf, (size_t)bufsize); /* its first `bufsize` bytes */
                     goto reap;
                 }
                 return -1;
@@ -427,10 +463,10 @@ int codegym_fork_loop(const struct fork_config *cfg, char *buf, int bufsize, int
                     }
                 }
                 if (pid == 0) {
+                    forget_runs();
                     size_t at =
                         sandbox(cfg, buf + rest, (size_t)n - rest, fds, nfds, report_fd, 0);
-                    memmove(buf, buf + rest + at, (size_t)n - rest - at);
-                    return (int)((size_t)n - rest - at);
+                    return keep_json(buf, (size_t)n, rest + at);
                 }
                 for (int i = 0; i < nfds; i++) close(fds[i]);
                 if (pid > 0 && grow((void **)&runs, &cap_runs, nruns + 1, sizeof *runs) == 0) {
@@ -450,6 +486,9 @@ int codegym_fork_loop(const struct fork_config *cfg, char *buf, int bufsize, int
                     dprintf(2, "malformed request from the host ignored\n");
                 }
             }
+            /* Handed on (forked, or sent to a child forked ahead): every later child, forked
+             * on demand or ahead, would otherwise inherit it past the end of its own request. */
+            explicit_bzero(buf, (size_t)n);
         }
     reap:
         reap(cfg->ctl, &prefork);

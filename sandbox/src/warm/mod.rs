@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 pub(crate) use run::WarmRun;
 use server::ForkServer;
 
+use super::cgroup::CellPool;
 use super::config::{Backend, Limits};
 use super::isolation::Layer;
 use super::prepare::{Inner, RunLayout};
@@ -27,6 +28,8 @@ pub(crate) struct WarmBackend {
     /// Declared first, so dropped first: the server's cgroup and work dir live under the roots
     /// `inner`'s drop removes (and `inner` cannot go before: this holds an `Arc` of it).
     server: Mutex<Option<Arc<ForkServer>>>,
+    /// The runs' own groups, kept across servers; under the cgroup root `inner`'s drop removes.
+    cells: Option<Arc<CellPool>>,
     inner: Arc<Inner>,
 }
 
@@ -49,9 +52,14 @@ pub(crate) fn launch(inner: &Inner) -> Option<Result<ForkServer, String>> {
     if inner.config.backend == Backend::Fresh {
         return None;
     }
+    let cells = inner
+        .layers
+        .cgroup
+        .clone()
+        .map(|root| Arc::new(CellPool::new(root)));
     Some(match unavailable(inner) {
         Some(why) => Err(why.to_string()),
-        None => ForkServer::start(inner).map_err(|e| e.to_string()),
+        None => ForkServer::start(inner, cells).map_err(|e| e.to_string()),
     })
 }
 
@@ -72,9 +80,13 @@ pub(crate) fn adopt(
     };
     match started {
         Ok(server) => {
+            let own = match server.cells() {
+                Some(_) => "namespaces and cgroups",
+                None => "namespaces",
+            };
             inner.report.layers.push(layer(
                 true,
-                "scripts fork from a pre-started interpreter, each into its own namespaces".into(),
+                format!("scripts fork from a pre-started interpreter, each into its own {own}"),
             ));
             Ok(Some(ServerStarted(server)))
         }
@@ -99,6 +111,7 @@ pub(crate) struct ServerStarted(ForkServer);
 impl WarmBackend {
     pub fn new(inner: Arc<Inner>, first: ServerStarted) -> WarmBackend {
         WarmBackend {
+            cells: first.0.cells().cloned(),
             server: Mutex::new(Some(Arc::new(first.0))),
             inner,
         }
@@ -179,7 +192,7 @@ impl WarmBackend {
             }
             tracing::warn!("the fork server exited; starting a new one");
             super::metrics::fork_server_restarted();
-            let server = Arc::new(ForkServer::start(&this.inner)?);
+            let server = Arc::new(ForkServer::start(&this.inner, this.cells.clone())?);
             *slot = Some(server.clone());
             Ok(server)
         })

@@ -8,7 +8,7 @@ use std::time::Instant;
 use tokio::net::unix::pipe;
 use tokio::sync::oneshot;
 
-use super::server::ForkServer;
+use super::server::{ForkServer, Held};
 use crate::config::Limits;
 use crate::prepare::{self, Inner, RunGuard, RunLayout};
 use crate::report;
@@ -79,8 +79,9 @@ const SETUP_FAILED: &str = "fork server child";
 /// ahead that died while waiting). Nothing of the program ran: the caller may retry.
 pub(crate) const NOT_STARTED: &str = "fork server child, before the program started";
 
-/// Starts a script in a fork of `server`: the work dir with `files`, then the fork; returns once
-/// the child has finished its setup and runs the program, or with the setup's error.
+/// Starts a script in a fork of `server`: the work dir with `files`, the run's own groups (when
+/// the sandbox has cgroups), then the fork; returns once the child has finished its setup and
+/// runs the program, or with the setup's error.
 pub(crate) async fn start(
     inner: &Inner,
     server: Arc<ForkServer>,
@@ -91,6 +92,15 @@ pub(crate) async fn start(
     report: Option<(&ReportSpec, Option<&ToolHost>)>,
 ) -> Result<Started<WarmRun>, SandboxError> {
     let (mut guard, workdir) = RunGuard::with_workdir(inner, id, layout)?;
+    let cells = server.cells();
+    if let Some(pool) = cells {
+        // Groups of its own (no run's memory or processes count against another's): its child
+        // moves in before anything of the program runs, or the run fails; never shared ones.
+        let lease = pool
+            .lease(limits.memory_bytes, limits.max_processes)
+            .map_err(SandboxError::setup("cgroup"))?;
+        guard.cell = Some(Arc::new(lease));
+    }
     let ids = guard.ids();
     let workdir = workdir.as_path();
     let (out_r, out_w) = prepare::pipe_pair()?;
@@ -115,10 +125,17 @@ pub(crate) async fn start(
     let dir = workdir
         .to_str()
         .ok_or_else(|| SandboxError::InvalidPath(workdir.display().to_string()))?;
+    let entry = guard
+        .cell
+        .as_ref()
+        .map(|c| c.entry_files())
+        .unwrap_or_default();
     let setup = RunSetup {
         ids,
-        rlimits: prepare::rlimits(limits, false),
+        // No address-space limit where a memory group bounds the run (as on the fresh backend).
+        rlimits: prepare::rlimits(limits, cells.is_some_and(|c| c.has_memory())),
         report: channel.is_some(),
+        cgroups: entry.len(),
         dir,
     };
     // What the child's Python reads once it is sandboxed (the rest is `setup`'s).
@@ -136,6 +153,7 @@ pub(crate) async fn start(
         err_w.as_raw_fd(),
         setup_w.as_raw_fd(),
     ];
+    fds.extend_from_slice(&entry);
     let (channel, report_fd) = match channel {
         Some((c, fd)) => (Some(c), Some(fd)),
         None => (None, None),
@@ -146,9 +164,13 @@ pub(crate) async fn start(
     if let Some(r) = &ruleset {
         fds.push(r.as_raw_fd());
     }
-    // The uid stays held until the server reports the run's end (its whole tree gone), even when
-    // this run is given up first.
-    let rx = server.fork(id, &body, &fds, guard.uid.take())?;
+    // The uid and the groups stay held until the server reports the run's end (its whole tree
+    // gone), even when this run is given up first.
+    let held = Held {
+        _uid: guard.uid.take(),
+        _cell: guard.cell.clone(),
+    };
+    let rx = server.fork(id, &body, &fds, held)?;
     let mut run = WarmRun {
         id,
         server,
@@ -206,24 +228,34 @@ struct RunSetup<'a> {
     ids: Option<(u32, u32)>,
     rlimits: Vec<(libc::__rlimit_resource_t, u64, u64)>,
     report: bool,
+    /// How many of the run's descriptors, after the setup pipe, move the child into its groups.
+    cgroups: usize,
     dir: &'a str,
 }
 
 impl RunSetup<'_> {
-    /// `MAX_RLIMITS` of fork_loop.c.
+    /// `MAX_RLIMITS` and `MAX_CGROUPS` of fork_loop.c.
     const MAX_RLIMITS: usize = 16;
+    const MAX_CGROUPS: usize = 2;
 
     fn encode(&self, json: &[u8]) -> Result<Vec<u8>, SandboxError> {
-        if self.rlimits.len() > Self::MAX_RLIMITS || self.dir.is_empty() || self.dir.len() >= 4096 {
+        if self.rlimits.len() > Self::MAX_RLIMITS || self.cgroups > Self::MAX_CGROUPS {
+            return Err(SandboxError::Setup {
+                stage: "fork server request",
+                source: std::io::Error::other("too many rlimits or cgroups"),
+            });
+        }
+        if self.dir.is_empty() || self.dir.len() >= 4096 {
             return Err(SandboxError::InvalidPath(self.dir.to_owned()));
         }
-        let mut out = Vec::with_capacity(424 + self.dir.len() + json.len());
+        let mut out = Vec::with_capacity(432 + self.dir.len() + json.len());
         let (uid, gid) = self
             .ids
             .map_or((-1, -1), |(u, g)| (i64::from(u), i64::from(g)));
         out.extend_from_slice(&uid.to_ne_bytes());
         out.extend_from_slice(&gid.to_ne_bytes());
         out.extend_from_slice(&u64::from(self.report).to_ne_bytes());
+        out.extend_from_slice(&(self.cgroups as u64).to_ne_bytes());
         out.extend_from_slice(&(self.rlimits.len() as u64).to_ne_bytes());
         for i in 0..Self::MAX_RLIMITS {
             let (resource, soft, hard) = self.rlimits.get(i).copied().unwrap_or_default();

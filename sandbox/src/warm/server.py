@@ -193,6 +193,7 @@ def _rehearse(wake_w):
             request = json.dumps(request).encode()
             buf, fd = ctypes.create_string_buffer(request), ctypes.c_int(channel)
             for _ in range(16):
+                ctypes.memmove(buf, request, len(request))  # `_request` clears it
                 req, report_fd = _request(buf, len(request), fd)
                 _run_main(req["dir"], req.get("argv", ()), req.get("python_path"), report_fd,
                           req.get("spec"), source_path=os.devnull, dry=True)
@@ -204,8 +205,11 @@ def _rehearse(wake_w):
 
 
 def _request(buf, n, fd):
-    """A run's request (JSON after the native header) and its report channel, if any."""
-    return json.loads(ctypes.string_at(buf, n)), (fd.value if fd.value >= 0 else None)
+    """A run's request (JSON after the native header) and its report channel, if any. The buffer
+    is cleared once parsed: it then holds nothing at all (fork_loop.c cleared the rest)."""
+    req = json.loads(ctypes.string_at(buf, n))
+    ctypes.memset(buf, 0, n)
+    return req, (fd.value if fd.value >= 0 else None)
 
 
 def _filters(hexed):

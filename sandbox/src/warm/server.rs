@@ -7,9 +7,10 @@
 //! run then gets its own PID, mount and IPC namespaces (and network, see [`RUN_NAMESPACES`]), a
 //! fresh `/proc`, its own uid, rlimits, a Landlock domain and the same seccomp filters. The values
 //! (ids, limits, the compiled BPF, a Landlock ruleset fd) are all prepared in Rust; the Python side
-//! only applies them. What differs: one cgroup for the server and its runs instead of one per run
-//! (memory is bounded per process by `RLIMIT_AS`, processes per run by `RLIMIT_NPROC`, exact since
-//! every run has its own uid), and runs share the server's string-hash seed.
+//! only applies them. Each run's memory and pids groups are its own too, reused from run to run
+//! (`cgroup/pool.rs`): the child moves itself in before anything of the program runs. What
+//! differs: runs share the server's string-hash seed and (where Landlock scopes abstract sockets)
+//! its empty network namespace.
 //!
 //! One thread per server reads its replies and completes the runs' oneshots, so a run can be
 //! awaited from any tokio runtime (the sync `Env` bridge uses short-lived ones).
@@ -25,7 +26,7 @@ use nix::sys::socket::{self, AddressFamily, ControlMessage, MsgFlags, SockFlag, 
 use serde::Deserialize;
 use tokio::sync::oneshot;
 
-use crate::cgroup::RunCgroup;
+use crate::cgroup::{CellPool, Lease, RunCgroup};
 use crate::child::{ChildPlan, cstr};
 use crate::isolation;
 use crate::prepare::{self, Inner, RunGuard};
@@ -49,15 +50,24 @@ const FORK_LOOP: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fork_loop.so"
 /// concurrent runs there, and a new namespace per run costs ~0.6 ms plus the kernel's teardown.
 const RUN_NAMESPACES: u64 = (libc::CLONE_NEWNS | libc::CLONE_NEWIPC) as u64;
 
-/// Runs in flight: who waits for each reply, and the uid the run holds until then.
-type Pending = Arc<Mutex<HashMap<u64, (oneshot::Sender<Result<Exit, String>>, Option<RunUid>)>>>;
+/// What a run holds until its whole tree is gone: its uid, and its share of its groups. Never
+/// read: held for their drop, which gives them back.
+pub(crate) struct Held {
+    pub _uid: Option<RunUid>,
+    pub _cell: Option<Arc<Lease>>,
+}
+
+/// Runs in flight: who waits for each reply, and what the run holds until then.
+type Pending = Arc<Mutex<HashMap<u64, (oneshot::Sender<Result<Exit, String>>, Held)>>>;
 
 /// A running fork server. Dropping it kills the server, and with its PID namespace every run.
 pub(crate) struct ForkServer {
     sock: OwnedFd,
     pending: Pending,
     alive: Arc<AtomicBool>,
-    _process: RunGuard,
+    /// The runs' own groups (none without cgroups), shared by every server of the sandbox.
+    cells: Option<Arc<CellPool>>,
+    process: RunGuard,
 }
 
 fn run_namespaces(layers: &Layers) -> u64 {
@@ -83,8 +93,9 @@ struct Reply {
 }
 
 impl ForkServer {
-    /// Starts a server for `inner`'s configuration. Blocking (the interpreter's start-up).
-    pub fn start(inner: &Inner) -> Result<ForkServer, SandboxError> {
+    /// Starts a server for `inner`'s configuration, its runs in groups from `cells`. Blocking
+    /// (the interpreter's start-up).
+    pub fn start(inner: &Inner, cells: Option<Arc<CellPool>>) -> Result<ForkServer, SandboxError> {
         let layers = &inner.layers;
         let (ours, theirs) = socket::socketpair(
             AddressFamily::Unix,
@@ -105,7 +116,9 @@ impl ForkServer {
         let mut guard = RunGuard::default();
         let config_limits = &inner.config.limits;
         if let Some(root) = &layers.cgroup {
-            // The runs' sum: per-run memory is RLIMIT_AS, this bounds them all together.
+            // The server, its children forked ahead, and what each child writes before it moves
+            // into its own groups (its first pages stay charged here until it exits): bounded by
+            // the runs' sum, as when the runs themselves were in this group.
             let n = inner.max_concurrent as u64;
             let memory = config_limits
                 .memory_bytes
@@ -180,7 +193,8 @@ impl ForkServer {
             sock: ours,
             pending: Pending::default(),
             alive: Arc::new(AtomicBool::new(true)),
-            _process: guard,
+            cells,
+            process: guard,
         };
         server
             .send(init.to_string().as_bytes(), &[])
@@ -188,6 +202,11 @@ impl ForkServer {
         server.read_replies()?;
         tracing::debug!(python = %py.display(), "fork server started");
         Ok(server)
+    }
+
+    /// Where its runs' own groups come from (`None`: the sandbox has no cgroups).
+    pub fn cells(&self) -> Option<&Arc<CellPool>> {
+        self.cells.as_ref()
     }
 
     /// False once the server has exited (it is then replaced on the next run).
@@ -201,13 +220,13 @@ impl ForkServer {
         id: u64,
         body: &[u8],
         fds: &[RawFd],
-        uid: Option<RunUid>,
+        held: Held,
     ) -> Result<oneshot::Receiver<Result<Exit, String>>, SandboxError> {
         let (tx, rx) = oneshot::channel();
         self.pending
             .lock()
             .map_err(|_| SandboxError::Closed)?
-            .insert(id, (tx, uid));
+            .insert(id, (tx, held));
         // The header line is what the server's native loop reads; the body is the child's.
         let mut msg = format!("run {id}\n").into_bytes();
         msg.extend_from_slice(body);
@@ -254,7 +273,7 @@ impl ForkServer {
         let sock = self.sock.try_clone().map_err(SandboxError::setup("dup"))?;
         let pending = self.pending.clone();
         let alive = self.alive.clone();
-        let process = match &self._process.child {
+        let process = match &self.process.child {
             Some(child) => Some(
                 child
                     .pidfd
@@ -277,17 +296,17 @@ impl ForkServer {
                 }
             }
             alive.store(false, Ordering::Release);
-            // Dropping the senders fails every run still waiting, now. Their uids go back only
-            // once the server has ended: it is the init of the runs' PID namespaces' parent, and
-            // its end is when the kernel has killed and reaped every run's tree.
-            let uids: Vec<RunUid> = match pending.lock() {
-                Ok(mut p) => p.drain().filter_map(|(_, (_tx, uid))| uid).collect(),
+            // Dropping the senders fails every run still waiting, now. Their uids and groups go
+            // back only once the server has ended: it is the init of the runs' PID namespaces'
+            // parent, and its end is when the kernel has killed and reaped every run's tree.
+            let held: Vec<Held> = match pending.lock() {
+                Ok(mut p) => p.drain().map(|(_, (_tx, held))| held).collect(),
                 Err(_) => Vec::new(),
             };
-            if let (false, Some(process)) = (uids.is_empty(), &process) {
+            if let (false, Some(process)) = (held.is_empty(), &process) {
                 spawn::wait_ended(process);
             }
-            drop(uids);
+            drop(held);
         };
         std::thread::Builder::new()
             .name("codegym-forkserver".into())
@@ -299,8 +318,17 @@ impl ForkServer {
 
 impl Drop for ForkServer {
     fn drop(&mut self) {
-        // Ends the reader thread (and the server, which exits at EOF; `_process` makes sure).
+        // Ends the reader thread (and the server, which exits at EOF; `process` makes sure).
         let _ = socket::shutdown(self.sock.as_raw_fd(), socket::Shutdown::Both);
+        // Killed and reaped, the server has taken every run's tree with it: what runs still
+        // pending hold goes back now (their groups before the sandbox's cgroup root is removed),
+        // not whenever the reader thread gets to it.
+        drop(std::mem::take(&mut self.process));
+        let held: Vec<(_, Held)> = match self.pending.lock() {
+            Ok(mut p) => p.drain().map(|(_, entry)| entry).collect(),
+            Err(_) => Vec::new(),
+        };
+        drop(held);
     }
 }
 
@@ -321,8 +349,9 @@ fn dispatch(pending: &Pending, msg: &[u8]) {
     // gone, and its uid may serve another run. Given back before the waiter wakes: the caller's
     // next run (the same slot) must find it free.
     let entry = pending.lock().ok().and_then(|mut p| p.remove(&reply.id));
-    if let Some((tx, uid)) = entry {
-        drop(uid);
+    if let Some((tx, held)) = entry {
+        // Its groups go back once its guard lets go too (after its work dir is removed).
+        drop(held);
         let _ = tx.send(result);
     }
 }

@@ -104,7 +104,8 @@ impl CrossCheckCounts {
         self.total() == 0
     }
 
-    fn add(&mut self, other: &CrossCheckCounts) {
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &CrossCheckCounts) {
         for o in CrossCheckOutcome::ALL {
             *self.get_mut(o) += other.get(o);
         }

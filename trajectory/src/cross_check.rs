@@ -78,6 +78,20 @@ pub fn candidate(step: &EnvStepRecord) -> Option<Result<Candidate, String>> {
     }))
 }
 
+/// What a run cross-checking `fraction` of the rewarded steps does with the `index`-th env step
+/// of the episode seeded `episode_seed`: `None` to leave it, else its [`candidate`].
+pub fn selected(
+    fraction: f64,
+    episode_seed: u64,
+    index: u64,
+    step: &EnvStepRecord,
+) -> Option<Result<Candidate, String>> {
+    if !sampled(fraction, episode_seed, index) {
+        return None;
+    }
+    candidate(step)
+}
+
 /// Whether `step` counts as solving its task: the env said so (`info.solved`, else
 /// `terminated`), and no cross-check flagged or zeroed it.
 pub fn solves(step: &EnvStepRecord) -> bool {

@@ -7,13 +7,19 @@
 //! ([`crate::rescore`]), so a run and a rescoring of its dataset compare the same way. The inputs
 //! of a task are derived once (its packages prepared, its seeds recovered, the reference run on
 //! every input) and kept for every later check of the task; a machinery failure is not kept, so
-//! the next check tries again. Which steps are checked and what a disagreement does are the
-//! trajectory crate's rules (`trajectory::cross_check`); this module only compares.
+//! the next check tries again. A program that agreed is remembered (per task, language and
+//! source, for deterministic tasks): the same program again agrees without running, as identical
+//! submissions share a verdict. Only agreements: a disagreement may come from a time limit missed
+//! under load, and must not be copied onto the next step. Which steps are checked and what a
+//! disagreement does are the trajectory crate's rules (`trajectory::cross_check`); this module
+//! only compares.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use env_core::EnvError;
+use moka::future::Cache;
+use sha2::{Digest, Sha256};
 use tokio::sync::OnceCell;
 use trajectory::record::{CrossCheckRecord, DisagreementRecord};
 
@@ -45,7 +51,12 @@ pub struct Checker {
     tasks: TaskSet,
     /// Per task with a reference: its derivation, or why it has none (an outcome, kept).
     prepared: HashMap<String, OnceCell<Result<Prepared, String>>>,
+    /// Programs that agreed (SHA-256 of task, language and source), with the inputs compared.
+    agreed: Cache<[u8; 32], u64>,
 }
+
+/// Agreeing programs remembered at most.
+const AGREED: u64 = 100_000;
 
 impl std::fmt::Debug for Checker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -68,6 +79,7 @@ impl Checker {
             scorer,
             tasks,
             prepared,
+            agreed: Cache::new(AGREED),
         }
     }
 
@@ -99,6 +111,19 @@ impl Checker {
                 )));
             }
         }
+        let key = task.deterministic.then(|| {
+            let mut h = Sha256::new();
+            for part in [task_id, task.language.name(), program] {
+                h.update((part.len() as u64).to_le_bytes());
+                h.update(part.as_bytes());
+            }
+            <[u8; 32]>::from(h.finalize())
+        });
+        if let Some(k) = &key
+            && let Some(inputs) = self.agreed.get(k).await
+        {
+            return Ok(CrossCheckRecord::compared(inputs, Vec::new()));
+        }
         let prepared = cell.get_or_try_init(|| self.prepare(task.clone())).await?;
         let p = match prepared {
             Ok(p) => p,
@@ -112,6 +137,11 @@ impl Checker {
             .disagreements(self.scorer.sandbox(), program)
             .await?;
         tracing::debug!(task = %p.task.id, inputs = p.derived.len(), disagreeing = found.len(), "cross-checked a program");
+        if let Some(k) = key
+            && found.is_empty()
+        {
+            self.agreed.insert(k, p.derived.len() as u64).await;
+        }
         Ok(CrossCheckRecord::compared(
             p.derived.len() as u64,
             found

@@ -61,7 +61,7 @@ pub struct EnvChecker(Checker);
 
 impl EnvChecker {
     /// A checker of the programs of `tasks`, running in `scorer`'s sandbox.
-    pub fn new(scorer: Arc<Scorer>, tasks: TaskSet) -> Arc<dyn CrossCheck> {
+    pub fn shared(scorer: Arc<Scorer>, tasks: TaskSet) -> Arc<dyn CrossCheck> {
         Arc::new(EnvChecker(Checker::new(scorer, tasks)))
     }
 }

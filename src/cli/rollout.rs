@@ -256,7 +256,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 Arc::new(super::scoring::scorer(coding).await?)
             }
         };
-        Some(super::cross_check::EnvChecker::new(scorer, task_set))
+        Some(super::cross_check::EnvChecker::shared(scorer, task_set))
     };
     let cancel = CancellationToken::new();
     tokio::spawn(watch_signals(cancel.clone()));

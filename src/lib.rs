@@ -22,10 +22,19 @@ pub fn registry(coding: env_coding::CodingConfig) -> Result<env_core::Registry, 
 pub fn registry_and_sandbox(
     coding: env_coding::CodingConfig,
 ) -> Result<(env_core::Registry, std::sync::Arc<codegym_sandbox::Sandbox>), RegistryError> {
+    let (registry, scorer) = registry_and_scorer(coding)?;
+    Ok((registry, scorer.sandbox().clone()))
+}
+
+/// [`registry`], plus the coding environments' scorer, so that what checks their programs
+/// outside a step (a rollout's cross-checks) runs in the same sandbox.
+pub fn registry_and_scorer(
+    coding: env_coding::CodingConfig,
+) -> Result<(env_core::Registry, std::sync::Arc<env_coding::Scorer>), RegistryError> {
     let mut registry = empty_registry();
     env_core::envs::register_classic(&mut registry)?;
-    let sandbox = env_coding::register(&mut registry, coding)?;
-    Ok((registry, sandbox))
+    let scorer = env_coding::register(&mut registry, coding)?;
+    Ok((registry, scorer))
 }
 
 /// A registry with no environments whose blocking env calls (synchronous envs that are not

@@ -180,6 +180,10 @@ pub enum Command {
         /// Latency per request, in milliseconds.
         #[arg(long, default_value_t = 50)]
         latency_ms: u64,
+        /// A `FakeScript` JSON file (rules matched against prompts) instead of the rollout
+        /// benchmark's one answer.
+        #[arg(long, value_name = "FILE.json")]
+        script: Option<std::path::PathBuf>,
     },
 }
 
@@ -322,8 +326,9 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             .await?
         }
         Command::FalseTimeouts(args) => crate::false_timeouts::run(args).await?,
-        Command::FakeLlm { latency_ms } => {
-            crate::rollout::serve_fake_llm(Duration::from_millis(latency_ms)).await?;
+        Command::FakeLlm { latency_ms, script } => {
+            crate::rollout::serve_fake_llm(Duration::from_millis(latency_ms), script.as_deref())
+                .await?;
             return Ok(ExitCode::SUCCESS);
         }
     };

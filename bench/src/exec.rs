@@ -138,7 +138,9 @@ pub async fn run(args: ExecBenchArgs) -> anyhow::Result<String> {
         let mut config = unshared_config();
         config.sandbox.python = python;
         config.sandbox.backend = backend;
-        let sandbox = env_coding::register(&mut registry, config)?;
+        let sandbox = env_coding::register(&mut registry, config)?
+            .sandbox()
+            .clone();
         Ok::<_, anyhow::Error>((Arc::new(registry), sandbox))
     })
     .await??;

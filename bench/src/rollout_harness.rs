@@ -10,10 +10,21 @@ use fake_llm::{FakeLlm, FakeScript, Reply};
 /// Serves the benchmark's fake model until stdin closes (the benchmark ended or died): prints
 /// `listening on <base URL>` first. The server runs on a single-threaded runtime of its own: the
 /// harness should take as little of the machine from the engine as it can, and one thread needs
-/// no cross-thread wake-ups.
-pub async fn serve_fake_llm(latency: Duration) -> anyhow::Result<()> {
+/// no cross-thread wake-ups. `script`: a `FakeScript` JSON file to answer with instead of the
+/// rollout benchmark's (its latency replaced by `latency`), for benchmarks that drive
+/// `codegym rollout` against real tasks (`bench/cross_check.sh`).
+pub async fn serve_fake_llm(
+    latency: Duration,
+    script: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
     use tokio::io::AsyncReadExt;
-    let script = fake_script(latency)?;
+    let script = match script {
+        None => fake_script(latency)?,
+        Some(path) => FakeScript {
+            latency_ms: u64::try_from(latency.as_millis())?,
+            ..serde_json::from_slice(&std::fs::read(path)?)?
+        },
+    };
     let (url_tx, url_rx) = tokio::sync::oneshot::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = std::thread::spawn(move || -> anyhow::Result<()> {

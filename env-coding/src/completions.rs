@@ -157,6 +157,7 @@ pub fn pass_at_ks(results: &[SampleResult], ks: &[usize]) -> BTreeMap<String, f6
         solved: r.passed,
         final_reward: r.reward,
         total_reward: r.reward,
+        cross_checks: Default::default(),
     }));
     let ks: Vec<u64> = ks.iter().map(|&k| k as u64).collect();
     tally.aggregate_with_ks(&ks).pass_at_k

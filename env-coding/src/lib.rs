@@ -13,6 +13,9 @@
 //! - [`judge`] judges programs in any language the sandbox runs on stdin/stdout tests.
 //! - [`provenance`]: what produced each verdict, made by the scorer; [`rescore`]: a stored
 //!   rollout's programs scored again, every change explained (`codegym rescore`).
+//! - [`inputs`]: inputs derived from a task's tests and where a program disagrees with the
+//!   reference on them; [`cross_check`]: rewarded programs compared with their task's reference
+//!   (`rollout --cross-check`, `rescore --cross-check`).
 //!
 //! Running programs is the `codegym-sandbox` crate's: this crate never starts a process.
 
@@ -21,6 +24,7 @@ pub mod audit;
 mod batch;
 pub mod completions;
 mod config;
+pub mod cross_check;
 pub mod data;
 pub mod differential;
 mod env;

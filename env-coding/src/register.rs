@@ -45,15 +45,12 @@ fn sandbox_metadata(sandbox: &Sandbox) -> Kwargs {
 
 /// Builds one [`Scorer`] from `config` and registers `codegym/Code-v0` (an asynchronous env: make
 /// it with `Registry::make_async`) with its `BatchEvaluator`, both scoring through it, and
-/// `codegym/Python-v0` as its alias. Returns the scorer's sandbox (the HTTP facade's `/run_code`
-/// runs there).
+/// `codegym/Python-v0` as its alias. Returns the scorer (the HTTP facade's `/run_code` runs in
+/// its sandbox, and cross-checks of the env's rewarded programs run there too).
 ///
 /// The env's futures drive sandboxed processes with tokio: poll them on a tokio runtime.
 /// `Sandbox::new` blocks for tens of milliseconds: call this at start-up, outside async code.
-pub fn register(
-    registry: &mut Registry,
-    config: CodingConfig,
-) -> Result<Arc<Sandbox>, CodingError> {
+pub fn register(registry: &mut Registry, config: CodingConfig) -> Result<Arc<Scorer>, CodingError> {
     let scorer = Arc::new(Scorer::new(&config)?);
     let sandbox = scorer.sandbox().clone();
     let default_tasks = TaskSet::load(&config.tasks)?;
@@ -73,7 +70,7 @@ pub fn register(
         call_cost: CallCost::Blocking,
         metadata: sandbox_metadata(&sandbox),
     };
-    let shared = Arc::new(Shared::new(scorer, config, default_tasks));
+    let shared = Arc::new(Shared::new(scorer.clone(), config, default_tasks));
     let for_creator = shared.clone();
     let creator: AsyncEnvCreator = Arc::new(move |kwargs: Kwargs| {
         let shared = for_creator.clone();
@@ -96,5 +93,5 @@ pub fn register(
         }),
     )?;
     registry.register_task_lister(CODE_ENV_ID, Arc::new(CodingTaskLister { shared }))?;
-    Ok(sandbox)
+    Ok(scorer)
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use trajectory::record::EpisodeMode;
+use trajectory::record::{EpisodeMode, OnDisagreement};
 
 use crate::backend::pool::EnvPoolConfig;
 // The client owns what it needs (it must not import this module back); a run's config holds it.
@@ -40,6 +40,9 @@ pub struct RolloutConfig {
     /// How the env servers are health-checked, chosen and retried.
     pub env_pool: EnvPoolConfig,
     pub output: OutputConfig,
+    /// Cross-checks of rewarded programs against the tasks' references (off by default).
+    #[serde(skip_serializing_if = "CrossCheckConfig::is_off")]
+    pub cross_check: CrossCheckConfig,
 }
 
 impl Default for RolloutConfig {
@@ -57,6 +60,7 @@ impl Default for RolloutConfig {
             env_servers: Vec::new(),
             env_pool: EnvPoolConfig::default(),
             output: OutputConfig::default(),
+            cross_check: CrossCheckConfig::default(),
         }
     }
 }
@@ -109,6 +113,37 @@ impl Default for AutoCoderConfig {
         AutoCoderConfig {
             test_requirements: vec!["pytest==8.3.5".to_string()],
             structured_outputs: true,
+        }
+    }
+}
+
+/// Cross-checks of rewarded programs (`crate::cross_check`): a fraction of the env steps that
+/// earned a reward have their program compared with the task's reference on inputs derived from
+/// the task's tests, and the outcome recorded on the step.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CrossCheckConfig {
+    /// Fraction of rewarded steps checked, 0 to 1 (0: none), sampled by a stable hash of the
+    /// episode's seed and the step's index.
+    pub fraction: f64,
+    /// What a disagreement does: `keep` (recorded only), `flag` (the episode no longer counts as
+    /// solved), `zero` (the step's reward becomes 0).
+    pub on_disagreement: OnDisagreement,
+    /// Checks in flight at most (0: one per CPU).
+    pub concurrency: usize,
+}
+
+impl CrossCheckConfig {
+    /// Whether no step is checked.
+    pub fn is_off(&self) -> bool {
+        self.fraction <= 0.0
+    }
+
+    /// Checks in flight at most.
+    pub fn in_flight(&self) -> usize {
+        match self.concurrency {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
         }
     }
 }
@@ -171,6 +206,10 @@ impl RolloutConfig {
             if !(v.is_finite() && v > 0.0) {
                 return Err(ConfigError(format!("{name} must be a positive number")));
             }
+        }
+        let f = self.cross_check.fraction;
+        if !(f.is_finite() && (0.0..=1.0).contains(&f)) {
+            return bad("cross_check.fraction must be between 0 and 1");
         }
         if self.model.requests_per_minute == Some(0) {
             return bad("requests_per_minute must be at least 1");

@@ -6,7 +6,9 @@
 //! crate's, and its manifest), [`client`] (the chat completions client with retries, and its
 //! settings), [`backend`] (in-process or remote environments), [`config`] (a run's settings; the
 //! prompt templates are the `prompts` crate's), [`episode`] (one episode: one module per mode over
-//! shared primitives), [`runner`] (scheduling, seeds, cancellation) and [`summary`]; [`metrics`]
+//! shared primitives), [`cross_check`] (rewarded programs compared with the tasks' references,
+//! off the episodes' critical path), [`runner`] (scheduling, seeds, cancellation) and
+//! [`summary`]; [`metrics`]
 //! names what the engine reports to the `metrics` facade. No module imports one that imports it
 //! (`tests/module_graph.rs`). The engine knows no environment: code is found in model text by the
 //! `code-extract` crate, as the coding env does. Tests and benchmarks talk to the `fake-llm`
@@ -15,6 +17,7 @@
 pub mod backend;
 pub mod client;
 pub mod config;
+pub mod cross_check;
 pub mod dataset;
 pub mod episode;
 // Issue 12: the host tools the engine serves its in-process envs (program-of-thought mode).
@@ -27,5 +30,6 @@ pub mod summary;
 
 pub use backend::EnvBackend;
 pub use config::RolloutConfig;
-pub use runner::{RolloutError, run};
+pub use cross_check::CrossCheck;
+pub use runner::{RolloutError, run, run_checked};
 pub use summary::Summary;

@@ -1,5 +1,5 @@
 //! What the rollout engine reports to the `metrics` facade: episodes, model calls (latency, retries
-//! by error class, tokens) and env calls. A no-op unless the process installed a recorder (`codegym
+//! by error class, tokens), env calls and cross-checks of rewarded programs. A no-op unless the process installed a recorder (`codegym
 //! rollout --metrics-addr` does). Trace spans (`episode`, `model_call`, `env_call`) are `tracing`
 //! spans on the same call sites; the binary exports them over OTLP when configured.
 
@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 
-use trajectory::record::{ModelCall, TrajectoryRecord};
+use trajectory::record::{CrossCheckOutcome, ModelCall, TrajectoryRecord};
 
 /// Episodes finished, by `stop_reason` and `solved` (`true`/`false`).
 pub const EPISODES: &str = "codegym_rollout_episodes_total";
@@ -32,6 +32,10 @@ pub const ENV_CALL_SECONDS: &str = "codegym_rollout_env_call_seconds";
 pub const ENV_SERVER_RETRIES: &str = "codegym_rollout_env_server_retries_total";
 /// Episodes played again from their first turn after losing their env server.
 pub const EPISODE_RESTARTS: &str = "codegym_rollout_episode_restarts_total";
+/// Cross-checks of rewarded programs against the task's reference, by `outcome` (`agree`,
+/// `disagree`, `unavailable`, `error`). Named for the reward it audits, not the engine: a
+/// rescoring counts the same thing.
+pub const CROSS_CHECKS: &str = "codegym_reward_cross_checks_total";
 
 /// Registers the help texts.
 pub fn describe() {
@@ -63,6 +67,10 @@ pub fn describe() {
     describe_counter!(
         EPISODE_RESTARTS,
         "Episodes restarted after losing their env server"
+    );
+    describe_counter!(
+        CROSS_CHECKS,
+        "Rewarded programs compared with the task's reference, by outcome"
     );
 }
 
@@ -119,4 +127,9 @@ pub(crate) fn env_server_retry(reason: &'static str) {
 /// An episode restarts on another env server.
 pub(crate) fn episode_restart() {
     counter!(EPISODE_RESTARTS).increment(1);
+}
+
+/// One cross-check written on its step.
+pub(crate) fn cross_check(outcome: CrossCheckOutcome) {
+    counter!(CROSS_CHECKS, "outcome" => outcome.as_str()).increment(1);
 }

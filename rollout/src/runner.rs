@@ -16,6 +16,7 @@ use tokio_util::task::AbortOnDropHandle;
 use crate::backend::EnvBackend;
 use crate::client::{ChatClient, ClientError};
 use crate::config::{ConfigError, RolloutConfig};
+use crate::cross_check::{CrossCheck, CrossChecks};
 use crate::dataset::file::write_json_atomic;
 use crate::dataset::manifest::ManifestCounts;
 use crate::dataset::record::{EpisodeKey, TrajectoryRecord};
@@ -55,7 +56,18 @@ pub async fn run(
     backend: EnvBackend,
     shutdown: CancellationToken,
 ) -> Result<Summary, RolloutError> {
-    let task = AbortOnDropHandle::new(tokio::spawn(run_here(config, backend, shutdown)));
+    run_checked(config, backend, None, shutdown).await
+}
+
+/// [`run`], with rewarded programs cross-checked by `checker` as `config.cross_check` asks
+/// ([`crate::cross_check`]). A config that asks for cross-checks needs a checker.
+pub async fn run_checked(
+    config: RolloutConfig,
+    backend: EnvBackend,
+    checker: Option<Arc<dyn CrossCheck>>,
+    shutdown: CancellationToken,
+) -> Result<Summary, RolloutError> {
+    let task = AbortOnDropHandle::new(tokio::spawn(run_here(config, backend, checker, shutdown)));
     match task.await {
         Ok(result) => result,
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
@@ -69,9 +81,20 @@ pub async fn run(
 async fn run_here(
     config: RolloutConfig,
     backend: EnvBackend,
+    checker: Option<Arc<dyn CrossCheck>>,
     shutdown: CancellationToken,
 ) -> Result<Summary, RolloutError> {
     config.validate()?;
+    let cross_checks = match (config.cross_check.is_off(), checker) {
+        (true, _) => None,
+        (false, Some(checker)) => Some(Arc::new(CrossChecks::new(&config.cross_check, checker))),
+        (false, None) => {
+            return Err(ConfigError(
+                "cross-checks were asked for, but the run has no checker".into(),
+            )
+            .into());
+        }
+    };
     let started = Instant::now();
     let tasks = unique_tasks(&config)?;
     let expected = tasks.len() as u64 * u64::from(config.samples);
@@ -94,6 +117,7 @@ async fn run_here(
         backend,
         config: config.clone(),
         run_id: run_id.clone(),
+        cross_checks,
     };
     let this_run = collect(ctx, plans, &mut dataset, &shutdown).await?;
     let interrupted = shutdown.is_cancelled();

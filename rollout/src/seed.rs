@@ -1,7 +1,10 @@
 //! Per-episode seeds from (run seed, task id, sample index) by a stable hash: the same run seed
 //! gives the same seeds on every machine and every release, so resumed and repeated runs agree.
-//! FNV-1a over the task id and SplitMix64 finalisation; both are fixed, documented functions (not
-//! `std`'s `DefaultHasher`, whose output may change between Rust releases).
+//! FNV-1a over the task id and SplitMix64 finalisation ([`trajectory::mix`]); both are fixed,
+//! documented functions (not `std`'s `DefaultHasher`, whose output may change between Rust
+//! releases).
+
+use trajectory::mix::splitmix64;
 
 /// The seed of sample `sample_index` of `task_id` in a run seeded with `run_seed`.
 pub fn episode_seed(run_seed: u64, task_id: &str, sample_index: u32) -> u64 {
@@ -11,13 +14,6 @@ pub fn episode_seed(run_seed: u64, task_id: &str, sample_index: u32) -> u64 {
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
     splitmix64(splitmix64(run_seed) ^ h ^ splitmix64(u64::from(sample_index).wrapping_add(0x9e37)))
-}
-
-fn splitmix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 #[cfg(test)]

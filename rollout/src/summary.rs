@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use trajectory::aggregate::{Aggregate, Outcome, Tally};
+use trajectory::aggregate::{Aggregate, CrossCheckCounts, Outcome, Tally};
 
 use crate::dataset::record::{EpisodeKey, StopReason, TrajectoryRecord, Usage};
 
@@ -32,6 +32,8 @@ pub struct EpisodeStats {
     pub retry_kinds: Vec<&'static str>,
     /// Times the episode restarted after losing its env server.
     pub env_restarts: u64,
+    /// Its cross-checks by outcome.
+    pub cross_checks: CrossCheckCounts,
 }
 
 impl EpisodeStats {
@@ -49,6 +51,7 @@ impl EpisodeStats {
                 .flat_map(|t| t.model_call.retries.iter().map(|r| r.kind.as_str()))
                 .collect(),
             env_restarts: record.restarts.len() as u64,
+            cross_checks: CrossCheckCounts::of(record),
         }
     }
 
@@ -65,6 +68,7 @@ impl EpisodeStats {
             solved: self.solved,
             final_reward: self.final_reward,
             total_reward: self.total_reward,
+            cross_checks: self.cross_checks,
         }
     }
 }
@@ -175,6 +179,16 @@ impl std::fmt::Display for Summary {
             "mean final reward: {:.4}, mean total reward: {:.4} (over sampled episodes)",
             a.mean_final_reward, a.mean_total_reward
         )?;
+        if !a.cross_checks.is_empty() {
+            writeln!(f, "cross-checks: {}", a.cross_checks)?;
+        }
+        if !a.disagreeing_tasks.is_empty() {
+            writeln!(
+                f,
+                "disagreeing with the reference: {}",
+                a.disagreeing_tasks.join(", ")
+            )?;
+        }
         if self.env_restarts > 0 {
             writeln!(
                 f,
@@ -223,6 +237,7 @@ mod tests {
             error_kind: None,
             retry_kinds: Vec::new(),
             env_restarts: 0,
+            cross_checks: CrossCheckCounts::default(),
         }
     }
 

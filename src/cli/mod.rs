@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 
 mod audit;
+mod cross_check;
 mod doctor;
 mod envs;
 mod evaluate;

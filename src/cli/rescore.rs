@@ -1,6 +1,7 @@
 //! `codegym rescore`: a rollout's programs scored again with the current tasks, reward specs and
 //! sandbox (`env_coding::rescore`), written as a dataset with the new rewards in place and the
-//! recorded ones kept, plus a summary of what changed and why.
+//! recorded ones kept, plus a summary of what changed and why; with `--cross-check`, rewarded
+//! programs also compared with their task's reference, as `rollout --cross-check` does.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -35,6 +36,8 @@ pub struct Args {
     json: bool,
     #[command(flatten)]
     scoring: super::scoring::ScoringArgs,
+    #[command(flatten)]
+    cross_check: super::cross_check::CrossCheckArgs,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -58,11 +61,17 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         TurnsArg::All => Turns::All,
     };
     let repeat = args.repeat;
+    let fraction = args.cross_check.fraction()?.unwrap_or(0.0);
+    let on_disagreement = args
+        .cross_check
+        .on_disagreement
+        .map_or_else(Default::default, Into::into);
     let for_rescorer = tasks.clone();
     let rescorer =
         tokio::task::spawn_blocking(move || Rescorer::new(coding, &for_rescorer, turns, repeat))
             .await?
-            .with_context(|| format!("cannot rescore with tasks {tasks}"))?;
+            .with_context(|| format!("cannot rescore with tasks {tasks}"))?
+            .with_cross_checks(fraction, on_disagreement);
     let (rescored, summary) = rescorer.rescore(records).await;
 
     let mut data = Vec::new();

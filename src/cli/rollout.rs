@@ -135,6 +135,12 @@ struct Flags {
     /// OTLP/gRPC endpoint, e.g. `http://127.0.0.1:4317`.
     #[arg(long, value_name = "URL", env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
     otlp_endpoint: Option<String>,
+    #[command(flatten)]
+    cross_check: super::cross_check::CrossCheckArgs,
+    /// Cross-checks in flight at most, so they cannot starve the episodes' own scoring (default:
+    /// one per CPU).
+    #[arg(long, value_name = "N")]
+    cross_check_concurrency: Option<usize>,
 }
 
 impl Args {
@@ -201,7 +207,8 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .await?;
         eprintln!("metrics listening on {local}");
     }
-    let backend = if config.env_servers.is_empty() {
+    // The scorer of the in-process envs: cross-checks run in their sandbox.
+    let (backend, scorer) = if config.env_servers.is_empty() {
         // In process the task file is the user's own: allow its directory.
         let mut coding = env_coding::CodingConfig::default();
         coding.sandbox.min_isolation = args.isolation.level(coding.sandbox.min_isolation);
@@ -219,10 +226,11 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             coding.packages.enabled = true;
         }
         // Probing the sandbox blocks for tens of milliseconds: not on the runtime.
-        let registry = tokio::task::spawn_blocking(move || codegym::registry(coding))
-            .await?
-            .context("cannot set up the environments")?;
-        EnvBackend::in_process(Arc::new(registry))
+        let (registry, scorer) =
+            tokio::task::spawn_blocking(move || codegym::registry_and_scorer(coding))
+                .await?
+                .context("cannot set up the environments")?;
+        (EnvBackend::in_process(Arc::new(registry)), Some(scorer))
     } else {
         // Every task travels inline in `reset`: the servers need neither the file nor a
         // `--tasks-dir`, and a server on another machine sees exactly the tasks loaded here.
@@ -234,11 +242,25 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         let pool = RemoteBackend::connect(&config.env_servers, config.env_pool.clone())
             .await
             .context("cannot set up the env servers")?;
-        EnvBackend::Remote(pool.with_inline_tasks(inline))
+        (EnvBackend::Remote(pool.with_inline_tasks(inline)), None)
+    };
+    let checker = if config.cross_check.is_off() {
+        None
+    } else {
+        // Remote envs score elsewhere; the checks run here, in a sandbox of the defaults.
+        let scorer = match scorer {
+            Some(scorer) => scorer,
+            None => {
+                let mut coding = env_coding::CodingConfig::default();
+                coding.sandbox.min_isolation = args.isolation.level(coding.sandbox.min_isolation);
+                Arc::new(super::scoring::scorer(coding).await?)
+            }
+        };
+        Some(super::cross_check::EnvChecker::shared(scorer, task_set))
     };
     let cancel = CancellationToken::new();
     tokio::spawn(watch_signals(cancel.clone()));
-    let summary = rollout::run(config.clone(), backend, cancel).await?;
+    let summary = rollout::run_checked(config.clone(), backend, checker, cancel).await?;
     drop(local_model);
     println!("{summary}");
     println!("dataset: {}", config.output.out.display());
@@ -387,6 +409,13 @@ fn apply_flags(a: &Flags, c: &mut RolloutConfig) -> anyhow::Result<()> {
     if !a.env_servers.is_empty() {
         c.env_servers.clone_from(&a.env_servers);
     }
+    if let Some(f) = a.cross_check.fraction()? {
+        c.cross_check.fraction = f;
+    }
+    if let Some(p) = a.cross_check.on_disagreement {
+        c.cross_check.on_disagreement = p.into();
+    }
+    set(&mut c.cross_check.concurrency, &a.cross_check_concurrency);
     set(&mut c.output.out, &a.out);
     if a.resume {
         c.output.resume = true;

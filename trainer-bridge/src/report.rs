@@ -4,7 +4,8 @@
 //! connection and admits only its own script, by hash). Aggregates are computed here, in Rust
 //! ([`stats`]: solved rates overall and per task, pass@k and mean rewards through `trajectory`'s
 //! one aggregation, the numbers `summary.json` has for the same file; reward,
-//! turn, latency and token distributions, stop reasons, errors by kind); the page's script draws
+//! turn, latency and token distributions, stop reasons, errors by kind, cross-checks of rewarded
+//! programs by outcome and the tasks where one disagreed with the reference); the page's script draws
 //! them as SVG charts and shows a trajectory browser (messages, code, execution results, rewards
 //! per turn) filtered by task and outcome. Records are read by the one reader,
 //! [`trajectory::read`] (latest attempt per episode, torn last line ignored, corrupt lines an
@@ -38,9 +39,9 @@ pub enum ReportError {
     },
 }
 
-/// Reads the dataset at `input` and writes its report to `out` (atomically). Returns the number of
-/// episodes in the report.
-pub fn write_report(input: &Path, out: &Path) -> Result<usize, ReportError> {
+/// Reads the dataset at `input` and writes its report to `out` (atomically). Returns the report's
+/// aggregate (episodes, solved, cross-checks...), for a caller that prints a line of it.
+pub fn write_report(input: &Path, out: &Path) -> Result<trajectory::Aggregate, ReportError> {
     let records = trajectory::read::read_latest(input)?;
     if records.is_empty() {
         return Err(ReportError::Empty(input.to_path_buf()));
@@ -57,5 +58,5 @@ pub fn write_report(input: &Path, out: &Path) -> Result<usize, ReportError> {
             source,
         }
     })?;
-    Ok(records.len())
+    Ok(data.aggregate)
 }

@@ -17,12 +17,14 @@
 //! - **Two means, named for what they average**, both over sampled episodes:
 //!   `mean_final_reward` (the reward of each episode's last env step, the task's score) and
 //!   `mean_total_reward` (each episode's summed step rewards, Gymnasium's return).
+//! - **Cross-checks** ([`crate::cross_check`]) are counted by outcome over the steps of sampled
+//!   episodes, with the ids of the tasks where a rewarded program disagreed with the reference.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::record::TrajectoryRecord;
+use crate::record::{CrossCheckOutcome, TrajectoryRecord};
 
 /// What the aggregation needs of one episode.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -33,6 +35,8 @@ pub struct Outcome<'a> {
     pub solved: bool,
     pub final_reward: f64,
     pub total_reward: f64,
+    /// The episode's cross-checks by outcome.
+    pub cross_checks: CrossCheckCounts,
 }
 
 impl<'a> Outcome<'a> {
@@ -44,7 +48,77 @@ impl<'a> Outcome<'a> {
             solved: record.solved,
             final_reward: record.final_reward,
             total_reward: record.total_reward,
+            cross_checks: CrossCheckCounts::of(record),
         }
+    }
+}
+
+/// Cross-checks by outcome.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CrossCheckCounts {
+    pub agree: u64,
+    pub disagree: u64,
+    pub unavailable: u64,
+    pub error: u64,
+}
+
+impl CrossCheckCounts {
+    /// The cross-checks of `record`'s steps.
+    pub fn of(record: &TrajectoryRecord) -> Self {
+        let mut counts = CrossCheckCounts::default();
+        for check in record
+            .turns
+            .iter()
+            .flat_map(|t| &t.env_steps)
+            .filter_map(|s| s.cross_check.as_ref())
+        {
+            *counts.get_mut(check.outcome) += 1;
+        }
+        counts
+    }
+
+    fn get_mut(&mut self, outcome: CrossCheckOutcome) -> &mut u64 {
+        match outcome {
+            CrossCheckOutcome::Agree => &mut self.agree,
+            CrossCheckOutcome::Disagree => &mut self.disagree,
+            CrossCheckOutcome::Unavailable => &mut self.unavailable,
+            CrossCheckOutcome::Error => &mut self.error,
+        }
+    }
+
+    /// The count of `outcome`.
+    pub fn get(&self, outcome: CrossCheckOutcome) -> u64 {
+        match outcome {
+            CrossCheckOutcome::Agree => self.agree,
+            CrossCheckOutcome::Disagree => self.disagree,
+            CrossCheckOutcome::Unavailable => self.unavailable,
+            CrossCheckOutcome::Error => self.error,
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.agree + self.disagree + self.unavailable + self.error
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.total() == 0
+    }
+
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &CrossCheckCounts) {
+        for o in CrossCheckOutcome::ALL {
+            *self.get_mut(o) += other.get(o);
+        }
+    }
+}
+
+impl std::fmt::Display for CrossCheckCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = CrossCheckOutcome::ALL
+            .iter()
+            .map(|&o| format!("{} {}", o.as_str(), self.get(o)))
+            .collect();
+        write!(f, "{}", parts.join(", "))
     }
 }
 
@@ -72,6 +146,13 @@ pub struct Aggregate {
     /// Mean `total_reward` (the sum of step rewards) over sampled episodes.
     #[serde(alias = "mean_reward")]
     pub mean_total_reward: f64,
+    /// Cross-checks of rewarded programs by outcome, over the steps of sampled episodes (absent
+    /// when there were none).
+    #[serde(default, skip_serializing_if = "CrossCheckCounts::is_empty")]
+    pub cross_checks: CrossCheckCounts,
+    /// Tasks where a sampled episode's rewarded program disagreed with the reference.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disagreeing_tasks: Vec<String>,
 }
 
 /// One task's numbers, for per-task tables.
@@ -90,6 +171,7 @@ struct Sums {
     solved: u64,
     final_reward: f64,
     total_reward: f64,
+    cross_checks: CrossCheckCounts,
 }
 
 impl Sums {
@@ -100,6 +182,7 @@ impl Sums {
             self.solved += u64::from(o.solved);
             self.final_reward += o.final_reward;
             self.total_reward += o.total_reward;
+            self.cross_checks.add(&o.cross_checks);
         }
     }
 
@@ -120,6 +203,8 @@ impl Sums {
             pass_at_k: BTreeMap::new(),
             mean_final_reward: per_sample(self.final_reward),
             mean_total_reward: per_sample(self.total_reward),
+            cross_checks: self.cross_checks,
+            disagreeing_tasks: Vec::new(),
         }
     }
 }
@@ -168,6 +253,12 @@ impl Tally {
     /// samples).
     pub fn aggregate_with_ks(&self, ks: &[u64]) -> Aggregate {
         let mut aggregate = self.all.aggregate();
+        aggregate.disagreeing_tasks = self
+            .tasks
+            .iter()
+            .filter(|(_, s)| s.cross_checks.disagree > 0)
+            .map(|(id, _)| id.clone())
+            .collect();
         for &k in ks {
             let per_task = self.tasks.values().map(|s| (s.sampled, s.solved));
             if let Some(mean) = crate::mean_pass_at_k(per_task, k) {

@@ -7,6 +7,8 @@
 //!   lines, latest attempt per episode), used by resume, export, report and `codegym run`.
 //! - [`aggregate`]: the one aggregation of outcomes (solved rate, pass@k, mean rewards, with
 //!   errored episodes out), used by the rollout summary, `codegym report` and `codegym evaluate`.
+//! - [`cross_check`]: which rewarded steps a cross-check covers and what its outcome does to the
+//!   record, for the rollout engine and `codegym rescore` alike.
 //! - [`pass_at_k`] and [`mean_pass_at_k`]: the one pass@k of the project (HumanEval's rule).
 //! - [`atomic`]: every dataset file we write whole (exports, evaluation results and metrics,
 //!   manifests and summaries) replaces its target atomically through [`atomic::write_atomic`] or
@@ -16,6 +18,8 @@
 
 pub mod aggregate;
 pub mod atomic;
+pub mod cross_check;
+pub mod mix;
 mod pass_at_k;
 pub mod read;
 pub mod record;

@@ -8,7 +8,8 @@
 //! ever holds a secret: API keys are not part of any record.
 //!
 //! The record itself and its small parts are here; messages (`chat`), turns and env steps
-//! (`turn`), failures (`error`), verdict provenance and rescoring (`provenance`), AutoCoder stages (`stage`) and token data (`tokens`) have private
+//! (`turn`), failures (`error`), verdict provenance and rescoring (`provenance`), cross-checks of
+//! rewarded programs (`cross_check`), AutoCoder stages (`stage`) and token data (`tokens`) have private
 //! modules of their own, their types re-exported here.
 
 use serde::{Deserialize, Serialize};
@@ -303,6 +304,7 @@ impl Default for EngineInfo {
 }
 
 mod chat;
+mod cross_check;
 mod error;
 mod provenance;
 mod stage;
@@ -310,6 +312,9 @@ mod tokens;
 mod turn;
 mod version;
 pub use chat::{ChatMessage, ChatToolCall, FunctionCall, Role};
+pub use cross_check::{
+    CrossCheckOutcome, CrossCheckRecord, DisagreementRecord, OnDisagreement, SHOWN_DISAGREEMENTS,
+};
 pub use error::{ErrorKind, ErrorRecord};
 pub use provenance::{DriftReason, Provenance, ProvenanceLimits, RecordRescore, StepRescore};
 pub use stage::{AutoCoderSummary, Diagnosis, ModelTestRun, Stage, StageRecord};

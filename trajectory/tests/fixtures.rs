@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use trajectory::aggregate::Tally;
 use trajectory::read::read;
-use trajectory::record::DriftReason;
+use trajectory::record::{CrossCheckOutcome, DriftReason, OnDisagreement};
 use trajectory::{OLDEST_READABLE_VERSION, SCHEMA_VERSION, TrajectoryRecord};
 
 fn fixture(version: u32) -> PathBuf {
@@ -84,6 +84,15 @@ fn version_2_reads_every_addition_and_leaves_errored_episodes_out() {
     assert_eq!(now.drift(then), [DriftReason::ToolchainChanged]);
     assert_eq!(rescore.reasons, [DriftReason::ToolchainChanged]);
     assert_eq!(by_id("mul#0").rescore.unwrap().recorded_final_reward, 0.0);
+    // A cross-check of the rewarded program: it disagreed, and the run kept the reward.
+    let check = step.cross_check.as_ref().unwrap();
+    assert_eq!(
+        (check.outcome, check.action, check.original_reward),
+        (CrossCheckOutcome::Disagree, OnDisagreement::Keep, 1.0)
+    );
+    assert_eq!(check.disagreements[0].candidate, "3");
+    assert_eq!((a.cross_checks.disagree, a.cross_checks.total()), (1, 1));
+    assert_eq!(a.disagreeing_tasks, ["mul"]);
     assert_eq!(by_id("add#0").last_program(), Some("fn main(){}"));
     let autocoder = by_id("add#1");
     assert_eq!(autocoder.last_program(), Some("print(2 + 3)"));

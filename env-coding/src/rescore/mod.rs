@@ -13,20 +13,33 @@
 //! reward and says why in `rescore.error`: a machinery failure is never a reward. With
 //! `repeat > 1` each replay runs that many times with the verdict cache off (repeats would
 //! otherwise be free hits), and a step whose rewards were not all equal is flaky.
+//!
+//! With cross-checks ([`Rescorer::with_cross_checks`]) the rewarded steps the rollout's rules
+//! select (`trajectory::cross_check`: the same steps a rollout with the same fraction checks) are
+//! compared with their task's reference by the same [`Checker`] the rollout uses, after the
+//! rescoring, and the outcome written on them with its penalty. A rescored step that a
+//! cross-check had zeroed stays zeroed (its new reward goes to `cross_check.original_reward`).
 
+mod checks;
 mod summary;
+
+use std::sync::Arc;
 
 use env_core::{AsyncEnv, EnvError, Kwargs, Options, Registry, Value, contract};
 use futures::StreamExt;
 use serde_json::json;
+use trajectory::cross_check::{earned_reward, solves};
 use trajectory::record::{
-    ActionRecord, DriftReason, EnvStepRecord, EpisodeMode, Provenance, RecordRescore, StepRescore,
-    TrajectoryRecord,
+    ActionRecord, DriftReason, EnvStepRecord, EpisodeMode, OnDisagreement, Provenance,
+    RecordRescore, StepRescore, TrajectoryRecord,
 };
 
 use crate::config::{CodingConfig, EnvKwargs, Mode};
+use crate::cross_check::Checker;
 use crate::register::{CodingError, register};
+use crate::scoring::Scorer;
 use crate::tasks::{TaskError, TaskSet};
+use checks::CrossChecks;
 pub use summary::{Change, Flaky, NotRescored, Summary};
 
 /// Which steps of an episode are rescored.
@@ -61,6 +74,9 @@ pub struct Rescorer {
     default_mode: Mode,
     turns: Turns,
     repeat: u32,
+    /// The env's scorer (the cross-checks run in its sandbox).
+    scorer: Arc<Scorer>,
+    cross_checks: Option<CrossChecks>,
 }
 
 /// Why a step has no new verdict, and the details.
@@ -93,14 +109,27 @@ impl Rescorer {
         let default_mode = config.mode;
         let set = TaskSet::load(tasks)?;
         let mut registry = Registry::new();
-        register(&mut registry, config)?;
+        let scorer = register(&mut registry, config)?;
         Ok(Rescorer {
             registry,
             tasks: set,
             default_mode,
             turns,
             repeat,
+            scorer,
+            cross_checks: None,
         })
+    }
+
+    /// Also cross-checks `fraction` of the rewarded steps (0 to 1; 0: none) as a rollout with the
+    /// same fraction would, with `on_disagreement` as the penalty.
+    pub fn with_cross_checks(mut self, fraction: f64, on_disagreement: OnDisagreement) -> Self {
+        self.cross_checks = (fraction > 0.0).then(|| CrossChecks {
+            checker: Checker::new(self.scorer.clone(), self.tasks.clone()),
+            fraction,
+            on_disagreement,
+        });
+        self
     }
 
     /// `records` rescored (in their order) and the summary of what changed.
@@ -113,12 +142,26 @@ impl Rescorer {
             .buffered(CONCURRENT_EPISODES)
             .collect()
             .await;
-        let summary = Summary::of(&rescored, self.turns, self.repeat);
+        let summary = Summary::of(
+            &rescored,
+            self.turns,
+            self.repeat,
+            self.cross_checks.is_some(),
+        );
         (rescored, summary)
     }
 
+    /// One episode rescored, then cross-checked.
+    async fn episode(&self, record: TrajectoryRecord) -> TrajectoryRecord {
+        let mut record = self.rescore_episode(record).await;
+        if let Some(checks) = &self.cross_checks {
+            checks.check(&mut record).await;
+        }
+        record
+    }
+
     /// One episode's selected steps rescored, the record's outcome fields updated.
-    async fn episode(&self, mut record: TrajectoryRecord) -> TrajectoryRecord {
+    async fn rescore_episode(&self, mut record: TrajectoryRecord) -> TrajectoryRecord {
         let scored: Vec<(usize, usize)> = record
             .turns
             .iter()
@@ -160,12 +203,7 @@ impl Rescorer {
         let steps: Vec<&EnvStepRecord> = record.turns.iter().flat_map(|t| &t.env_steps).collect();
         record.total_reward = steps.iter().map(|s| s.reward).sum();
         record.final_reward = steps.last().map_or(0.0, |s| s.reward);
-        record.solved = steps.iter().any(|s| {
-            s.info
-                .get(contract::info::SOLVED)
-                .and_then(serde_json::Value::as_bool)
-                .unwrap_or(false)
-        });
+        record.solved = steps.iter().any(|s| solves(s));
         record.rescore = Some(before);
         record
     }
@@ -333,7 +371,7 @@ fn apply(step: &mut EnvStepRecord, outcomes: Vec<StepOutcome>) {
             .collect(),
     };
     let mut rescore = StepRescore {
-        recorded_reward: step.reward,
+        recorded_reward: earned_reward(step),
         recorded_provenance: recorded.clone(),
         changed: false,
         reasons: Vec::new(),
@@ -345,7 +383,7 @@ fn apply(step: &mut EnvStepRecord, outcomes: Vec<StepOutcome>) {
             let new: Option<Provenance> = info
                 .get(contract::info::PROVENANCE)
                 .and_then(|p| serde_json::from_value(p.clone()).ok());
-            rescore.changed = reward != step.reward;
+            rescore.changed = reward != rescore.recorded_reward;
             rescore.reasons = match (&recorded, &new) {
                 (None, _) => vec![DriftReason::NoProvenanceRecorded],
                 (Some(old), Some(new)) => new.drift(old),
@@ -355,6 +393,11 @@ fn apply(step: &mut EnvStepRecord, outcomes: Vec<StepOutcome>) {
                 rescore.reasons.push(DriftReason::SameInputs);
             }
             step.reward = reward;
+            // A cross-check's penalty outlives the rescoring: the program still disagrees.
+            if let Some(check) = step.cross_check.as_mut().filter(|c| c.zeroes()) {
+                check.original_reward = reward;
+                step.reward = 0.0;
+            }
             step.reward_breakdown = info.get(contract::info::REWARD_BREAKDOWN).cloned();
             step.provenance = new;
             step.info = info;

@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::Serialize;
-use trajectory::record::{DriftReason, TrajectoryRecord};
+use trajectory::aggregate::CrossCheckCounts;
+use trajectory::cross_check::earned_reward;
+use trajectory::record::{CrossCheckOutcome, DriftReason, TrajectoryRecord};
 
 use super::Turns;
 
@@ -43,6 +45,23 @@ pub struct Summary {
     pub not_rescored: Vec<NotRescored>,
     /// With `repeat > 1`: the steps whose rewards were not all equal.
     pub flaky: Vec<Flaky>,
+    /// With `--cross-check`: the steps' cross-checks by outcome (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cross_checks: Option<CrossCheckCounts>,
+    /// With `--cross-check`: the steps whose program disagreed with the reference.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub disagreements: Vec<Disagreeing>,
+}
+
+/// A step whose program disagreed with the task's reference, on how many inputs of how many.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Disagreeing {
+    #[serde(flatten)]
+    pub at: StepRef,
+    pub disagreeing: u64,
+    pub inputs: u64,
+    /// The step's reward after the penalty (`--on-disagreement`).
+    pub reward: f64,
 }
 
 /// Where a step is: episode, task, turn and step index within the turn.
@@ -81,8 +100,14 @@ pub struct Flaky {
 }
 
 impl Summary {
-    /// The summary of rescored `records` (their steps' `rescore` fields).
-    pub(super) fn of(records: &[TrajectoryRecord], turns: Turns, repeat: u32) -> Summary {
+    /// The summary of rescored `records` (their steps' `rescore` fields, and their
+    /// `cross_check` fields when the rescoring `cross_checked`).
+    pub(super) fn of(
+        records: &[TrajectoryRecord],
+        turns: Turns,
+        repeat: u32,
+        cross_checked: bool,
+    ) -> Summary {
         let mut s = Summary {
             format_version: SUMMARY_FORMAT_VERSION,
             turns,
@@ -100,7 +125,12 @@ impl Summary {
             changes: Vec::new(),
             not_rescored: Vec::new(),
             flaky: Vec::new(),
+            cross_checks: None,
+            disagreements: Vec::new(),
         };
+        if cross_checked {
+            s.cross_checks = Some(cross_checks(records, &mut s.disagreements));
+        }
         let (mut recorded_sum, mut new_sum) = (0.0, 0.0);
         for r in records {
             for (t, turn) in r.turns.iter().enumerate() {
@@ -125,7 +155,7 @@ impl Summary {
                         continue;
                     }
                     recorded_sum += rs.recorded_reward;
-                    new_sum += step.reward;
+                    new_sum += earned_reward(step);
                     let tally = match rs.changed {
                         true => &mut s.reasons,
                         false => &mut s.unchanged_drift,
@@ -144,7 +174,7 @@ impl Summary {
                         s.changes.push(Change {
                             at,
                             recorded_reward: rs.recorded_reward,
-                            reward: step.reward,
+                            reward: earned_reward(step),
                             reasons: rs.reasons.clone(),
                         });
                     } else {
@@ -218,6 +248,16 @@ impl Summary {
                 );
             }
         }
+        if let Some(checks) = &self.cross_checks {
+            let _ = writeln!(out, "cross-checks: {checks}");
+            for d in &self.disagreements {
+                let _ = writeln!(
+                    out,
+                    "  {:<24} turn {} step {}  disagrees with the reference on {} of {} inputs (reward {})",
+                    d.at.episode_id, d.at.turn, d.at.step, d.disagreeing, d.inputs, d.reward
+                );
+            }
+        }
         if !self.flaky.is_empty() {
             let _ = writeln!(out, "flaky (verdicts differ between runs):");
             for f in &self.flaky {
@@ -230,4 +270,38 @@ impl Summary {
         }
         out
     }
+}
+
+/// The cross-checks of `records`' steps by outcome; the disagreeing steps go to `disagreeing`.
+fn cross_checks(
+    records: &[TrajectoryRecord],
+    disagreeing: &mut Vec<Disagreeing>,
+) -> CrossCheckCounts {
+    let mut counts = CrossCheckCounts::default();
+    for r in records {
+        counts.add(&CrossCheckCounts::of(r));
+        for (t, turn) in r.turns.iter().enumerate() {
+            for (i, step) in turn.env_steps.iter().enumerate() {
+                let Some(check) = step
+                    .cross_check
+                    .as_ref()
+                    .filter(|c| c.outcome == CrossCheckOutcome::Disagree)
+                else {
+                    continue;
+                };
+                disagreeing.push(Disagreeing {
+                    at: StepRef {
+                        episode_id: r.episode_id.clone(),
+                        task_id: r.task_id.clone(),
+                        turn: t,
+                        step: i,
+                    },
+                    disagreeing: check.disagreeing,
+                    inputs: check.inputs,
+                    reward: step.reward,
+                });
+            }
+        }
+    }
+    counts
 }

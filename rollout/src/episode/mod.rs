@@ -8,7 +8,7 @@
 //! model, step the env, the actions that run a program); one module per episode mode on top of
 //! them (`code_block`, `tools`, `pot` for program-of-thought, `autocoder`); this module, which
 //! picks the mode once and owns the episode's lifetime (deadline, cancellation, restarts on another
-//! env server, the record).
+//! env server, the record, which waits for the cross-checks its steps started).
 
 mod autocoder;
 mod code_block;
@@ -28,6 +28,7 @@ use trajectory::record::{
 
 use crate::backend::EnvSession;
 use crate::client::millis;
+use crate::cross_check::EpisodeChecks;
 use state::{Ending, EpisodeState};
 pub use state::{EpisodeContext, EpisodePlan};
 
@@ -52,8 +53,10 @@ pub async fn run_episode(
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
     let deadline =
         tokio::time::Instant::now() + Duration::from_secs_f64(ctx.config.episode_timeout_secs);
+    let checks = || EpisodeChecks::new(ctx.cross_checks.clone(), &plan.task_id, plan.seed);
     let mut st = EpisodeState {
         retry_budget: ctx.config.model.episode_retry_budget,
+        checks: checks(),
         ..EpisodeState::default()
     };
     let mut restarts = Vec::new();
@@ -98,6 +101,7 @@ pub async fn run_episode(
                     model_ms: st.model_ms,
                     env_ms: st.env_ms,
                     avoid_server: Some(server),
+                    checks: checks(),
                     ..EpisodeState::default()
                 };
             }
@@ -124,7 +128,8 @@ pub async fn run_episode(
         sample_index: plan.sample_index,
     };
     let config = &ctx.config;
-    let record = TrajectoryRecord {
+    let checks = std::mem::take(&mut st.checks);
+    let mut record = TrajectoryRecord {
         schema_version: SCHEMA_VERSION,
         run_id: ctx.run_id.clone(),
         episode_id: key.episode_id(),
@@ -161,6 +166,8 @@ pub async fn run_episode(
         rescore: None,
         autocoder: st.autocoder,
     };
+    // The cross-checks ran beside the episode; the record carries them (and their penalties).
+    checks.finish(&mut record, cancel).await;
     crate::metrics::episode(&record);
     tracing::Span::current().record("stop_reason", record.stop_reason.as_str());
     record

@@ -245,6 +245,7 @@ pub(super) async fn env_step(
                 .get(info::PROVENANCE)
                 .and_then(|p| serde_json::from_value(p.clone()).ok()),
             rescore: None,
+            cross_check: None,
         },
     );
     if solved {
@@ -283,14 +284,20 @@ pub(super) fn push_failed_step(
             error: Some(error),
             provenance: None,
             rescore: None,
+            cross_check: None,
         },
     );
 }
 
+/// Appends `step` to the current turn: the one place every step record goes through, so the
+/// episode's cross-checks see each one, in order.
 pub(super) fn push_step(st: &mut EpisodeState, step: EnvStepRecord) {
-    if let Some(turn) = st.turns.last_mut() {
-        turn.env_steps.push(step);
-    }
+    let Some(t) = st.turns.len().checked_sub(1) else {
+        return;
+    };
+    let turn = &mut st.turns[t];
+    st.checks.recorded((t, turn.env_steps.len()), &step);
+    turn.env_steps.push(step);
 }
 
 #[cfg(test)]

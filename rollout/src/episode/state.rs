@@ -13,6 +13,7 @@ use trajectory::record::{
 use crate::backend::{EnvBackend, EnvSession};
 use crate::client::ChatClient;
 use crate::config::RolloutConfig;
+use crate::cross_check::{CrossChecks, EpisodeChecks};
 
 /// What every episode of a run shares.
 #[derive(Debug, Clone)]
@@ -21,6 +22,8 @@ pub struct EpisodeContext {
     pub backend: EnvBackend,
     pub config: Arc<RolloutConfig>,
     pub run_id: String,
+    /// The run's cross-checks of rewarded programs, when asked for.
+    pub cross_checks: Option<Arc<CrossChecks>>,
 }
 
 /// Which episode to play and where.
@@ -83,4 +86,6 @@ pub(super) struct EpisodeState {
     /// The episode's language from `reset`'s info (`None`: Python, or an env that does not say);
     /// code-block mode extracts and sends code in it.
     pub language: Option<String>,
+    /// Cross-checks of this attempt's rewarded steps, started as they are recorded.
+    pub checks: EpisodeChecks,
 }

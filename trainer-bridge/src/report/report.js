@@ -50,6 +50,18 @@
     tbody.append(el("tr", {}, el("td", {}, t.task_id), el("td", {}, t.sampled_episodes + (t.errored ? " (+" + t.errored + " errored)" : "")), el("td", {}, t.solved), el("td", {}, pct(t.solved_rate)), el("td", {}, num(t.mean_final_reward))));
   }
 
+  // Cross-checks (absent from the data when the run made none): counts by outcome, and the
+  // tasks where a rewarded program disagreed with the reference.
+  if (data.cross_checks) {
+    const c = data.cross_checks;
+    document.getElementById("cross-checks").hidden = false;
+    document.getElementById("cross-check-counts").textContent =
+      ["agree", "disagree", "unavailable", "error"].map((o) => o + " " + c[o]).join(" · ");
+    const tasks = data.disagreeing_tasks || [];
+    document.getElementById("cross-check-tasks").textContent =
+      tasks.length ? "disagreeing with the reference: " + tasks.join(", ") : "no rewarded program disagreed with the reference";
+  }
+
   // Charts: one bar per (label, count).
   function barChart(title, pairs, unit) {
     const fig = el("figure", { "data-chart": title }, el("figcaption", {}, title));
@@ -163,6 +175,15 @@
           if (x.stderr) box.append(el("div", {}, "stderr"), pre(x.stderr, "stderr"));
         }
         if (s.error) box.append(el("div", { class: "bad" }, "env error (" + s.error.kind + "): " + s.error.message));
+        const cc = s.cross_check;
+        if (cc) {
+          const what = cc.outcome === "agree" ? " on all " + cc.inputs + " inputs"
+            : cc.outcome === "disagree" ? " on " + cc.disagreeing + " of " + cc.inputs + " inputs"
+            : cc.why ? ": " + cc.why : "";
+          box.append(el("div", { class: cc.outcome === "disagree" ? "bad cross-check" : "cross-check" },
+            "cross-check: " + cc.outcome + what + " · action " + cc.action + " · env reward " + num(cc.original_reward)));
+          for (const d of cc.disagreements || []) box.append(pre("input: " + d.input + "\nreference: " + d.reference + "\nprogram: " + d.candidate, "disagreement"));
+        }
       }
       detail.append(box);
     }

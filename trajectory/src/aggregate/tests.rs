@@ -9,6 +9,7 @@ fn outcome(task: &str, sampled: bool, solved: bool, final_reward: f64) -> Outcom
         solved,
         final_reward,
         total_reward: final_reward + 0.5,
+        cross_checks: CrossCheckCounts::default(),
     }
 }
 
@@ -76,4 +77,50 @@ fn an_old_summary_reads_its_mean_reward_as_the_total_reward_mean() {
     let a: Aggregate = serde_json::from_str(old).unwrap();
     assert_eq!(a.mean_total_reward, 0.75);
     assert_eq!(a.errored, 0);
+}
+
+#[test]
+fn cross_checks_are_counted_over_samples_with_the_disagreeing_tasks() {
+    let checks = |agree, disagree| CrossCheckCounts {
+        agree,
+        disagree,
+        unavailable: 1,
+        error: 0,
+    };
+    let a = Tally::of([
+        Outcome {
+            cross_checks: checks(1, 2),
+            ..outcome("b", true, true, 1.0)
+        },
+        Outcome {
+            cross_checks: checks(3, 0),
+            ..outcome("a", true, true, 1.0)
+        },
+        // An errored episode is no sample: its checks are not counted.
+        Outcome {
+            cross_checks: checks(0, 5),
+            ..outcome("c", false, false, 0.0)
+        },
+    ])
+    .aggregate();
+    assert_eq!(
+        a.cross_checks,
+        CrossCheckCounts {
+            agree: 4,
+            disagree: 2,
+            unavailable: 2,
+            error: 0
+        }
+    );
+    assert_eq!(a.disagreeing_tasks, ["b"]);
+    assert_eq!(
+        a.cross_checks.to_string(),
+        "agree 4, disagree 2, unavailable 2, error 0"
+    );
+    let json = serde_json::to_value(&a).unwrap();
+    assert_eq!(json["cross_checks"]["disagree"], 2);
+    // Absent when there were none, so older summaries read the same.
+    let none =
+        serde_json::to_value(Tally::of([outcome("a", true, true, 1.0)]).aggregate()).unwrap();
+    assert!(none.get("cross_checks").is_none() && none.get("disagreeing_tasks").is_none());
 }

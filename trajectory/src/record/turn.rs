@@ -4,7 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::{
-    ErrorKind, ErrorRecord, ExecutionResult, Provenance, StageRecord, StepRescore, TokenData, Usage,
+    CrossCheckRecord, ErrorKind, ErrorRecord, ExecutionResult, Provenance, StageRecord,
+    StepRescore, TokenData, Usage,
 };
 
 /// One model call and the env steps that followed from its answer.
@@ -126,6 +127,10 @@ pub struct EnvStepRecord {
     /// Written by `codegym rescore`: the recorded reward and provenance, and why they changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rescore: Option<StepRescore>,
+    /// The program that earned the step's reward compared with the task's reference on inputs
+    /// derived from the task's tests (`--cross-check`), and what was done about a disagreement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cross_check: Option<CrossCheckRecord>,
 }
 
 /// What the model asked the environment to do.

@@ -162,6 +162,7 @@ pub(super) async fn run_model_tests(
             error: None,
             provenance: None,
             rescore: None,
+            cross_check: None,
         },
     );
     Ok((run, report))

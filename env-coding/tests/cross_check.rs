@@ -53,8 +53,11 @@ async fn gamed_programs_disagree_and_what_cannot_be_compared_says_why() {
         .await
         .unwrap();
     assert_eq!(gamed.outcome, CrossCheckOutcome::Disagree, "{gamed:?}");
-    // The test's input 2 and its mutations 3, 1, 4, -2, 0; the program is right on 2 and -2.
-    assert_eq!((gamed.inputs, gamed.disagreeing), (6, 4), "{gamed:?}");
+    // The test's input 2 and its mutations; the program is right only where x * x is 4.
+    assert!(
+        gamed.inputs > 5 && gamed.disagreeing > 0 && gamed.disagreeing < gamed.inputs,
+        "{gamed:?}"
+    );
     let d = &gamed.disagreements[0];
     let x: i64 = serde_json::from_str::<Vec<i64>>(&d.input).unwrap()[0];
     assert_eq!(
@@ -68,7 +71,7 @@ async fn gamed_programs_disagree_and_what_cannot_be_compared_says_why() {
         .unwrap();
     assert_eq!(
         (honest.outcome, honest.inputs),
-        (CrossCheckOutcome::Agree, 6)
+        (CrossCheckOutcome::Agree, gamed.inputs)
     );
     assert!(honest.disagreements.is_empty());
 

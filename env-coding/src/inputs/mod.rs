@@ -152,7 +152,7 @@ pub async fn derive(sandbox: &Sandbox, task: &Task) -> Result<Derived, SandboxEr
             let groups = groups
                 .into_iter()
                 .map(|(deserialize, args)| {
-                    let (all, n) = calls::expand(&args, &mut rng);
+                    let (all, n) = calls::expand(&args, reference, &mut rng);
                     seeds += n;
                     mutated += all.len() - n;
                     (deserialize, all)

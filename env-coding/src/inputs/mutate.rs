@@ -1,16 +1,20 @@
 //! Type-aware input mutation (EvalPlus's): a seed input changed in one place, keeping its types
 //! and nesting. Integers +-1, doubled, negated, zero, small random ones or another integer of the
-//! seeds; floats scaled, negated, shifted or small random ones; strings with a character
-//! inserted, replaced, removed or two swapped (characters of the string, of the seeds or of an
-//! ASCII alphabet), or another string of the seeds inserted or in their place; lists with an
-//! element dropped, duplicated, added, the order shuffled or an element mutated (recursively);
-//! dicts with a value mutated; booleans flipped. Stdin text is mutated only where its format is clear: text made of integers, one
-//! changed by +-1 (never made negative) or doubled, or two swapped; a count alone on the first
-//! line is kept.
+//! seeds; floats scaled, negated, shifted, small random ones or another float of the seeds;
+//! strings with a character inserted, replaced, removed or two swapped (characters of the
+//! string, of the seeds or of an ASCII alphabet), words swapped, dropped or repeated, or another
+//! string of the seeds inserted or in their place; lists with an element dropped, duplicated,
+//! added, the order shuffled or an element mutated (recursively); dicts with a value mutated;
+//! booleans flipped. The reference's own constants count as the seeds' values. Stdin text is
+//! mutated only where its format is clear: text made of integers, one changed by +-1 (never made
+//! negative) or doubled, or two swapped; a count alone on the first line is kept.
 //!
 //! Deterministic: [`Rng`] is seeded from a text (a task's id), so the same task gives the same
 //! inputs on every run and machine.
 
+use std::sync::LazyLock;
+
+use regex::Regex;
 use serde_json::{Number, Value};
 use sha2::{Digest, Sha256};
 
@@ -52,6 +56,7 @@ impl Rng {
 #[derive(Debug, Clone, Default)]
 pub struct Ingredients {
     ints: Vec<i64>,
+    floats: Vec<f64>,
     strings: Vec<String>,
     chars: Vec<char>,
 }
@@ -61,13 +66,16 @@ const ALPHABET: &str =
     "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,;:-_!?()[]{}'\"#";
 
 impl Ingredients {
-    /// The integers, strings and characters anywhere in `values`.
+    /// The integers, floats, strings and characters anywhere in `values`.
     pub fn of(values: &[Value]) -> Ingredients {
         let mut out = Ingredients::default();
         let mut stack: Vec<&Value> = values.iter().collect();
         while let Some(v) = stack.pop() {
             match v {
-                Value::Number(n) => out.ints.extend(n.as_i64()),
+                Value::Number(n) => match n.as_i64() {
+                    Some(i) => out.ints.push(i),
+                    None => out.floats.extend(n.as_f64()),
+                },
                 Value::String(s) => {
                     out.strings.push(s.clone());
                     out.chars.extend(s.chars());
@@ -77,13 +85,43 @@ impl Ingredients {
                 _ => {}
             }
         }
-        out.ints.sort_unstable();
-        out.ints.dedup();
-        out.strings.sort();
-        out.strings.dedup();
-        out.chars.sort_unstable();
-        out.chars.dedup();
+        out.tidy();
         out
+    }
+
+    /// Adds the constants a program's text holds (numbers, short string literals): where a
+    /// reference compares with `2.7` or lists `'u'`, an input holding them tells a mutant of that
+    /// comparison or list apart, and the tests may hold none.
+    pub fn add_constants_of(&mut self, source: &str) {
+        static NUMBER: LazyLock<Regex> =
+            LazyLock::new(|| Regex::new(r"\b\d+(\.\d+)?\b").expect("a valid pattern"));
+        static STRING: LazyLock<Regex> = LazyLock::new(|| {
+            Regex::new(r#"'([^'\\\n]{1,20})'|"([^"\\\n]{1,20})""#).expect("a valid pattern")
+        });
+        for m in NUMBER.find_iter(source) {
+            match m.as_str().parse::<i64>() {
+                Ok(i) => self.ints.push(i),
+                Err(_) => self.floats.extend(m.as_str().parse::<f64>().ok()),
+            }
+        }
+        for c in STRING.captures_iter(source) {
+            if let Some(text) = c.get(1).or_else(|| c.get(2)) {
+                self.strings.push(text.as_str().to_string());
+                self.chars.extend(text.as_str().chars());
+            }
+        }
+        self.tidy();
+    }
+
+    fn tidy(&mut self) {
+        self.ints.sort_unstable();
+        self.ints.dedup();
+        self.floats.sort_by(f64::total_cmp);
+        self.floats.dedup();
+        self.strings.sort();
+        self.strings.dedup();
+        self.chars.sort_unstable();
+        self.chars.dedup();
     }
 
     /// A character from the string's own, the seeds', or the alphabet.
@@ -157,11 +195,12 @@ fn mutate_number(n: &Number, with: &Ingredients, rng: &mut Rng) -> Option<Number
         return n.as_u64().map(|u| Number::from(u - 1));
     }
     let f = n.as_f64()?;
-    let new = match rng.below(5) {
+    let new = match rng.below(6) {
         0 => f * 2.0,
         1 => f / 2.0,
         2 => -f,
         3 => f + 1.0,
+        4 if !with.floats.is_empty() => with.floats[rng.below(with.floats.len())],
         _ => (rng.below(2001) as f64 - 1000.0) / 100.0,
     };
     // Keeps a float a float (`1.0`, not `1`) when it goes back to Python.
@@ -171,7 +210,7 @@ fn mutate_number(n: &Number, with: &Ingredients, rng: &mut Rng) -> Option<Number
 fn mutate_string(s: &str, with: &Ingredients, rng: &mut Rng) -> String {
     let mut chars: Vec<char> = s.chars().collect();
     let n = chars.len();
-    match rng.below(6) {
+    match rng.below(7) {
         1 if n > 0 => {
             chars.remove(rng.below(n));
         }
@@ -182,6 +221,22 @@ fn mutate_string(s: &str, with: &Ingredients, rng: &mut Rng) -> String {
         3 if n > 0 => {
             let c = with.char(&chars, rng);
             chars[rng.below(n)] = c;
+        }
+        // Words (space-separated) swapped, dropped or repeated: sentences stay sentences.
+        5 if s.contains(' ') => {
+            let mut words: Vec<&str> = s.split(' ').collect();
+            let k = rng.below(words.len());
+            match rng.below(3) {
+                0 => {
+                    let j = rng.below(words.len());
+                    words.swap(k, j);
+                }
+                1 => {
+                    words.remove(k);
+                }
+                _ => words.insert(k, words[k]),
+            }
+            return words.join(" ");
         }
         // Another string of the seeds, whole or put inside this one.
         4 if !with.strings.is_empty() => {
@@ -357,6 +412,23 @@ mod tests {
             }
         }
         assert!(gained.len() > 20, "{gained:?}");
+    }
+
+    #[test]
+    fn the_references_constants_reach_the_inputs() {
+        // HumanEval/81 grades `gpa > 2.7`; its tests never pass 2.7.
+        let seed = json!([3.5, "ab"]);
+        let mut with = Ingredients::of(std::slice::from_ref(&seed));
+        with.add_constants_of("if gpa > 2.7:\n    return 'B-' if s in ['a', 'u'] else 'C'\n");
+        let mut rng = Rng::new("constants");
+        let all: Vec<Value> = (0..400)
+            .filter_map(|_| mutate_args(&seed, &with, &mut rng))
+            .collect();
+        assert!(all.iter().any(|x| x[0] == json!(2.7)), "2.7 never drawn");
+        assert!(
+            all.iter().any(|x| x[1].as_str().unwrap().contains('u')),
+            "'u' never drawn"
+        );
     }
 
     #[test]

@@ -196,8 +196,7 @@ async fn task_mutation(
         .buffered(MUTANTS_IN_FLIGHT)
         .try_collect()
         .await?;
-    let mut result = unscored(MutationStatus::Scored, String::new());
-    result.note = None;
+    let mut result = TaskMutation::empty(&task.id, task.language, MutationStatus::Scored);
     result.mutants = scored.len();
     result.uncompilable = uncompilable;
     result.killed = scored.iter().filter(|(.., k)| *k).count();

@@ -49,8 +49,8 @@ fn extra_for(seeds: usize) -> usize {
 
 /// `seeds` and their mutations, deduplicated: (inputs, how many are seeds). As in EvalPlus, a
 /// mutated input joins the pool later inputs are mutated from, so inputs drift further than one
-/// change from the tests'.
-pub(super) fn expand(seeds: &[String], rng: &mut Rng) -> (Vec<String>, usize) {
+/// change from the tests'; values come from the seeds and from `reference`'s constants.
+pub(super) fn expand(seeds: &[String], reference: &str, rng: &mut Rng) -> (Vec<String>, usize) {
     let mut out: Vec<String> = Vec::new();
     let mut seen: HashSet<String> = HashSet::new();
     let mut pool = Vec::new();
@@ -66,7 +66,8 @@ pub(super) fn expand(seeds: &[String], rng: &mut Rng) -> (Vec<String>, usize) {
         }
     }
     let n_seeds = out.len();
-    let with = Ingredients::of(&pool);
+    let mut with = Ingredients::of(&pool);
+    with.add_constants_of(reference);
     let want = n_seeds + extra_for(n_seeds);
     let mut tries = 0;
     while !pool.is_empty() && out.len() < want && tries < want * 10 {

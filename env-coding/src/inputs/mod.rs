@@ -18,6 +18,7 @@
 
 pub mod calls;
 pub mod mutate;
+pub mod numbers;
 pub mod samples;
 pub mod seeds;
 pub mod stdio;
@@ -152,7 +153,7 @@ pub async fn derive(sandbox: &Sandbox, task: &Task) -> Result<Derived, SandboxEr
             let groups = groups
                 .into_iter()
                 .map(|(deserialize, args)| {
-                    let (all, n) = calls::expand(&args, &mut rng);
+                    let (all, n) = calls::expand(&args, reference, &mut rng);
                     seeds += n;
                     mutated += all.len() - n;
                     (deserialize, all)
@@ -186,7 +187,7 @@ pub async fn derive(sandbox: &Sandbox, task: &Task) -> Result<Derived, SandboxEr
                     break;
                 }
                 let base = &all[rng.below(all.len())];
-                if let Some(m) = mutate::mutate_numbers(base, &mut rng)
+                if let Some(m) = numbers::mutate_numbers(base, &mut rng)
                     && !all.contains(&m)
                 {
                     all.push(m);

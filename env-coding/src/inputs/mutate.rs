@@ -1,16 +1,19 @@
 //! Type-aware input mutation (EvalPlus's): a seed input changed in one place, keeping its types
 //! and nesting. Integers +-1, doubled, negated, zero, small random ones or another integer of the
-//! seeds; floats scaled, negated, shifted or small random ones; strings with a character
-//! inserted, replaced, removed or two swapped (characters of the string, of the seeds or of an
-//! ASCII alphabet), or another string of the seeds inserted or in their place; lists with an
-//! element dropped, duplicated, added, the order shuffled or an element mutated (recursively);
-//! dicts with a value mutated; booleans flipped. Stdin text is mutated only where its format is clear: text made of integers, one
-//! changed by +-1 (never made negative) or doubled, or two swapped; a count alone on the first
-//! line is kept.
+//! seeds; floats scaled, negated, shifted, small random ones or another float of the seeds;
+//! strings with a character inserted, replaced, removed or two swapped (characters of the
+//! string, of the seeds or of an ASCII alphabet), words swapped, dropped or repeated, or another
+//! string of the seeds inserted or in their place; lists with an element dropped, duplicated,
+//! added, the order shuffled or an element mutated (recursively); dicts with a value mutated;
+//! booleans flipped. The reference's own constants count as the seeds' values. (Stdin text:
+//! [`super::numbers`].)
 //!
 //! Deterministic: [`Rng`] is seeded from a text (a task's id), so the same task gives the same
 //! inputs on every run and machine.
 
+use std::sync::LazyLock;
+
+use regex::Regex;
 use serde_json::{Number, Value};
 use sha2::{Digest, Sha256};
 
@@ -52,6 +55,7 @@ impl Rng {
 #[derive(Debug, Clone, Default)]
 pub struct Ingredients {
     ints: Vec<i64>,
+    floats: Vec<f64>,
     strings: Vec<String>,
     chars: Vec<char>,
 }
@@ -61,13 +65,16 @@ const ALPHABET: &str =
     "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,;:-_!?()[]{}'\"#";
 
 impl Ingredients {
-    /// The integers, strings and characters anywhere in `values`.
+    /// The integers, floats, strings and characters anywhere in `values`.
     pub fn of(values: &[Value]) -> Ingredients {
         let mut out = Ingredients::default();
         let mut stack: Vec<&Value> = values.iter().collect();
         while let Some(v) = stack.pop() {
             match v {
-                Value::Number(n) => out.ints.extend(n.as_i64()),
+                Value::Number(n) => match n.as_i64() {
+                    Some(i) => out.ints.push(i),
+                    None => out.floats.extend(n.as_f64()),
+                },
                 Value::String(s) => {
                     out.strings.push(s.clone());
                     out.chars.extend(s.chars());
@@ -77,13 +84,43 @@ impl Ingredients {
                 _ => {}
             }
         }
-        out.ints.sort_unstable();
-        out.ints.dedup();
-        out.strings.sort();
-        out.strings.dedup();
-        out.chars.sort_unstable();
-        out.chars.dedup();
+        out.tidy();
         out
+    }
+
+    /// Adds the constants a program's text holds (numbers, short string literals): where a
+    /// reference compares with `2.7` or lists `'u'`, an input holding them tells a mutant of that
+    /// comparison or list apart, and the tests may hold none.
+    pub fn add_constants_of(&mut self, source: &str) {
+        static NUMBER: LazyLock<Regex> =
+            LazyLock::new(|| Regex::new(r"\b\d+(\.\d+)?\b").expect("a valid pattern"));
+        static STRING: LazyLock<Regex> = LazyLock::new(|| {
+            Regex::new(r#"'([^'\\\n]{1,20})'|"([^"\\\n]{1,20})""#).expect("a valid pattern")
+        });
+        for m in NUMBER.find_iter(source) {
+            match m.as_str().parse::<i64>() {
+                Ok(i) => self.ints.push(i),
+                Err(_) => self.floats.extend(m.as_str().parse::<f64>().ok()),
+            }
+        }
+        for c in STRING.captures_iter(source) {
+            if let Some(text) = c.get(1).or_else(|| c.get(2)) {
+                self.strings.push(text.as_str().to_string());
+                self.chars.extend(text.as_str().chars());
+            }
+        }
+        self.tidy();
+    }
+
+    fn tidy(&mut self) {
+        self.ints.sort_unstable();
+        self.ints.dedup();
+        self.floats.sort_by(f64::total_cmp);
+        self.floats.dedup();
+        self.strings.sort();
+        self.strings.dedup();
+        self.chars.sort_unstable();
+        self.chars.dedup();
     }
 
     /// A character from the string's own, the seeds', or the alphabet.
@@ -157,11 +194,12 @@ fn mutate_number(n: &Number, with: &Ingredients, rng: &mut Rng) -> Option<Number
         return n.as_u64().map(|u| Number::from(u - 1));
     }
     let f = n.as_f64()?;
-    let new = match rng.below(5) {
+    let new = match rng.below(6) {
         0 => f * 2.0,
         1 => f / 2.0,
         2 => -f,
         3 => f + 1.0,
+        4 if !with.floats.is_empty() => with.floats[rng.below(with.floats.len())],
         _ => (rng.below(2001) as f64 - 1000.0) / 100.0,
     };
     // Keeps a float a float (`1.0`, not `1`) when it goes back to Python.
@@ -171,7 +209,7 @@ fn mutate_number(n: &Number, with: &Ingredients, rng: &mut Rng) -> Option<Number
 fn mutate_string(s: &str, with: &Ingredients, rng: &mut Rng) -> String {
     let mut chars: Vec<char> = s.chars().collect();
     let n = chars.len();
-    match rng.below(6) {
+    match rng.below(7) {
         1 if n > 0 => {
             chars.remove(rng.below(n));
         }
@@ -182,6 +220,22 @@ fn mutate_string(s: &str, with: &Ingredients, rng: &mut Rng) -> String {
         3 if n > 0 => {
             let c = with.char(&chars, rng);
             chars[rng.below(n)] = c;
+        }
+        // Words (space-separated) swapped, dropped or repeated: sentences stay sentences.
+        5 if s.contains(' ') => {
+            let mut words: Vec<&str> = s.split(' ').collect();
+            let k = rng.below(words.len());
+            match rng.below(3) {
+                0 => {
+                    let j = rng.below(words.len());
+                    words.swap(k, j);
+                }
+                1 => {
+                    words.remove(k);
+                }
+                _ => words.insert(k, words[k]),
+            }
+            return words.join(" ");
         }
         // Another string of the seeds, whole or put inside this one.
         4 if !with.strings.is_empty() => {
@@ -245,64 +299,6 @@ pub fn fits_json_values(text: &str) -> bool {
     true
 }
 
-/// Stdin text made of integers with one changed, or `None` when the text is not made of integers
-/// only (its format is unclear: used as it is).
-pub fn mutate_numbers(text: &str, rng: &mut Rng) -> Option<String> {
-    // (start, end, value) of every token; every token must be an integer.
-    let mut tokens = Vec::new();
-    let mut first_line_tokens = 0;
-    let mut at = 0;
-    for (n, line) in text.split_inclusive('\n').enumerate() {
-        let mut start = None;
-        for (i, c) in line
-            .char_indices()
-            .chain(std::iter::once((line.len(), ' ')))
-        {
-            match (c.is_whitespace(), start) {
-                (false, None) => start = Some(i),
-                (true, Some(s)) => {
-                    let v: i64 = line[s..i].parse().ok()?;
-                    tokens.push((at + s, at + i, v));
-                    if n == 0 {
-                        first_line_tokens += 1;
-                    }
-                    start = None;
-                }
-                _ => {}
-            }
-        }
-        at += line.len();
-    }
-    // A count alone on the first line says how much follows: changing it breaks the format
-    // (unless it is the whole input).
-    let skip = usize::from(first_line_tokens == 1 && tokens.len() > 1);
-    let eligible = &tokens[skip.min(tokens.len())..];
-    if eligible.is_empty() {
-        return None;
-    }
-    let k = rng.below(eligible.len());
-    let (s, e, v) = eligible[k];
-    let mut out = text.to_string();
-    match rng.below(4) {
-        1 if v != 0 => out.replace_range(s..e, &(v - 1).to_string()),
-        3 => out.replace_range(s..e, &v.checked_mul(2)?.to_string()),
-        2 if eligible.len() > 1 => {
-            // Another token: swapped, the later span first so the earlier offsets still hold.
-            let other = (k + 1 + rng.below(eligible.len() - 1)) % eligible.len();
-            let (s2, e2, v2) = eligible[other];
-            let (later, earlier) = if s2 > s {
-                ((s2, e2, v), (s, e, v2))
-            } else {
-                ((s, e, v2), (s2, e2, v))
-            };
-            out.replace_range(later.0..later.1, &later.2.to_string());
-            out.replace_range(earlier.0..earlier.1, &earlier.2.to_string());
-        }
-        _ => out.replace_range(s..e, &v.checked_add(1)?.to_string()),
-    }
-    (out != text).then_some(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -360,27 +356,25 @@ mod tests {
     }
 
     #[test]
-    fn big_integers_are_not_values() {
-        assert!(fits_json_values("[[1, 2], \"123456789012345678901234\"]"));
-        assert!(!fits_json_values("[123456789012345678901234]"));
+    fn the_references_constants_reach_the_inputs() {
+        // HumanEval/81 grades `gpa > 2.7`; its tests never pass 2.7.
+        let seed = json!([3.5, "ab"]);
+        let mut with = Ingredients::of(std::slice::from_ref(&seed));
+        with.add_constants_of("if gpa > 2.7:\n    return 'B-' if s in ['a', 'u'] else 'C'\n");
+        let mut rng = Rng::new("constants");
+        let all: Vec<Value> = (0..400)
+            .filter_map(|_| mutate_args(&seed, &with, &mut rng))
+            .collect();
+        assert!(all.iter().any(|x| x[0] == json!(2.7)), "2.7 never drawn");
+        assert!(
+            all.iter().any(|x| x[1].as_str().unwrap().contains('u')),
+            "'u' never drawn"
+        );
     }
 
     #[test]
-    fn stdin_numbers_change_only_where_the_format_is_clear() {
-        let mut rng = Rng::new("io");
-        assert_eq!(mutate_numbers("abc 3\n", &mut rng), None);
-        assert!(
-            mutate_numbers("2\n", &mut rng).is_some(),
-            "a lone number is the input"
-        );
-        for _ in 0..50 {
-            let out = mutate_numbers("3\n1 2 3\n", &mut rng).unwrap();
-            assert!(out.starts_with("3\n"), "the count stays: {out:?}");
-            assert_eq!(out.split_whitespace().count(), 4);
-            assert!(
-                out.split_whitespace().all(|t| t.parse::<u64>().is_ok()),
-                "{out:?}"
-            );
-        }
+    fn big_integers_are_not_values() {
+        assert!(fits_json_values("[[1, 2], \"123456789012345678901234\"]"));
+        assert!(!fits_json_values("[123456789012345678901234]"));
     }
 }

@@ -41,6 +41,9 @@ const MUTANTS_IN_FLIGHT: usize = 16;
 const CANDIDATES_PER_MUTANT: usize = 3;
 /// CPU per run of a mutant (and per unit test), when the reference passes within it.
 const MUTANT_CPU_MS: u64 = 1_000;
+/// Inputs a survivor must agree with the reference on to be called probably equivalent: on
+/// fewer (a task whose mutated inputs the reference mostly rejects), it stays a survivor.
+const MIN_EQUIVALENCE_INPUTS: usize = 10;
 
 /// One mutant of a reference solution.
 #[derive(Debug, Clone, Deserialize)]
@@ -193,8 +196,7 @@ async fn task_mutation(
         .buffered(MUTANTS_IN_FLIGHT)
         .try_collect()
         .await?;
-    let mut result = unscored(MutationStatus::Scored, String::new());
-    result.note = None;
+    let mut result = TaskMutation::empty(&task.id, task.language, MutationStatus::Scored);
     result.mutants = scored.len();
     result.uncompilable = uncompilable;
     result.killed = scored.iter().filter(|(.., k)| *k).count();
@@ -217,7 +219,14 @@ async fn task_mutation(
             .await
             .map_err(machinery(task, "deriving inputs"))?;
         result.equivalence_inputs = derived.len();
-        result.inputs_unavailable = derived.why_none();
+        result.inputs_unavailable = derived.why_none().or_else(|| {
+            (derived.len() < MIN_EQUIVALENCE_INPUTS).then(|| {
+                format!(
+                    "only {} input(s) to compare on: too few to call a survivor equivalent",
+                    derived.len()
+                )
+            })
+        });
         let derived = &derived;
         result.surviving = futures::stream::iter(survivors)
             .map(|(m, reward)| async move {
@@ -226,7 +235,8 @@ async fn task_mutation(
                     .await
                     .map_err(machinery(task, "comparing a survivor with the reference"))?;
                 Ok::<_, AuditError>(SurvivingMutant {
-                    probably_equivalent: !derived.is_empty() && found.is_empty(),
+                    probably_equivalent: derived.len() >= MIN_EQUIVALENCE_INPUTS
+                        && found.is_empty(),
                     disagreement: found.into_iter().next(),
                     operator: m.operator,
                     line: m.line,

@@ -67,18 +67,13 @@ pub struct TaskMutation {
 }
 
 impl TaskMutation {
-    /// A task that is not scored.
-    pub fn unscored(
-        task_id: &str,
-        language: Language,
-        status: MutationStatus,
-        note: String,
-    ) -> Self {
+    /// No mutant yet, no note.
+    pub fn empty(task_id: &str, language: Language, status: MutationStatus) -> Self {
         TaskMutation {
             task_id: task_id.to_string(),
             language,
             status,
-            note: Some(note),
+            note: None,
             mutants: 0,
             killed: 0,
             survivors: 0,
@@ -88,6 +83,19 @@ impl TaskMutation {
             equivalence_inputs: 0,
             inputs_unavailable: None,
             surviving: Vec::new(),
+        }
+    }
+
+    /// A task that is not scored, and why.
+    pub fn unscored(
+        task_id: &str,
+        language: Language,
+        status: MutationStatus,
+        note: String,
+    ) -> Self {
+        TaskMutation {
+            note: Some(note),
+            ..TaskMutation::empty(task_id, language, status)
         }
     }
 }

@@ -116,8 +116,8 @@ async fn a_rollout_report_is_self_contained_escaped_and_faithful() {
         "-o",
         page_path.to_str().unwrap(),
     ]);
-    let text = succeeded(&out);
-    assert!(text.contains("(9 episodes)"), "{text}");
+    let said = succeeded(&out);
+    assert!(said.contains("(9 episodes)"), "{said}");
     let page = std::fs::read_to_string(&page_path).unwrap();
 
     // Self-contained: nothing is loaded from anywhere (outside the data block's JSON strings no
@@ -159,8 +159,8 @@ async fn a_rollout_report_is_self_contained_escaped_and_faithful() {
     );
     assert!(data.get("disagreeing_tasks").is_none());
     assert!(
-        text.contains(&format!("cross-checks: agree {solved}, disagree 0")),
-        "{text}"
+        said.contains(&format!("cross-checks: agree {solved}, disagree 0")),
+        "{said}"
     );
     // pass@k is the trajectory crate's, for every k the samples allow (3 per task: k = 1, 2, 3).
     let per_task: Vec<(u64, u64)> = tasks

@@ -103,7 +103,9 @@ async fn a_rollout_report_is_self_contained_escaped_and_faithful() {
     let run = base.join("run.jsonl");
     let _ = std::fs::remove_file(&run);
     let page_path = base.join("report.html");
-    let args = rollout_args(&server.base_url(), &tasks, 3, &run);
+    let mut args = rollout_args(&server.base_url(), &tasks, 3, &run);
+    // Every rewarded program compared with its task's reference: the page shows the outcomes.
+    args.extend(["--cross-check", "1"].map(String::from));
     succeeded(&codegym_off_runtime(args).await);
     let dataset = records(&run);
     assert_eq!(dataset.len(), 9);
@@ -114,7 +116,8 @@ async fn a_rollout_report_is_self_contained_escaped_and_faithful() {
         "-o",
         page_path.to_str().unwrap(),
     ]);
-    assert!(succeeded(&out).contains("(9 episodes)"));
+    let said = succeeded(&out);
+    assert!(said.contains("(9 episodes)"), "{said}");
     let page = std::fs::read_to_string(&page_path).unwrap();
 
     // Self-contained: nothing is loaded from anywhere (outside the data block's JSON strings no
@@ -148,6 +151,17 @@ async fn a_rollout_report_is_self_contained_escaped_and_faithful() {
     );
     let solved = dataset.iter().filter(|r| r.solved).count();
     assert_eq!(data["solved"], solved);
+    // The solved episodes ran their task's reference: every check agrees, on the page and in the
+    // command's text.
+    assert_eq!(
+        data["cross_checks"],
+        serde_json::json!({"agree": solved, "disagree": 0, "unavailable": 0, "error": 0})
+    );
+    assert!(data.get("disagreeing_tasks").is_none());
+    assert!(
+        said.contains(&format!("cross-checks: agree {solved}, disagree 0")),
+        "{said}"
+    );
     // pass@k is the trajectory crate's, for every k the samples allow (3 per task: k = 1, 2, 3).
     let per_task: Vec<(u64, u64)> = tasks
         .iter()

@@ -7,10 +7,11 @@
 //! ([`crate::rescore`]), so a run and a rescoring of its dataset compare the same way. The inputs
 //! of a task are derived once (its packages prepared, its seeds recovered, the reference run on
 //! every input) and kept for every later check of the task; a machinery failure is not kept, so
-//! the next check tries again. A program that agreed is remembered (per task, language and
-//! source, for deterministic tasks): the same program again agrees without running, as identical
-//! submissions share a verdict. Only agreements: a disagreement may come from a time limit missed
-//! under load, and must not be copied onto the next step. Which steps are checked and what a
+//! the next check tries again. Identical programs (task, language, source; deterministic tasks
+//! only) share a comparison, as identical submissions share a verdict: those checked at once wait
+//! for one run, and one that agreed is remembered, so the same program later agrees without
+//! running. Only agreements are remembered: a disagreement may come from a time limit missed
+//! under load, and must not be copied onto later steps. Which steps are checked and what a
 //! disagreement does are the trajectory crate's rules (`trajectory::cross_check`); this module
 //! only compares.
 
@@ -37,6 +38,27 @@ pub enum CheckError {
     Sandbox(#[from] SandboxError),
     #[error("preparing task {task:?}: {source}")]
     Prepare { task: String, source: EnvError },
+    /// The failure of a comparison that identical programs shared.
+    #[error(transparent)]
+    Shared(Arc<CheckError>),
+}
+
+/// Why a comparison did not agree: an outcome (`disagree`, `unavailable`), or a failure. Shared
+/// by the identical programs compared at once, never kept.
+#[derive(Clone)]
+enum NotAgreed {
+    Outcome(CrossCheckRecord),
+    Failed(Arc<CheckError>),
+}
+
+/// The key of `program` for `task`: SHA-256 of the task id, its language and the source.
+fn key(task: &Task, program: &str) -> [u8; 32] {
+    let mut h = Sha256::new();
+    for part in [task.id.as_str(), task.language.name(), program] {
+        h.update((part.len() as u64).to_le_bytes());
+        h.update(part.as_bytes());
+    }
+    h.finalize().into()
 }
 
 /// A task ready to compare programs with: its packages resolved, its inputs derived.
@@ -111,48 +133,67 @@ impl Checker {
                 )));
             }
         }
-        let key = task.deterministic.then(|| {
-            let mut h = Sha256::new();
-            for part in [task_id, task.language.name(), program] {
-                h.update((part.len() as u64).to_le_bytes());
-                h.update(part.as_bytes());
-            }
-            <[u8; 32]>::from(h.finalize())
-        });
-        if let Some(k) = &key
-            && let Some(inputs) = self.agreed.get(k).await
-        {
-            return Ok(CrossCheckRecord::compared(inputs, Vec::new()));
+        let compare = self.compare(task, cell, program);
+        let compared = match task.deterministic.then(|| key(task, program)) {
+            None => compare.await,
+            // Identical programs share one comparison: at once, and later when it agreed.
+            Some(k) => self
+                .agreed
+                .try_get_with(k, compare)
+                .await
+                .map_err(|e| (*e).clone()),
+        };
+        match compared {
+            Ok(inputs) => Ok(CrossCheckRecord::compared(inputs, Vec::new())),
+            Err(NotAgreed::Outcome(record)) => Ok(record),
+            Err(NotAgreed::Failed(e)) => Err(CheckError::Shared(e)),
         }
-        let prepared = cell.get_or_try_init(|| self.prepare(task.clone())).await?;
+    }
+
+    /// `program` run on `task`'s derived inputs: the inputs compared when it agrees on all.
+    async fn compare(
+        &self,
+        task: &Arc<Task>,
+        cell: &OnceCell<Result<Prepared, String>>,
+        program: &str,
+    ) -> Result<u64, NotAgreed> {
+        let failed = |e: CheckError| NotAgreed::Failed(Arc::new(e));
+        let prepared = cell
+            .get_or_try_init(|| self.prepare(task.clone()))
+            .await
+            .map_err(failed)?;
         let p = match prepared {
             Ok(p) => p,
-            Err(why) => return Ok(CrossCheckRecord::unavailable(why.clone())),
+            Err(why) => {
+                return Err(NotAgreed::Outcome(CrossCheckRecord::unavailable(
+                    why.clone(),
+                )));
+            }
         };
         if let Some(why) = p.derived.why_none() {
-            return Ok(CrossCheckRecord::unavailable(why));
+            return Err(NotAgreed::Outcome(CrossCheckRecord::unavailable(why)));
         }
         let found = p
             .derived
             .disagreements(self.scorer.sandbox(), program)
-            .await?;
-        tracing::debug!(task = %p.task.id, inputs = p.derived.len(), disagreeing = found.len(), "cross-checked a program");
-        if let Some(k) = key
-            && found.is_empty()
-        {
-            self.agreed.insert(k, p.derived.len() as u64).await;
+            .await
+            .map_err(|e| failed(e.into()))?;
+        let inputs = p.derived.len() as u64;
+        tracing::debug!(task = %p.task.id, inputs, disagreeing = found.len(), "cross-checked a program");
+        if found.is_empty() {
+            return Ok(inputs);
         }
-        Ok(CrossCheckRecord::compared(
-            p.derived.len() as u64,
-            found
-                .into_iter()
-                .map(|d| DisagreementRecord {
-                    input: d.input,
-                    reference: d.reference,
-                    candidate: d.candidate,
-                })
-                .collect(),
-        ))
+        let found = found
+            .into_iter()
+            .map(|d| DisagreementRecord {
+                input: d.input,
+                reference: d.reference,
+                candidate: d.candidate,
+            })
+            .collect();
+        Err(NotAgreed::Outcome(CrossCheckRecord::compared(
+            inputs, found,
+        )))
     }
 
     /// `task`'s packages resolved and its inputs derived; `Ok(Err(why))` when that is an

@@ -1,7 +1,8 @@
 // The HTML report of `codegym report` in real headless Chromium (Debian's, driven by
 // playwright-core): the page loads without console errors or network requests, every chart
-// renders, a trajectory opens with its messages, code and execution results, filtering by task and
-// outcome works, and the hostile model text in the dataset is shown as text and never runs.
+// renders, a trajectory opens with its messages, code and execution results (and a step's
+// cross-check), filtering by task and outcome works, and the hostile model text in the dataset is
+// shown as text and never runs.
 //
 // Input: CODEGYM_REPORT_HTML, a page written by `tests/report.rs` with CODEGYM_REPORT_KEEP_DIR
 // (its dataset has one task whose answers are `</script><script>...` and `<img onerror=...>`).
@@ -50,6 +51,12 @@ test("the report renders, opens trajectories, filters, and runs no hostile text"
       assert.ok(box && box.width > 100 && box.height > 40, `${name} is drawn`);
     }
 
+    // The run cross-checked its rewarded programs: the section shows the counts.
+    assert.ok(data.cross_checks, "the dataset has cross-checks");
+    assert.ok(await page.locator("#cross-checks").isVisible());
+    assert.equal(await page.locator("#cross-check-counts").textContent(),
+      `agree ${data.cross_checks.agree} · disagree ${data.cross_checks.disagree} · unavailable ${data.cross_checks.unavailable} · error ${data.cross_checks.error}`);
+
     // Every episode is listed; open the hostile task's first one.
     const items = page.locator("#episode-list button");
     assert.equal(await items.count(), data.records.length);
@@ -73,8 +80,14 @@ test("the report renders, opens trajectories, filters, and runs no hostile text"
     assert.equal(await page.evaluate(() => window.__pwned), undefined, "hostile text ran");
     if (shot) await page.screenshot({ path: shot, fullPage: true });
 
-    // Outcome filters: across all tasks, each shows exactly the episodes of that outcome.
+    // A solved episode's step shows its cross-check.
     await page.selectOption("#filter-task", "");
+    await page.selectOption("#filter-outcome", "solved");
+    await items.first().click();
+    assert.match(await detail.locator(".cross-check").first().textContent(), /^cross-check: agree on all \d+ inputs · action keep · env reward 1$/);
+    await page.selectOption("#filter-outcome", "all");
+
+    // Outcome filters: across all tasks, each shows exactly the episodes of that outcome.
     for (const [value, pick] of [
       // Errored: an infrastructure failure (`error`, `cancelled`), as the overview's count has it.
       ["solved", (r) => r.solved && !["error", "cancelled"].includes(r.stop_reason)],

@@ -111,23 +111,6 @@ def _cg_main():
     style = cfg["style"]
     import ast  # preloaded by the warm server; ~15 ms of a fresh run's start-up
 
-    def names_of(trees):
-        # Every name the trees bind (in any scope) and every name they load.
-        bound, loads = set(), set()
-        for tree in trees:
-            for n in ast.walk(tree):
-                if _isinstance(n, ast.Name):
-                    (loads if _isinstance(n.ctx, ast.Load) else bound).add(n.id)
-                elif _isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                    bound.add(n.name)
-                elif _isinstance(n, ast.alias):
-                    bound.add((n.asname or n.name).partition(".")[0])
-                elif _isinstance(n, ast.arg):
-                    bound.add(n.arg)
-                elif _isinstance(n, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and n.name:
-                    bound.add(n.name)
-        return bound, loads
-
     if style == "check":
         tree = ast.parse(cfg["code"], "tests.py")
         # Functions of the tests that assert, directly or through each other: a statement of
@@ -208,7 +191,7 @@ def _cg_main():
         # or `range` never changes what the tests' own calls of them do.
         own = cfg.get("candidate_names")
         if own is None:
-            bound, loads = names_of(trees)
+            bound, loads = _cg_names_of(trees)
             own = loads - bound - set(dir(builtins))
         own = set(own)
 

@@ -30,6 +30,7 @@ use serde_json::json;
 pub const HARNESS_SOURCE: &str = concat!(
     include_str!("plain_codec.py"),
     include_str!("candidate.py"),
+    include_str!("names.py"),
     include_str!("harness.py")
 );
 

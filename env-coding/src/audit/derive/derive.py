@@ -29,21 +29,6 @@ def parse(code):
         return None
 
 
-def names_of(trees):
-    bound, loads = set(), set()
-    for tree in trees:
-        for n in ast.walk(tree):
-            if isinstance(n, ast.Name):
-                (loads if isinstance(n.ctx, ast.Load) else bound).add(n.id)
-            elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                bound.add(n.name)
-            elif isinstance(n, ast.alias):
-                bound.add((n.asname or n.name).partition(".")[0])
-            elif isinstance(n, ast.arg):
-                bound.add(n.arg)
-    return bound, loads
-
-
 def literal(node):
     try:
         return ast.literal_eval(node)
@@ -126,7 +111,7 @@ def main():
     def entry_returning(expr, extra=""):
         return extra + "def %s(*args, **kwargs):\n    return %s\n" % (entry, expr)
 
-    bound, loads = names_of(trees)
+    bound, loads = _cg_names_of(trees)
     shadowable = sorted(n for n in loads - {entry, "check"} if n not in bound or n in dir(builtins))
     for name in shadowable[:MAX_NAMES]:
         for label, value in (("zero", "0"), ("empty", "[]"), ("identity", "args[0] if args else None")):

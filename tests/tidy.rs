@@ -4,7 +4,9 @@
 //! - no user-facing text (those docs, the `--help` of every subcommand) cites an issue
 //!   number: the docs say what is true, not the history of how it came to be;
 //! - no production `.rs` file is over 600 lines;
-//! - every `.rs` file starts with its `//!` module doc.
+//! - every `.rs` file starts with its `//!` module doc;
+//! - the wheel's build of the binary (`-p codegym`, what maturin runs) resolves every dependency
+//!   with the features the workspace's build does, so neither rebuilds what the other built.
 //!
 //! Known exceptions, each waiting for a change in flight, are listed with why; an exception that is
 //! no longer needed fails the test, so the lists only shrink.
@@ -330,4 +332,60 @@ fn fences_markers_and_prose_are_read_as_written() {
     );
     let kept: Vec<usize> = prose(text).iter().map(|(n, _)| *n).collect();
     assert_eq!(kept, vec![1, 2, 3, 7, 13, 17, 21]);
+}
+
+/// `(package, features)` for every normal and build dependency `cargo tree ARGS` resolves.
+#[allow(clippy::disallowed_methods)] // the test asks cargo how it resolves the workspace
+fn resolved_features(args: &[&str]) -> std::collections::BTreeMap<String, String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .current_dir(repo_root())
+        .args([
+            "tree",
+            "--locked",
+            "--offline",
+            "-e",
+            "normal,build",
+            "--prefix",
+            "none",
+        ])
+        .args(["--format", "{p}|{f}"])
+        .args(args)
+        .output()
+        .expect("run cargo tree");
+    assert!(
+        out.status.success(),
+        "cargo tree {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once('|'))
+        .map(|(p, f)| {
+            (
+                p.trim_end_matches(" (*)").to_owned(),
+                f.trim_end_matches(" (*)").to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_wheels_build_and_the_workspaces_resolve_features_alike() {
+    let wheel = resolved_features(&["-p", "codegym"]);
+    let workspace = resolved_features(&["--workspace"]);
+    assert!(wheel.len() > 100, "too few packages: {}", wheel.len());
+    let differ: Vec<String> = wheel
+        .iter()
+        .filter_map(|(p, f)| {
+            let other = workspace.get(p)?;
+            (other != f).then(|| format!("{p}: [{f}] alone, [{other}] in the workspace"))
+        })
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "the wheel's build would compile these (and every crate above them) a second time: give \
+         the workspace dependency every feature a member adds\n{}",
+        differ.join("\n")
+    );
 }

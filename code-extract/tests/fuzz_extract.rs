@@ -94,10 +94,14 @@ fn check_any(text: &str) -> Result<(), TestCaseError> {
             // The line that opened the block (the lines end at newlines and reasoning ends).
             prop_assert!(start > 0, "a block without its fence line");
             let fence_end = start - 1;
-            let fence_start = text[..fence_end]
-                .rfind('\n')
-                .map_or(0, |i| i + 1)
-                .max(spans.iter().map(|s| s.end).filter(|&e| e <= fence_end).max().unwrap_or(0));
+            let fence_start = text[..fence_end].rfind('\n').map_or(0, |i| i + 1).max(
+                spans
+                    .iter()
+                    .map(|s| s.end)
+                    .filter(|&e| e <= fence_end)
+                    .max()
+                    .unwrap_or(0),
+            );
             prop_assert!(
                 !spans.iter().any(|s| s.contains(&fence_start)),
                 "the block at {} is opened by a fence at {} inside reasoning {:?}",

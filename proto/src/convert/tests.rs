@@ -149,3 +149,18 @@ fn json_objects_are_validated() {
         Err(ConvertError::Json { .. })
     ));
 }
+
+/// JSON floats keep their bits across the wire: serde_json's default float parser can be one ulp
+/// off, so the workspace enables its `float_roundtrip` feature (found by `tests/fuzz_convert.rs`).
+#[test]
+fn json_floats_round_trip_bit_exact() {
+    for f in [2.0053923654085196e-13, 5e-324, f64::MAX, 0.1, -0.0] {
+        let v = Value::Json(serde_json::json!({"x": [f]}));
+        let back = value_from_proto(value_to_proto(&v)).unwrap();
+        let Value::Json(j) = back else {
+            panic!("not JSON: {back:?}")
+        };
+        let got = j["x"][0].as_f64().unwrap();
+        assert_eq!(got.to_bits(), f.to_bits(), "{f:e} came back as {got:e}");
+    }
+}

@@ -31,11 +31,17 @@ fn sandbox(tag: &str) -> (Sandbox, PathBuf) {
     (Sandbox::new(config).expect("sandbox"), root)
 }
 
+const HOST_SECRET: &str = "host-secret-5d1e";
+
+/// A repository with a file, a dir, and a link to a host file no run may read (beside the
+/// sandbox's work root, in a dir hidden from runs).
 fn repository(root: &Path) -> PathBuf {
     let src = root.join("src-repo");
     std::fs::create_dir_all(src.join("sub")).expect("src");
     std::fs::write(src.join("a.txt"), "base\n").expect("a");
     std::fs::write(src.join("sub/b.txt"), "bee\n").expect("b");
+    std::fs::write(root.join("secret"), HOST_SECRET).expect("secret");
+    std::os::unix::fs::symlink(root.join("secret"), src.join("link")).expect("link");
     src
 }
 
@@ -84,7 +90,7 @@ async fn episodes_change_their_own_copy_and_nothing_else() {
             )
             .await;
             // Step 2: the changes of step 1 are still there, and only this episode's.
-            let second = sh(&ws, "cat a.txt n.txt; ls sub; ls".into()).await;
+            let second = sh(&ws, "cat a.txt n.txt; ls sub; ls; cat link".into()).await;
             (i, first, second)
         }));
     }
@@ -103,9 +109,13 @@ async fn episodes_change_their_own_copy_and_nothing_else() {
         ] {
             assert!(!out.contains(marker), "episode {i}: {marker}\n{out}\n{err}");
         }
+        assert!(
+            !second.stdout.contains(HOST_SECRET),
+            "episode {i} read the host file behind the repository's link"
+        );
         assert_eq!(
             second.stdout.as_str(),
-            format!("episode-{i}\nnew-{i}\na.txt\nescape\nn.txt\nsub\n"),
+            format!("episode-{i}\nnew-{i}\na.txt\nescape\nlink\nn.txt\nsub\n"),
             "episode {i}: {}",
             second.stderr.as_str()
         );
@@ -125,7 +135,9 @@ async fn episodes_change_their_own_copy_and_nothing_else() {
     // A later episode over the same layer starts from the prepared state again.
     let fresh = sandbox.workspace(vec![layer.clone()]).expect("workspace");
     let out = sh(&fresh, "cat a.txt sub/b.txt; ls".into()).await;
-    assert_eq!(out.stdout.as_str(), "base\nbee\na.txt\nsub\n");
+    assert_eq!(out.stdout.as_str(), "base\nbee\na.txt\nlink\nsub\n");
+    // The link was imported as a link (never followed on the host), dangling in the run.
+    assert!(layer.path().join("tree/link").is_symlink());
     drop(workspaces);
     for upper in &uppers {
         assert!(
@@ -168,7 +180,7 @@ async fn a_frozen_setup_is_a_layer_with_its_deletions() {
     .await;
     assert_eq!(
         out.stdout.as_str(),
-        "a.txt\nbuilt.txt\nbuilt\nbuilt\nmore\n",
+        "a.txt\nbuilt.txt\nlink\nbuilt\nbuilt\nmore\n",
         "{}",
         out.stderr.as_str()
     );

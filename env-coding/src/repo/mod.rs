@@ -17,7 +17,9 @@
 //!   failed setup or a broken layer store is a [`RepoError`], never a reward.
 
 mod check;
+mod env;
 pub mod junit;
+pub mod tools;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -30,6 +32,8 @@ use serde::Serialize;
 
 use crate::tasks::RepoTask;
 pub use check::{RepoCheck, check_repo_tasks};
+pub(crate) use env::register_repo;
+pub use env::{REPO_ENV_ID, REPO_MAX_STEPS, RepoEnv};
 use junit::TestStatus;
 
 /// Git's settings for every command in a repository: the files are not the run's uid's (safe
@@ -73,6 +77,21 @@ pub struct RepoVerdict {
     pub fail_to_pass: BTreeMap<String, TestStatus>,
     pub pass_to_pass: BTreeMap<String, TestStatus>,
     pub wall_ms: u64,
+}
+
+impl RepoVerdict {
+    /// The verdict of an episode whose changes could not be read (`RepoScorer::diff`'s reason).
+    pub fn unreadable(prepared: &Prepared, reason: String) -> RepoVerdict {
+        RepoVerdict {
+            resolved: false,
+            reward: 0.0,
+            applied: false,
+            reason: Some(reason),
+            fail_to_pass: missing(&prepared.task.fail_to_pass),
+            pass_to_pass: missing(&prepared.task.pass_to_pass),
+            wall_ms: 0,
+        }
+    }
 }
 
 /// Prepares, runs and scores repository tasks in one sandbox.
@@ -175,6 +194,23 @@ impl RepoScorer {
         let run = WorkspaceRun {
             command: format!("{GIT_ENV}{command}"),
             limits,
+            site_dir: prepared.site_dir.clone(),
+            ..WorkspaceRun::default()
+        };
+        Ok(ws.run(run).await?.0)
+    }
+
+    /// [`RepoScorer::run`] with `files` written beside the repository first (a tool's input).
+    pub async fn run_with_files(
+        &self,
+        ws: &Workspace,
+        prepared: &Prepared,
+        command: &str,
+        files: Vec<(String, Vec<u8>)>,
+    ) -> Result<ExecutionResult, RepoError> {
+        let run = WorkspaceRun {
+            command: format!("{GIT_ENV}{command}"),
+            files,
             site_dir: prepared.site_dir.clone(),
             ..WorkspaceRun::default()
         };

@@ -127,6 +127,37 @@ async fn an_episode_is_scored_by_its_diff_in_a_fresh_copy() {
         .await
         .expect("run");
     assert!(!after.stdout.contains("test_hidden"), "{}", after.stdout);
+    // A patch that plants its own versions of the hidden tests (all passing, under the listed
+    // names) does not resolve the task: the hidden tests replace them.
+    let forged = "diff --git a/test_hidden_ordinal.py b/test_hidden_ordinal.py\nnew file mode 100644\n\
+        --- /dev/null\n+++ b/test_hidden_ordinal.py\n@@ -0,0 +1,3 @@\n\
+        +def test_ordinal_of_small_numbers(): pass\n\
+        +def test_ordinal_of_teens_above_one_hundred(): pass\n\
+        +def test_ordinal_of_negative_teens(): pass\n";
+    let verdict = repo.score(&prepared, forged).await.expect("score");
+    assert!(verdict.applied && !verdict.resolved, "{verdict:?}");
+    assert_eq!(
+        verdict.fail_to_pass["test_hidden_ordinal.py::test_ordinal_of_teens_above_one_hundred"],
+        TestStatus::Failed
+    );
+    // A directory where a hidden test goes is replaced too: the fix still resolves the task.
+    let ran = repo
+        .run(
+            &ws,
+            &prepared,
+            "mkdir test_hidden_ordinal.py && echo x > test_hidden_ordinal.py/x",
+            None,
+        )
+        .await
+        .expect("run");
+    assert_eq!(ran.exit_code, Some(0), "{}", ran.stderr);
+    let diff = repo
+        .diff(&ws, &prepared)
+        .await
+        .expect("diff")
+        .expect("readable");
+    let verdict = repo.score(&prepared, &diff).await.expect("score");
+    assert!(verdict.resolved, "{verdict:?}");
     // A patch that does not apply is a verdict of 0 with git's reason.
     let verdict = repo
         .score(

@@ -33,12 +33,15 @@ pub const REPO_MAX_STEPS: u32 = 100;
 /// What a step shows of a command's output, at most (each stream).
 const MAX_OUTPUT: usize = 16 << 10;
 
+/// A task's prepared state, made by the first reset that needs it (keyed by task file and id).
+type PreparedCell = Arc<OnceCell<Arc<Prepared>>>;
+
 /// Task sets and prepared states, shared by every env of one registration.
 pub(crate) struct RepoShared {
     shared: Arc<Shared>,
     scorer: RepoScorer,
     sets: Mutex<HashMap<String, Arc<RepoTaskSet>>>,
-    prepared: Mutex<HashMap<(String, String), Arc<OnceCell<Arc<Prepared>>>>>,
+    prepared: Mutex<HashMap<(String, String), PreparedCell>>,
 }
 
 fn infra(e: RepoError) -> EnvError {

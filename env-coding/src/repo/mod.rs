@@ -42,6 +42,9 @@ const GIT_ENV: &str = "export GIT_CONFIG_COUNT=3 GIT_CONFIG_KEY_0=safe.directory
     GIT_CONFIG_VALUE_0='*' GIT_CONFIG_KEY_1=user.name GIT_CONFIG_VALUE_1=codegym \
     GIT_CONFIG_KEY_2=user.email GIT_CONFIG_VALUE_2=codegym@localhost\n";
 
+/// The scoring run's exit when the hidden tests could not be copied in (before any test ran).
+const HIDDEN_NOT_ADDED: i32 = 97;
+
 /// An infrastructure failure: retry elsewhere or fix the task, never a reward.
 #[derive(Debug, thiserror::Error)]
 pub enum RepoError {
@@ -278,9 +281,13 @@ impl RepoScorer {
             .iter()
             .map(|(path, bytes)| (format!("hidden/{path}"), bytes.clone()))
             .collect();
+        // The hidden tests replace whatever the patch left at their paths (as a test patch's files
+        // would); a patch that makes that impossible fails the task, it is no infrastructure error.
+        let paths: Vec<String> = task.hidden_tests.keys().map(|p| shell_quote(p)).collect();
         let command = format!(
-            "{GIT_ENV}cp -R \"$HOME/hidden/.\" . || exit 97\n\
+            "{GIT_ENV}rm -rf -- {} && cp -R \"$HOME/hidden/.\" . || exit {HIDDEN_NOT_ADDED}\n\
              export CODEGYM_JUNIT=\"$HOME/junit.xml\"\n{}\n",
+            paths.join(" "),
             task.test_command
         );
         let run = WorkspaceRun {
@@ -302,6 +309,13 @@ impl RepoScorer {
                 })?
             }
             (None, true) => BTreeMap::new(),
+            (None, false) if tested.exit_code == Some(HIDDEN_NOT_ADDED) => {
+                verdict.reason = Some(format!(
+                    "the hidden tests cannot be added to the patched repository: {}",
+                    failure(&tested)
+                ));
+                return Ok(verdict);
+            }
             (None, false) => {
                 return Err(RepoError::Report {
                     task: task.id.clone(),

@@ -66,8 +66,11 @@ fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
-/// The shell command and the files (beside the repository) a file tool runs as.
-pub fn command(call: &ToolCall) -> Option<(String, Vec<(String, Vec<u8>)>)> {
+/// Files written beside the repository for one run: (relative path, bytes).
+pub type Files = Vec<(String, Vec<u8>)>;
+
+/// The shell command and the files (beside the repository) a tool runs as (`None`: `submit`).
+pub fn command(call: &ToolCall) -> Option<(String, Files)> {
     Some(match call {
         ToolCall::Bash { command } => (command.clone(), Vec::new()),
         ToolCall::View { path, start, end } => {

@@ -17,6 +17,9 @@
 //!   reference on them; [`cross_check`]: rewarded programs compared with their task's reference
 //!   (`rollout --cross-check`, `rescore --cross-check`).
 //!
+//! - [`repo`]: repository (SWE-style) tasks: a repository prepared once, an episode's
+//!   copy-on-write copy, its diff, and a patch scored in a fresh copy against hidden tests.
+//!
 //! Running programs is the `codegym-sandbox` crate's: this crate never starts a process.
 
 mod action;
@@ -33,6 +36,7 @@ pub mod inputs;
 pub mod judge;
 pub mod provenance;
 mod register;
+pub mod repo;
 pub mod rescore;
 pub mod reward;
 pub mod scoring;

@@ -1,6 +1,7 @@
 //! Registering the coding env (`codegym/Code-v0`, also answering to its former id
 //! `codegym/Python-v0`), its batch evaluator and its task lister, all scoring through one
-//! [`Scorer`] built from the [`CodingConfig`].
+//! [`Scorer`] built from the [`CodingConfig`]; and the repository env (`codegym/Repo-v0`,
+//! `crate::repo`) over the same sandbox.
 
 use std::sync::Arc;
 
@@ -92,6 +93,13 @@ pub fn register(registry: &mut Registry, config: CodingConfig) -> Result<Arc<Sco
             shared: shared.clone(),
         }),
     )?;
-    registry.register_task_lister(CODE_ENV_ID, Arc::new(CodingTaskLister { shared }))?;
+    registry.register_task_lister(
+        CODE_ENV_ID,
+        Arc::new(CodingTaskLister {
+            shared: shared.clone(),
+        }),
+    )?;
+    // Repository tasks share the sandbox, package cache and allowed task directories.
+    crate::repo::register_repo(registry, shared)?;
     Ok(scorer)
 }

@@ -159,6 +159,12 @@ impl Scorer {
         &self.sandbox
     }
 
+    /// The task package cache, when packages are enabled (repository tasks resolve their
+    /// requirements through it, `crate::repo`).
+    pub fn packages(&self) -> Option<&Arc<PackageCache>> {
+        self.packages.as_ref()
+    }
+
     /// The configured scoring options (the sandbox's limits, the per-test budget): what a caller
     /// with no per-env overrides passes to [`Scorer::score`].
     pub fn options(&self) -> EvalOptions {

@@ -71,7 +71,7 @@ impl Shared {
     /// A task file named by a client must lie in one of the configured task directories (after
     /// resolving symlinks and `..`). The error says nothing about the file itself: whether it exists
     /// is none of the client's business.
-    fn check_allowed(&self, name: &str) -> Result<(), EnvError> {
+    pub(crate) fn check_allowed(&self, name: &str) -> Result<(), EnvError> {
         if name.starts_with("builtin:") {
             return Ok(()); // unknown builtin names fail in `TaskSet::load`, without IO
         }

@@ -39,6 +39,13 @@ pub(crate) enum MountOp {
         dst: CString,
         read_only: bool,
     },
+    /// A workspace's copy-on-write view (`workspace.rs`): an overlay of read-only layers and the
+    /// workspace's upper dir at `target`, mounted before any host dir is hidden (the layers and
+    /// the upper dir lie in hidden trees, and stay unreachable by path from the run).
+    Overlay {
+        target: CString,
+        options: CString,
+    },
 }
 
 /// Everything the child needs, prepared by the parent.
@@ -221,6 +228,13 @@ pub(crate) unsafe fn child_main(ctx: &ChildCtx<'_>) -> ! {
                     c"mode=0755,size=64k".as_ptr() as *const c_void,
                 ),
                 MountOp::Mkdir(path) => libc::mkdir(path.as_ptr(), 0o755),
+                MountOp::Overlay { target, options } => libc::mount(
+                    c"overlay".as_ptr(),
+                    target.as_ptr(),
+                    c"overlay".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV,
+                    options.as_ptr() as *const c_void,
+                ),
                 MountOp::Bind {
                     held: idx,
                     dst,

@@ -123,6 +123,7 @@ pub(crate) async fn run(
         outputs_dir: req.data.outputs.is_some(),
         args: Vec::new(),
         python_path: None,
+        overlay: None,
     };
     let started =
         fresh::start_command(inner, id, &layout, &limits, command, Vec::new(), with_stdin).await?;
@@ -169,6 +170,7 @@ async fn compile(
         outputs_dir: false,
         args: Vec::new(),
         python_path: None,
+        overlay: None,
     };
     let started =
         fresh::start_command(inner, id, &layout, &limits, command, Vec::new(), false).await?;

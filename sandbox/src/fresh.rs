@@ -178,8 +178,17 @@ pub(crate) async fn start_command(
     let (out_r, out_w) = prepare::pipe_pair()?;
     let (err_r, err_w) = prepare::pipe_pair()?;
     let (in_r, in_w) = prepare::stdin_pair(with_stdin)?;
-    let wd =
-        cstr(&workdir).ok_or_else(|| SandboxError::InvalidPath(workdir.display().to_string()))?;
+    // A workspace run starts in its repository, mounted in the run's own mount namespace.
+    let mut mounts = layers.mounts.clone();
+    let cwd = match &layout.overlay {
+        Some(overlay) => {
+            let repo = workdir.join(crate::workspace::REPO_DIR);
+            overlay.insert_into(&mut mounts, &repo)?;
+            repo
+        }
+        None => workdir.clone(),
+    };
+    let wd = cstr(&cwd).ok_or_else(|| SandboxError::InvalidPath(cwd.display().to_string()))?;
     let mut envp = prepare::environment(inner, &workdir);
     // Data tasks (issue 13): the task's package site dir leads `PYTHONPATH`.
     if let Some(site) = &layout.python_path {
@@ -207,7 +216,7 @@ pub(crate) async fn start_command(
         workdir: wd,
         rlimits: prepare::rlimits_with(limits, memory_cgroup, address_space),
         ids,
-        mounts: layers.mounts.clone(),
+        mounts,
         clone_flags: layers.clone_flags,
         landlock,
         seccomp: layers.seccomp.clone(),

@@ -34,6 +34,8 @@
 //!   every [`ExecutionResult`]; `report.rs` + `report.py`: what a run reports besides its output;
 //! - `compiled.rs`: every other language: a cached, sandboxed compile step, then a fresh run (see
 //!   [`lang`] for the per-language table); [`packages`]: the task package cache;
+//! - `workspace.rs`: repositories as read-only layers and per-episode copy-on-write workspaces
+//!   (an overlay mounted in each run's own mount namespace);
 //! - `metrics.rs`: what the sandbox reports to the `metrics` facade.
 
 mod beneath;
@@ -59,6 +61,7 @@ mod supervise;
 mod uids;
 mod warm;
 mod workdir;
+mod workspace;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -78,6 +81,7 @@ pub use request::{
     ToolHost, ToolLimits,
 };
 pub use session::PySession;
+pub use workspace::{FsLayer, REPO_DIR, Workspace, WorkspaceRun};
 
 use crate::lang::Language;
 use crate::lang::cache::{ArtifactCache, CacheStats};
@@ -251,6 +255,7 @@ impl Sandbox {
             outputs_dir: req.data.outputs.is_some(),
             args: req.data.argv.clone(),
             python_path: req.data.site_dir.clone(),
+            overlay: None,
         };
         let outputs = req.data.outputs;
         let queued = metrics::Level::enter(metrics::QUEUE_DEPTH);
@@ -302,6 +307,18 @@ impl Sandbox {
                 supervise::script(run, stdin, limits, fetch, outputs).await
             }
         }
+    }
+
+    /// A read-only layer holding a copy of the directory `src` (a repository), for
+    /// [`Sandbox::workspace`]; removed once every holder has dropped it.
+    pub async fn import_layer(&self, src: &Path) -> Result<Arc<FsLayer>, SandboxError> {
+        workspace::import_layer(&self.inner, src).await
+    }
+
+    /// A copy-on-write workspace over `layers` (bottom first): an episode's own copy of a
+    /// prepared state, whose runs start fresh (see `workspace.rs`).
+    pub fn workspace(&self, layers: Vec<Arc<FsLayer>>) -> Result<Workspace, SandboxError> {
+        Workspace::create(self.inner.clone(), layers)
     }
 
     /// Which backend runs scripts: `"warm fork"` or `"fresh"`.
@@ -364,6 +381,7 @@ impl Sandbox {
             read_only,
             outputs_dir: data.outputs.is_some(),
             python_path: data.site_dir.clone(),
+            overlay: None,
             args: data.argv.clone(),
             ..RunLayout::default()
         };

@@ -91,6 +91,9 @@ pub(crate) struct RunGuard {
     /// Dropped after the body of `drop` (fields drop last): only once the tree is gone. A warm run
     /// hands it to its fork server's reply instead (`warm/server.rs`).
     pub uid: Option<RunUid>,
+    /// A workspace's uid (`workspace.rs`), held by the workspace for its whole life: every run of
+    /// one workspace is the same user, so each can change what the runs before it wrote.
+    pub lent_uid: Option<u32>,
 }
 
 impl RunGuard {
@@ -102,7 +105,7 @@ impl RunGuard {
         layout: &RunLayout<'_>,
     ) -> Result<(RunGuard, PathBuf), SandboxError> {
         let workdir = inner.work_root.join(format!("run-{id}"));
-        let uid = match inner.layers.drop_uid {
+        let uid = match inner.layers.drop_uid && layout.overlay.is_none() {
             true => Some(
                 uids::acquire(inner.config.uid_base, inner.config.uid_count)
                     .map_err(SandboxError::setup("uid"))?,
@@ -115,16 +118,25 @@ impl RunGuard {
             child: None,
             cell: None,
             uid,
+            lent_uid: layout.overlay.as_ref().and_then(|o| o.uid),
         };
         let ids = guard.ids();
         workdir::create(&workdir, &layout.files, ids)?;
         workdir::add_data(&workdir, &layout.read_only, layout.outputs_dir, ids)?;
+        if layout.overlay.is_some() {
+            // The workspace's mount point: the overlay covers it in the run's mount namespace.
+            workdir::create(&workdir.join(crate::workspace::REPO_DIR), &[], ids)?;
+        }
         Ok((guard, workdir))
     }
 
     /// The uid/gid the execution runs as (`None`: the supervisor cannot drop privileges).
     pub fn ids(&self) -> Option<(u32, u32)> {
-        self.uid.as_ref().map(|u| (u.get(), u.get()))
+        self.uid
+            .as_ref()
+            .map(RunUid::get)
+            .or(self.lent_uid)
+            .map(|u| (u, u))
     }
 
     /// The cgroup's memory view: its peak, and whether it OOM-killed (`(None, false)` without one).
@@ -167,6 +179,8 @@ pub(crate) struct RunLayout<'a> {
     pub args: Vec<String>,
     /// A package-cache site dir, first on `sys.path` after the work dir.
     pub python_path: Option<PathBuf>,
+    /// A workspace run: the overlay mounted at `REPO_DIR` in the work dir, the run's cwd.
+    pub overlay: Option<crate::workspace::OverlayMount>,
 }
 
 /// Bytes read from a pipe at a time. Small on purpose: a zeroed allocation of 16 KiB or more is a

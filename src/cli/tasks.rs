@@ -5,13 +5,15 @@ use std::process::ExitCode;
 
 use env_coding::audit::{AuditScope, audit};
 use env_coding::completions::check_tasks;
-use env_coding::tasks::TaskSet;
+use env_coding::repo::{RepoScorer, check_repo_tasks};
+use env_coding::tasks::{RepoTaskSet, TaskSet};
 use prompts::{EpisodeMode, Prompts};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
     /// Score every task's reference solution as a submission, through the same engine and config
-    /// (`--config`) as `codegym serve`; exits non-zero if any fails. With `--audit`, also audit the
+    /// (`--config`) as `codegym serve`; exits non-zero if any fails. On a repository task set,
+    /// each task's reference patch must resolve it and the empty patch must not. With `--audit`, also audit the
     /// set for reward hacking (as `codegym audit`) and fail when a task can be hacked or its tests
     /// are below the mutation-score gate.
     Check(CheckArgs),
@@ -22,7 +24,8 @@ pub enum Command {
 
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
-    /// Task file (native JSONL, HumanEval .jsonl/.jsonl.gz, MBPP) or `builtin:examples`.
+    /// Task file (native JSONL, HumanEval .jsonl/.jsonl.gz, MBPP, repository tasks) or
+    /// `builtin:examples`.
     file: PathBuf,
     /// One JSON object a line (task_id, passed, reward, reward_breakdown, error) instead of
     /// `PASS`/`FAIL` lines; the summary goes to stderr.
@@ -90,6 +93,9 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
 }
 
 async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
+    if RepoTaskSet::detect(&args.file) {
+        return check_repository(args).await;
+    }
     let set = TaskSet::load(&args.file)?;
     super::audit::check_mutation_flags(args.mutants, args.min_mutation_score)?;
     let scorer = super::scoring::scorer(args.scoring.coding_config()?).await?;
@@ -132,6 +138,39 @@ async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         hackable = report.failed();
     }
     Ok(if failed == 0 && !hackable {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// `tasks check` on a repository task set: reference patches resolve, empty patches do not.
+async fn check_repository(args: CheckArgs) -> anyhow::Result<ExitCode> {
+    if args.audit {
+        anyhow::bail!("--audit does not apply to repository tasks");
+    }
+    let set = RepoTaskSet::load(&args.file)?;
+    let scorer = super::scoring::scorer(args.scoring.coding_config()?).await?;
+    let repo = RepoScorer::new(scorer.sandbox().clone(), scorer.packages().cloned());
+    let results = check_repo_tasks(&repo, &set).await;
+    let failed = results.iter().filter(|r| !r.passed).count();
+    for r in &results {
+        match (args.json, &r.error) {
+            (true, _) => println!("{}", serde_json::to_string(r)?),
+            (false, None) => println!("PASS {} (prepared in {} ms)", r.task_id, r.prepare_ms),
+            (false, Some(e)) => println!("FAIL {}: {e}", r.task_id),
+        }
+    }
+    let summary = format!(
+        "{} of {} repository tasks: the reference patch resolves, the empty patch does not",
+        results.len() - failed,
+        results.len()
+    );
+    match args.json {
+        true => eprintln!("{summary}"),
+        false => println!("{summary}"),
+    }
+    Ok(if failed == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

@@ -24,6 +24,9 @@
 //! (`question_content`, `public_test_cases`); HumanEval+ / MBPP+ (`evalplus.rs`: `base_input`,
 //! `canonical_solution`, `entry_point`), scored by differential testing; and MultiPL-E
 //! (`multipl_e.rs`: `name`, `language`, `tests`, `stop_tokens`), tests appended in the language.
+//!
+//! Repository (SWE-style) task sets are a format of their own (`repository.rs`, [`RepoTaskSet`]):
+//! a task is a repository, not a program, and is scored by [`crate::repo`].
 
 mod contests;
 mod entry_point;
@@ -31,6 +34,7 @@ mod evalplus;
 mod foreign;
 mod multipl_e;
 mod native;
+mod repository;
 
 pub use multipl_e::language as multipl_e_language;
 
@@ -47,6 +51,7 @@ use crate::data::TaskData;
 use crate::reward::RewardSpec;
 
 pub use native::NATIVE_SCHEMA_VERSION;
+pub use repository::{REPOSITORY_FORMAT_VERSION, RepoLimits, RepoTask, RepoTaskSet};
 
 /// The bundled example set (`env-coding/tasks/examples.jsonl`).
 pub const BUILTIN_EXAMPLES: &str = include_str!("../../tasks/examples.jsonl");

@@ -1,0 +1,378 @@
+//! Repository (SWE-style) tasks, run and scored: a task's repository prepared once and frozen
+//! ([`RepoScorer::prepare`]), an episode's own copy-on-write copy of it
+//! ([`RepoScorer::episode`], a sandbox `Workspace`), the episode's changes as a diff
+//! ([`RepoScorer::diff`]), and a patch scored in a fresh copy ([`RepoScorer::score`]).
+//!
+//! - Preparing: the repository is imported as a read-only layer; the setup commands run once in a
+//!   workspace over it, then the result is committed with git (`git init` first when the repository
+//!   has none) and frozen as a second layer. The commit is the base every diff is taken against.
+//! - An episode's diff is `git diff --binary` of everything in its copy against the base commit,
+//!   taken inside the sandbox with a private index and object store (the episode's copy is left as
+//!   it was; deletions are diffs like any change, whatever the overlay's whiteouts look like).
+//! - Scoring: in a fresh workspace over the prepared layers, `git apply` the patch (a patch that
+//!   does not apply is a verdict of 0 with git's reason), then, in a second run, the hidden tests
+//!   are copied over the repository and the test command runs under the task's hard wall limit,
+//!   writing JUnit XML to `$CODEGYM_JUNIT`, read on the host ([`junit`]). Resolved: every
+//!   `fail_to_pass` and `pass_to_pass` test passed. A report that is missing or not JUnit, a
+//!   failed setup or a broken layer store is a [`RepoError`], never a reward.
+
+mod check;
+mod env;
+pub mod junit;
+pub mod tools;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use codegym_sandbox::packages::PackageCache;
+use codegym_sandbox::{FsLayer, Limits, Sandbox, SandboxError, Workspace, WorkspaceRun};
+use env_core::ExecutionResult;
+use serde::Serialize;
+
+use crate::tasks::RepoTask;
+pub use check::{RepoCheck, check_repo_tasks};
+pub(crate) use env::register_repo;
+pub use env::{REPO_ENV_ID, REPO_MAX_STEPS, RepoEnv};
+use junit::TestStatus;
+
+/// Git's settings for every command in a repository: the files are not the run's uid's (safe
+/// directory), and commits need an author.
+const GIT_ENV: &str = "export GIT_CONFIG_COUNT=3 GIT_CONFIG_KEY_0=safe.directory \
+    GIT_CONFIG_VALUE_0='*' GIT_CONFIG_KEY_1=user.name GIT_CONFIG_VALUE_1=codegym \
+    GIT_CONFIG_KEY_2=user.email GIT_CONFIG_VALUE_2=codegym@localhost\n";
+
+/// The scoring run's exit when the hidden tests could not be copied in (before any test ran).
+const HIDDEN_NOT_ADDED: i32 = 97;
+
+/// An infrastructure failure: retry elsewhere or fix the task, never a reward.
+#[derive(Debug, thiserror::Error)]
+pub enum RepoError {
+    #[error("sandbox: {0}")]
+    Sandbox(#[from] SandboxError),
+    #[error("task {task}: packages: {detail}")]
+    Packages { task: String, detail: String },
+    #[error("task {task}: setup failed: {detail}")]
+    Setup { task: String, detail: String },
+    #[error("task {task}: the test command left no JUnit report: {detail}")]
+    Report { task: String, detail: String },
+}
+
+/// A task's prepared state: its frozen layers, base commit and package dir.
+#[derive(Debug)]
+pub struct Prepared {
+    pub task: Arc<RepoTask>,
+    layers: Vec<Arc<FsLayer>>,
+    /// The commit diffs are taken against.
+    pub base_commit: String,
+    site_dir: Option<PathBuf>,
+}
+
+/// How a patch fared.
+#[derive(Debug, Clone, Serialize)]
+pub struct RepoVerdict {
+    /// Every `fail_to_pass` and `pass_to_pass` test passed.
+    pub resolved: bool,
+    pub reward: f64,
+    pub applied: bool,
+    /// Why it is not resolved (`None` when it is).
+    pub reason: Option<String>,
+    pub fail_to_pass: BTreeMap<String, TestStatus>,
+    pub pass_to_pass: BTreeMap<String, TestStatus>,
+    pub wall_ms: u64,
+}
+
+impl RepoVerdict {
+    /// The verdict of an episode whose changes could not be read (`RepoScorer::diff`'s reason).
+    pub fn unreadable(prepared: &Prepared, reason: String) -> RepoVerdict {
+        RepoVerdict {
+            resolved: false,
+            reward: 0.0,
+            applied: false,
+            reason: Some(reason),
+            fail_to_pass: missing(&prepared.task.fail_to_pass),
+            pass_to_pass: missing(&prepared.task.pass_to_pass),
+            wall_ms: 0,
+        }
+    }
+}
+
+/// Prepares, runs and scores repository tasks in one sandbox.
+#[derive(Clone)]
+pub struct RepoScorer {
+    sandbox: Arc<Sandbox>,
+    packages: Option<Arc<PackageCache>>,
+}
+
+fn limits(task: &RepoTask, wall_ms: u64) -> Limits {
+    Limits {
+        wall_ms,
+        cpu_ms: task.limits.test_cpu_ms,
+        memory_bytes: task.limits.memory_mb << 20,
+        max_processes: 64,
+        ..Limits::default()
+    }
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+impl RepoScorer {
+    pub fn new(sandbox: Arc<Sandbox>, packages: Option<Arc<PackageCache>>) -> RepoScorer {
+        RepoScorer { sandbox, packages }
+    }
+
+    /// Imports the repository, runs the setup once, commits and freezes the result.
+    pub async fn prepare(&self, task: Arc<RepoTask>) -> Result<Arc<Prepared>, RepoError> {
+        let site_dir =
+            match (&self.packages, task.requirements.is_empty()) {
+                (_, true) => None,
+                (Some(cache), false) => {
+                    Some(cache.ensure(&task.requirements).await.map_err(|e| {
+                        RepoError::Packages {
+                            task: task.id.clone(),
+                            detail: e.to_string(),
+                        }
+                    })?)
+                }
+                (None, false) => {
+                    return Err(RepoError::Packages {
+                        task: task.id.clone(),
+                        detail: "the task has requirements and packages are not enabled".into(),
+                    });
+                }
+            };
+        let base = self.sandbox.import_layer(&task.repository).await?;
+        let ws = self.sandbox.workspace(vec![base.clone()])?;
+        let mut script = format!("{GIT_ENV}set -e\n");
+        for command in &task.setup {
+            script.push_str(command);
+            script.push('\n');
+        }
+        script.push_str(
+            "git init -q\ngit add -A\ngit commit -q --allow-empty -m 'codegym: prepared state'\n\
+             git rev-parse HEAD > \"$HOME/base\"\n",
+        );
+        let run = WorkspaceRun {
+            command: script,
+            fetch: vec!["base".into()],
+            limits: Some(limits(&task, task.limits.setup_wall_ms)),
+            site_dir: site_dir.clone(),
+            ..WorkspaceRun::default()
+        };
+        let (result, fetched) = ws.run(run).await?;
+        let base_commit = fetched
+            .first()
+            .map(|(_, b)| String::from_utf8_lossy(b).trim().to_string())
+            .filter(|c| result.exit_code == Some(0) && c.len() >= 40);
+        let Some(base_commit) = base_commit else {
+            return Err(RepoError::Setup {
+                task: task.id.clone(),
+                detail: failure(&result),
+            });
+        };
+        let setup = ws.freeze().await?;
+        Ok(Arc::new(Prepared {
+            task,
+            layers: vec![base, setup],
+            base_commit,
+            site_dir,
+        }))
+    }
+
+    /// A new episode: its own writable copy of the prepared state.
+    pub fn episode(&self, prepared: &Prepared) -> Result<Workspace, RepoError> {
+        Ok(self.sandbox.workspace(prepared.layers.clone())?)
+    }
+
+    /// One shell command of an agent in its episode's copy (`limits`: the sandbox's default).
+    pub async fn run(
+        &self,
+        ws: &Workspace,
+        prepared: &Prepared,
+        command: &str,
+        limits: Option<Limits>,
+    ) -> Result<ExecutionResult, RepoError> {
+        let run = WorkspaceRun {
+            command: format!("{GIT_ENV}{command}"),
+            limits,
+            site_dir: prepared.site_dir.clone(),
+            ..WorkspaceRun::default()
+        };
+        Ok(ws.run(run).await?.0)
+    }
+
+    /// [`RepoScorer::run`] with `files` written beside the repository first (a tool's input).
+    pub async fn run_with_files(
+        &self,
+        ws: &Workspace,
+        prepared: &Prepared,
+        command: &str,
+        files: Vec<(String, Vec<u8>)>,
+    ) -> Result<ExecutionResult, RepoError> {
+        let run = WorkspaceRun {
+            command: format!("{GIT_ENV}{command}"),
+            files,
+            site_dir: prepared.site_dir.clone(),
+            ..WorkspaceRun::default()
+        };
+        Ok(ws.run(run).await?.0)
+    }
+
+    /// The episode's changes against the base commit: `Ok(Err(reason))` when the episode broke
+    /// what git needs to read them (its own doing: an outcome, not an infrastructure failure).
+    pub async fn diff(
+        &self,
+        ws: &Workspace,
+        prepared: &Prepared,
+    ) -> Result<Result<String, String>, RepoError> {
+        let script = format!(
+            "{GIT_ENV}set -e\nmkdir -p \"$HOME/objects\"\n\
+             export GIT_INDEX_FILE=\"$HOME/index\" GIT_OBJECT_DIRECTORY=\"$HOME/objects\" \
+             GIT_ALTERNATE_OBJECT_DIRECTORIES=\"$PWD/.git/objects\"\n\
+             git add -A\ngit diff --cached --binary {} > \"$HOME/patch.diff\"\n",
+            shell_quote(&prepared.base_commit)
+        );
+        let run = WorkspaceRun {
+            command: script,
+            fetch: vec!["patch.diff".into()],
+            ..WorkspaceRun::default()
+        };
+        let (result, fetched) = ws.run(run).await?;
+        Ok(match (result.exit_code, fetched.into_iter().next()) {
+            (Some(0), Some((_, bytes))) => {
+                String::from_utf8(bytes).map_err(|_| "the diff is not UTF-8".to_string())
+            }
+            _ => Err(format!("the changes cannot be read: {}", failure(&result))),
+        })
+    }
+
+    /// Scores `patch` in a fresh copy of the prepared state (see the module's doc).
+    pub async fn score(&self, prepared: &Prepared, patch: &str) -> Result<RepoVerdict, RepoError> {
+        let task = &prepared.task;
+        let ws = self.episode(prepared)?;
+        let mut verdict = RepoVerdict {
+            resolved: false,
+            reward: 0.0,
+            applied: true,
+            reason: None,
+            fail_to_pass: missing(&task.fail_to_pass),
+            pass_to_pass: missing(&task.pass_to_pass),
+            wall_ms: 0,
+        };
+        if !patch.trim().is_empty() {
+            let run = WorkspaceRun {
+                command: format!("{GIT_ENV}git apply --whitespace=nowarn \"$HOME/patch.diff\""),
+                files: vec![("patch.diff".into(), patch.as_bytes().to_vec())],
+                limits: Some(limits(task, task.limits.setup_wall_ms)),
+                ..WorkspaceRun::default()
+            };
+            let (applied, _) = ws.run(run).await?;
+            verdict.wall_ms += applied.wall_ms;
+            if applied.exit_code != Some(0) {
+                verdict.applied = false;
+                verdict.reason = Some(format!("the patch does not apply: {}", failure(&applied)));
+                return Ok(verdict);
+            }
+        }
+        let files = task
+            .hidden_tests
+            .iter()
+            .map(|(path, bytes)| (format!("hidden/{path}"), bytes.clone()))
+            .collect();
+        // The hidden tests replace whatever the patch left at their paths (as a test patch's files
+        // would); a patch that makes that impossible fails the task, it is no infrastructure error.
+        let paths: Vec<String> = task.hidden_tests.keys().map(|p| shell_quote(p)).collect();
+        let command = format!(
+            "{GIT_ENV}rm -rf -- {} && cp -R \"$HOME/hidden/.\" . || exit {HIDDEN_NOT_ADDED}\n\
+             export CODEGYM_JUNIT=\"$HOME/junit.xml\"\n{}\n",
+            paths.join(" "),
+            task.test_command
+        );
+        let run = WorkspaceRun {
+            command,
+            files,
+            fetch: vec!["junit.xml".into()],
+            limits: Some(limits(task, task.limits.test_wall_ms)),
+            site_dir: prepared.site_dir.clone(),
+            ..WorkspaceRun::default()
+        };
+        let (tested, fetched) = ws.run(run).await?;
+        verdict.wall_ms += tested.wall_ms;
+        let report = fetched.into_iter().next().map(|(_, b)| b);
+        let results = match (report, tested.timed_out) {
+            (Some(xml), _) => {
+                junit::parse(&String::from_utf8_lossy(&xml)).map_err(|e| RepoError::Report {
+                    task: task.id.clone(),
+                    detail: e.to_string(),
+                })?
+            }
+            (None, true) => BTreeMap::new(),
+            (None, false) if tested.exit_code == Some(HIDDEN_NOT_ADDED) => {
+                verdict.reason = Some(format!(
+                    "the hidden tests cannot be added to the patched repository: {}",
+                    failure(&tested)
+                ));
+                return Ok(verdict);
+            }
+            (None, false) => {
+                return Err(RepoError::Report {
+                    task: task.id.clone(),
+                    detail: failure(&tested),
+                });
+            }
+        };
+        for (id, status) in verdict
+            .fail_to_pass
+            .iter_mut()
+            .chain(verdict.pass_to_pass.iter_mut())
+        {
+            *status = results.get(id).copied().unwrap_or(TestStatus::Missing);
+        }
+        let not_passed: Vec<&String> = verdict
+            .fail_to_pass
+            .iter()
+            .chain(verdict.pass_to_pass.iter())
+            .filter(|(_, s)| **s != TestStatus::Passed)
+            .map(|(id, _)| id)
+            .collect();
+        verdict.resolved = not_passed.is_empty() && !tested.timed_out;
+        verdict.reward = if verdict.resolved { 1.0 } else { 0.0 };
+        verdict.reason = match (tested.timed_out, not_passed.first()) {
+            (true, _) => Some(format!(
+                "the test command hit its wall limit ({} ms)",
+                task.limits.test_wall_ms
+            )),
+            (false, Some(first)) => Some(format!(
+                "{} of the task's tests did not pass (first: {first})",
+                not_passed.len()
+            )),
+            (false, None) => None,
+        };
+        Ok(verdict)
+    }
+}
+
+fn missing(ids: &[String]) -> BTreeMap<String, TestStatus> {
+    ids.iter()
+        .map(|id| (id.clone(), TestStatus::Missing))
+        .collect()
+}
+
+/// A failed run in a line or two: its exit and the end of its stderr.
+fn failure(r: &ExecutionResult) -> String {
+    let err = r.stderr.trim();
+    let tail: String = err
+        .char_indices()
+        .rev()
+        .nth(600)
+        .map_or(err, |(i, _)| &err[i..])
+        .to_string();
+    match (r.timed_out, r.exit_code, r.signal) {
+        (true, _, _) => format!("timed out after {} ms; {tail}", r.wall_ms),
+        (_, Some(code), _) => format!("exit {code}; {tail}"),
+        (_, None, Some(sig)) => format!("killed by signal {sig}; {tail}"),
+        _ => tail,
+    }
+}

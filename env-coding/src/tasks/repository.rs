@@ -1,0 +1,257 @@
+//! Repository (SWE-style) task sets, format version 1: a repository at a state, setup commands, a
+//! problem statement, a test command, hidden tests, the test ids that must start passing
+//! (`fail_to_pass`) and keep passing (`pass_to_pass`), a reference patch and limits. Scoring them
+//! is [`crate::repo`]'s; `docs/repository-tasks.md` describes the format for users.
+//!
+//! JSON Lines, one task a line, each with `"version": 1`; blank lines and lines starting with `//`
+//! are skipped; unknown fields are refused. Paths (`repository`, `hidden_tests`, `patch`) are
+//! relative to the task file's directory and stay beneath it. Errors name `FILE:LINE`.
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::TaskError;
+
+/// The format version this loader reads.
+pub const REPOSITORY_FORMAT_VERSION: u32 = 1;
+
+/// One task line as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Line {
+    version: u32,
+    id: String,
+    repository: String,
+    #[serde(default)]
+    setup: Vec<String>,
+    #[serde(default)]
+    requirements: Vec<String>,
+    problem_statement: String,
+    test_command: String,
+    hidden_tests: String,
+    fail_to_pass: Vec<String>,
+    #[serde(default)]
+    pass_to_pass: Vec<String>,
+    patch: String,
+    #[serde(default)]
+    limits: RepoLimits,
+}
+
+/// Limits of a task's runs: `test` bounds the scoring run of the test command (its wall clock is
+/// the hard limit of scoring), `setup` each setup command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RepoLimits {
+    pub setup_wall_ms: u64,
+    pub test_wall_ms: u64,
+    pub test_cpu_ms: u64,
+    pub memory_mb: u64,
+}
+
+impl Default for RepoLimits {
+    fn default() -> Self {
+        RepoLimits {
+            setup_wall_ms: 120_000,
+            test_wall_ms: 120_000,
+            test_cpu_ms: 60_000,
+            memory_mb: 1024,
+        }
+    }
+}
+
+/// A loaded repository task: paths resolved, hidden tests and patch read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RepoTask {
+    pub id: String,
+    /// The repository's directory (absolute).
+    pub repository: PathBuf,
+    /// Shell commands run once, in order, in the repository; their result is frozen.
+    pub setup: Vec<String>,
+    /// Python packages the test command needs (resolved by the package cache).
+    pub requirements: Vec<String>,
+    pub problem_statement: String,
+    /// A shell command run in the repository; it writes JUnit XML to `$CODEGYM_JUNIT`.
+    pub test_command: String,
+    /// Files added over the patched repository before the tests run (relative path, bytes);
+    /// never in an episode's copy.
+    pub hidden_tests: BTreeMap<String, Vec<u8>>,
+    pub fail_to_pass: Vec<String>,
+    pub pass_to_pass: Vec<String>,
+    /// The reference patch (a unified diff, `git apply`'s input).
+    pub patch: String,
+    pub limits: RepoLimits,
+}
+
+/// A repository task file.
+#[derive(Debug, Clone)]
+pub struct RepoTaskSet {
+    pub path: PathBuf,
+    pub tasks: Vec<RepoTask>,
+}
+
+impl RepoTaskSet {
+    /// Loads a task file (`FILE:LINE` in every error).
+    pub fn load(path: &Path) -> Result<RepoTaskSet, TaskError> {
+        let io = |source| TaskError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let text = std::fs::read_to_string(path).map_err(io)?;
+        let base = path
+            .canonicalize()
+            .map_err(io)?
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let mut tasks: Vec<RepoTask> = Vec::new();
+        for (i, raw) in text.lines().enumerate() {
+            let trimmed = raw.trim();
+            if trimmed.is_empty() || trimmed.starts_with("//") {
+                continue;
+            }
+            let parse = |message: String| TaskError::Parse {
+                path: path.to_path_buf(),
+                line: i + 1,
+                message,
+            };
+            let task = parse_line(trimmed, &base).map_err(parse)?;
+            if tasks.iter().any(|t| t.id == task.id) {
+                return Err(parse(format!("duplicate task id {:?}", task.id)));
+            }
+            tasks.push(task);
+        }
+        if tasks.is_empty() {
+            return Err(TaskError::Empty {
+                path: path.to_path_buf(),
+            });
+        }
+        Ok(RepoTaskSet {
+            path: path.to_path_buf(),
+            tasks,
+        })
+    }
+
+    /// Whether `path` holds repository tasks (its first task line has `repository` and
+    /// `fail_to_pass`): how the CLI tells them from the other formats.
+    pub fn detect(path: &Path) -> bool {
+        let Ok(text) = std::fs::read_to_string(path) else {
+            return false;
+        };
+        let first = text
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty() && !l.starts_with("//"));
+        first
+            .and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .is_some_and(|v| v.get("repository").is_some() && v.get("fail_to_pass").is_some())
+    }
+}
+
+fn parse_line(text: &str, base: &Path) -> Result<RepoTask, String> {
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    match value.get("version").and_then(serde_json::Value::as_u64) {
+        Some(v) if v == u64::from(REPOSITORY_FORMAT_VERSION) => {}
+        Some(v) => {
+            return Err(format!(
+                "repository task format version {v} is not supported (this reads {REPOSITORY_FORMAT_VERSION})"
+            ));
+        }
+        None => return Err("missing `version` (the repository task format's is 1)".into()),
+    }
+    let line: Line = serde_json::from_value(value).map_err(|e| e.to_string())?;
+    debug_assert_eq!(line.version, REPOSITORY_FORMAT_VERSION);
+    if line.id.trim().is_empty() {
+        return Err("empty `id`".into());
+    }
+    if line.fail_to_pass.is_empty() {
+        return Err("`fail_to_pass` is empty: a task needs a test the fix makes pass".into());
+    }
+    if let Some(both) = line
+        .fail_to_pass
+        .iter()
+        .find(|t| line.pass_to_pass.contains(t))
+    {
+        return Err(format!(
+            "{both:?} is in both `fail_to_pass` and `pass_to_pass`"
+        ));
+    }
+    let repository = beneath(base, &line.repository, "repository")?;
+    if !repository.is_dir() {
+        return Err(format!(
+            "`repository`: {} is not a directory",
+            repository.display()
+        ));
+    }
+    let patch_path = beneath(base, &line.patch, "patch")?;
+    let patch = std::fs::read_to_string(&patch_path)
+        .map_err(|e| format!("`patch`: {}: {e}", patch_path.display()))?;
+    let hidden_dir = beneath(base, &line.hidden_tests, "hidden_tests")?;
+    let mut hidden_tests = BTreeMap::new();
+    read_tree(&hidden_dir, &hidden_dir, &mut hidden_tests)
+        .map_err(|e| format!("`hidden_tests`: {}: {e}", hidden_dir.display()))?;
+    if hidden_tests.is_empty() {
+        return Err(format!(
+            "`hidden_tests`: {} has no files",
+            hidden_dir.display()
+        ));
+    }
+    Ok(RepoTask {
+        id: line.id,
+        repository,
+        setup: line.setup,
+        requirements: line.requirements,
+        problem_statement: line.problem_statement,
+        test_command: line.test_command,
+        hidden_tests,
+        fail_to_pass: line.fail_to_pass,
+        pass_to_pass: line.pass_to_pass,
+        patch,
+        limits: line.limits,
+    })
+}
+
+/// `rel` under `base`: relative, no `..`, and (links resolved) still beneath `base`.
+fn beneath(base: &Path, rel: &str, field: &str) -> Result<PathBuf, String> {
+    let p = Path::new(rel);
+    if rel.is_empty()
+        || p.components()
+            .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+    {
+        return Err(format!(
+            "`{field}`: {rel:?} must be a relative path beneath the task file's directory"
+        ));
+    }
+    let full = base.join(p);
+    let real = full
+        .canonicalize()
+        .map_err(|e| format!("`{field}`: {}: {e}", full.display()))?;
+    if !real.starts_with(base) {
+        return Err(format!(
+            "`{field}`: {rel:?} leads outside the task file's directory"
+        ));
+    }
+    Ok(real)
+}
+
+/// Every regular file beneath `dir` by its path relative to `root` (links are refused).
+fn read_tree(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        let path = entry.path();
+        if kind.is_dir() {
+            read_tree(root, &path, out)?;
+        } else if kind.is_file() {
+            let rel = path.strip_prefix(root).unwrap_or(&path);
+            out.insert(rel.display().to_string(), std::fs::read(&path)?);
+        } else {
+            return Err(std::io::Error::other(format!(
+                "{} is not a regular file or directory",
+                path.display()
+            )));
+        }
+    }
+    Ok(())
+}

@@ -1,5 +1,6 @@
 //! The coding envs' contract with their clients, defined once: the info keys a step reports, the
-//! tool-call actions (`{"tool": name, ...fields}`) and their fields.
+//! tool-call actions (`{"tool": name, ...fields}`) and their fields, those of the coding envs and
+//! those of the repository env (every tool name is distinct, so a call's shape follows its name).
 //!
 //! It lives in env-core because everything that speaks it sits above env-core: the coding env
 //! (which produces the info and parses the calls), the rollout engine and the server (which read
@@ -9,8 +10,9 @@
 
 use serde_json::{Value, json};
 
-/// The contract's version in `contract.json`. Changelog: 1, the first contract.
-pub const VERSION: u32 = 1;
+/// The contract's version in `contract.json`. Changelog: 1, the first contract; 2, the repository
+/// env's tools (`repo_tools`).
+pub const VERSION: u32 = 2;
 
 /// Keys of the info a coding env's reset and step return.
 pub mod info {
@@ -66,6 +68,16 @@ pub mod tool {
     pub const WRITE_FILE: &str = "write_file";
     /// Reads a file of the session's work dir (`path`).
     pub const READ_FILE: &str = "read_file";
+    /// Repository env: a shell command in the episode's copy (`command`).
+    pub const BASH: &str = "bash";
+    /// Repository env: a file with line numbers, or a directory (`path`; optional `start`, `end`).
+    pub const VIEW: &str = "view";
+    /// Repository env: writes a whole file (`path`, `content`).
+    pub const CREATE: &str = "create";
+    /// Repository env: replaces a string found exactly once (`path`, `old`, `new`).
+    pub const STR_REPLACE: &str = "str_replace";
+    /// Repository env: the episode's diff is its answer (no fields).
+    pub const SUBMIT: &str = "submit";
 }
 
 /// Fields of tool calls.
@@ -82,6 +94,16 @@ pub mod field {
     pub const PATH: &str = "path";
     /// A file's content.
     pub const CONTENT: &str = "content";
+    /// A shell command.
+    pub const COMMAND: &str = "command";
+    /// Int: the first line to show.
+    pub const START: &str = "start";
+    /// Int: the last line to show.
+    pub const END: &str = "end";
+    /// The string to replace.
+    pub const OLD: &str = "old";
+    /// Its replacement.
+    pub const NEW: &str = "new";
 }
 
 /// One tool's shape: its name, required fields and optional fields.
@@ -116,6 +138,35 @@ pub const TOOLS: &[ToolShape] = &[
     },
 ];
 
+/// Every tool the repository env (`codegym/Repo-v0`) accepts.
+pub const REPO_TOOLS: &[ToolShape] = &[
+    ToolShape {
+        name: tool::BASH,
+        required: &[field::COMMAND],
+        optional: &[],
+    },
+    ToolShape {
+        name: tool::VIEW,
+        required: &[field::PATH],
+        optional: &[field::START, field::END],
+    },
+    ToolShape {
+        name: tool::CREATE,
+        required: &[field::PATH, field::CONTENT],
+        optional: &[],
+    },
+    ToolShape {
+        name: tool::STR_REPLACE,
+        required: &[field::PATH, field::OLD, field::NEW],
+        optional: &[],
+    },
+    ToolShape {
+        name: tool::SUBMIT,
+        required: &[],
+        optional: &[],
+    },
+];
+
 /// A `run_python` call of `code`.
 pub fn run_python(code: &str) -> Value {
     json!({ tool::KEY: tool::RUN_PYTHON, field::CODE: code })
@@ -134,17 +185,20 @@ pub fn is_tool_call(value: &Value) -> bool {
 
 /// The contract as the JSON of `contract.json`.
 pub fn to_json() -> Value {
-    let tools: serde_json::Map<String, Value> = TOOLS
-        .iter()
-        .map(|t| {
-            let shape = json!({ "required": t.required, "optional": t.optional });
-            (t.name.to_string(), shape)
-        })
-        .collect();
+    let table = |shapes: &[ToolShape]| -> serde_json::Map<String, Value> {
+        shapes
+            .iter()
+            .map(|t| {
+                let shape = json!({ "required": t.required, "optional": t.optional });
+                (t.name.to_string(), shape)
+            })
+            .collect()
+    };
     json!({
         "version": VERSION,
         "info_keys": info::ALL,
         "tool_key": tool::KEY,
-        "tools": tools,
+        "tools": table(TOOLS),
+        "repo_tools": table(REPO_TOOLS),
     })
 }

@@ -23,3 +23,17 @@ fn tool_call_shapes() {
     assert!(!is_tool_call(&serde_json::json!({"code": "x"})));
     assert!(!is_tool_call(&serde_json::json!({"tool": 3})));
 }
+
+#[test]
+fn every_tool_name_is_distinct() {
+    use env_core::contract::{REPO_TOOLS, TOOLS};
+    let mut names: Vec<&str> = TOOLS.iter().chain(REPO_TOOLS).map(|t| t.name).collect();
+    let all = names.len();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(
+        names.len(),
+        all,
+        "a call's shape follows its tool's name: {names:?}"
+    );
+}

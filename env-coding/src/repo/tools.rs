@@ -6,6 +6,7 @@
 //! sandboxed run in the episode's copy; what a file tool writes goes in as a file beside the
 //! repository, never through the command line.
 
+use env_core::contract::REPO_TOOLS;
 use env_core::{EnvError, Value};
 use serde::Deserialize;
 
@@ -35,15 +36,31 @@ pub enum ToolCall {
     Submit {},
 }
 
-/// The tools as the reset's info lists them (name and fields).
+/// The tools as the reset's info lists them: each tool of the contract's table
+/// (`env_core::contract::REPO_TOOLS`) with what its fields mean.
 pub fn described() -> serde_json::Value {
-    serde_json::json!([
-        {"tool": "bash", "fields": {"command": "a shell command, run in the repository"}},
-        {"tool": "view", "fields": {"path": "file or directory", "start": "first line (optional)", "end": "last line (optional)"}},
-        {"tool": "create", "fields": {"path": "file to write", "content": "its whole content"}},
-        {"tool": "str_replace", "fields": {"path": "file", "old": "a string found exactly once", "new": "its replacement"}},
-        {"tool": "submit", "fields": {}},
-    ])
+    let meaning = |field: &str| match field {
+        "command" => "a shell command, run in the repository",
+        "path" => "a file or directory of the repository",
+        "start" => "first line (optional)",
+        "end" => "last line (optional)",
+        "content" => "the file's whole content",
+        "old" => "a string found exactly once",
+        "new" => "its replacement",
+        _ => "",
+    };
+    REPO_TOOLS
+        .iter()
+        .map(|t| {
+            let fields: serde_json::Map<String, serde_json::Value> = t
+                .required
+                .iter()
+                .chain(t.optional)
+                .map(|f| (f.to_string(), meaning(f).into()))
+                .collect();
+            serde_json::json!({"tool": t.name, "fields": fields})
+        })
+        .collect()
 }
 
 /// Decodes an action: a JSON value, or text holding one.
@@ -138,6 +155,7 @@ mod tests {
         let call = decode(Value::Json(serde_json::json!({"tool": "submit"}))).expect("json");
         assert_eq!(call, ToolCall::Submit {});
         for bad in [
+            r#"{"tool": "run_python", "code": "1"}"#,
             r#"{"tool": "rm"}"#,
             r#"{"tool": "bash"}"#,
             r#"{"tool": "bash", "command": "ls", "extra": 1}"#,
@@ -145,5 +163,44 @@ mod tests {
         ] {
             assert!(decode(Value::Text(bad.into())).is_err(), "{bad}");
         }
+    }
+
+    /// The serde shape of [`ToolCall`] is the contract's table: every tool decodes with its
+    /// required fields (and its optional ones), and not without one of them.
+    #[test]
+    fn the_decoder_is_the_contracts_table() {
+        let value = |field: &str| match field {
+            "start" | "end" => serde_json::json!(1),
+            _ => serde_json::json!("x"),
+        };
+        for t in REPO_TOOLS {
+            let mut call = serde_json::json!({"tool": t.name});
+            for f in t.required.iter().chain(t.optional) {
+                call[*f] = value(f);
+            }
+            decode(Value::Json(call.clone())).unwrap_or_else(|e| panic!("{call}: {e}"));
+            for f in t.required {
+                let mut short = call.clone();
+                short.as_object_mut().expect("object").remove(*f);
+                assert!(
+                    decode(Value::Json(short)).is_err(),
+                    "{} without {f}",
+                    t.name
+                );
+            }
+            for f in t.optional {
+                let mut short = call.clone();
+                short.as_object_mut().expect("object").remove(*f);
+                decode(Value::Json(short))
+                    .unwrap_or_else(|e| panic!("{} without {f}: {e}", t.name));
+            }
+        }
+        let listed: Vec<String> = described()
+            .as_array()
+            .expect("array")
+            .iter()
+            .map(|t| t["tool"].as_str().expect("name").to_string())
+            .collect();
+        assert_eq!(listed, ["bash", "view", "create", "str_replace", "submit"]);
     }
 }

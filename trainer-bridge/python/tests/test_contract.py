@@ -21,8 +21,9 @@ def test_the_python_contract_is_the_rust_one():
     assert contract.VERSION == CONTRACT["version"]
     assert list(contract.INFO_KEYS) == CONTRACT["info_keys"]
     assert contract.TOOL_KEY == CONTRACT["tool_key"]
-    tools = {name: {"required": list(req), "optional": list(opt)} for name, (req, opt) in contract.TOOLS.items()}
-    assert tools == CONTRACT["tools"]
+    for table, key in ((contract.TOOLS, "tools"), (contract.REPO_TOOLS, "repo_tools")):
+        tools = {name: {"required": list(req), "optional": list(opt)} for name, (req, opt) in table.items()}
+        assert tools == CONTRACT[key]
 
 
 def test_tool_calls_are_checked_before_sending():
@@ -32,6 +33,9 @@ def test_tool_calls_are_checked_before_sending():
         codegym.tool_call("run_code", code="x")
     with pytest.raises(ValueError, match=r"unknown: \['source'\]"):
         contract.tool_call_value({"tool": "run_python", "code": "x", "source": "y"})
+    with pytest.raises(ValueError, match=r"missing: \['old', 'new'\]"):
+        codegym.tool_call("str_replace", path="a.py")
+    assert codegym.tool_call("submit").json == '{"tool": "submit"}'
     assert contract.parse_tool_call("print(1)") is None
     assert contract.parse_tool_call('{"a": 1}') is None
     assert contract.parse_tool_call(' {"tool": "read_file", "path": "a"} ') == {"tool": "read_file", "path": "a"}

@@ -13,7 +13,7 @@ from typing import Any
 from codegym._values import encode_value
 from codegym.v1 import env_pb2 as pb
 
-VERSION = 1
+VERSION = 2
 
 # Keys of the info a coding env's reset and step return.
 SOLVED = "solved"
@@ -56,6 +56,22 @@ TOOLS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     READ_FILE: (("path",), ()),
 }
 
+# The repository env's tools (`codegym/Repo-v0`); every tool name is distinct across both tables,
+# so a call's shape follows its name whichever env it goes to.
+BASH = "bash"
+VIEW = "view"
+CREATE = "create"
+STR_REPLACE = "str_replace"
+SUBMIT = "submit"
+REPO_TOOLS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    BASH: (("command",), ()),
+    VIEW: (("path",), ("start", "end")),
+    CREATE: (("path", "content"), ()),
+    STR_REPLACE: (("path", "old", "new"), ()),
+    SUBMIT: ((), ()),
+}
+_SHAPES = {**TOOLS, **REPO_TOOLS}
+
 
 def tool_call(tool: str, **fields: Any) -> pb.Value:
     """The action of a call of `tool` (fields left None are left out), checked against its shape:
@@ -67,15 +83,18 @@ def tool_call_value(call: Mapping[str, Any]) -> pb.Value:
     """A tool-call mapping (`{"tool": ..., ...fields}`) as the one action shape the server accepts
     (a JSON `Value`); an unknown tool, or a missing or unknown field, is a `ValueError`."""
     tool = call.get(TOOL_KEY)
-    if tool not in TOOLS:
-        raise ValueError(f"unknown tool {tool!r}: the coding envs' tools are {', '.join(TOOLS)}")
-    required, optional = TOOLS[tool]
+    if tool not in _SHAPES:
+        raise ValueError(
+            f"unknown tool {tool!r}: the coding envs' tools are {', '.join(TOOLS)}; "
+            f"the repository env's are {', '.join(REPO_TOOLS)}"
+        )
+    required, optional = _SHAPES[tool]
     fields = set(call) - {TOOL_KEY}
     missing = [f for f in required if f not in fields]
     unknown = sorted(fields - set(required) - set(optional))
     if missing or unknown:
         raise ValueError(
-            f"a {tool} call needs {', '.join(required)}"
+            f"a {tool} call needs {', '.join(required) or 'no field'}"
             + (f" and may have {', '.join(optional)}" if optional else "")
             + f" (missing: {missing or 'none'}, unknown: {unknown or 'none'})"
         )

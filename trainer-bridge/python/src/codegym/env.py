@@ -288,7 +288,7 @@ def run_python_action(action: Mapping[str, Any]) -> pb.Value:
 
 
 def _is_coding(env_id: str) -> bool:
-    return env_id.startswith("codegym/")
+    return env_id.startswith("codegym/") and env_id not in _NOT_CODING
 
 
 def make(
@@ -353,7 +353,15 @@ def _gym_entry_point(env_id: str, address: str | LocalServer = "127.0.0.1:50051"
 
 # The server-backed ids `import codegym` registers with Gymnasium, and whether they are deterministic.
 # `codegym/Python-v0` is the coding env's former id, an alias the server keeps answering.
-GYM_IDS: dict[str, bool] = {"codegym/Code-v0": True, "codegym/Python-v0": True, "classic/CartPole-v1": False}
+GYM_IDS: dict[str, bool] = {
+    "codegym/Code-v0": True,
+    "codegym/Python-v0": True,
+    "codegym/Repo-v0": True,
+    "classic/CartPole-v1": False,
+}
+
+# Served envs whose observations are not the coding observation: their spaces come from the server.
+_NOT_CODING = frozenset({"codegym/Repo-v0"})
 
 
 def register_gymnasium_envs() -> None:

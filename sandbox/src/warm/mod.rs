@@ -105,6 +105,12 @@ pub(crate) fn adopt(
     }
 }
 
+/// Whether a run failed because its fork server died under it (killed from outside: the OOM
+/// killer, an operator): the run's tree died with the server, through no doing of its program.
+pub(crate) fn server_died(e: &SandboxError) -> bool {
+    matches!(e, SandboxError::Setup { stage, .. } if *stage == run::SERVER_DIED)
+}
+
 /// A first server, started before the sandbox's state is shared ([`launch`], [`adopt`]).
 pub(crate) struct ServerStarted(ForkServer);
 

@@ -173,7 +173,10 @@ async fn one_server_under_load_and_faults_holds_its_results_and_leaks_nothing() 
     soak_proc::assert_no_failures("warm-up", &warm);
     tokio::time::sleep(Duration::from_secs(3)).await;
     let base = Snapshot::take(pid, &work, &tmp);
-    println!("soak: {secs} s against pid {pid}; baseline after warm-up: {base:?}");
+    println!(
+        "soak: {secs} s against pid {pid}; baseline after warm-up: {} fds, {} threads, {} KiB RSS, {} run cgroups",
+        base.fds, base.threads, base.rss_kib, base.cgroups
+    );
 
     let tally = Arc::new(Tally::default());
     let start = Instant::now();
@@ -227,4 +230,11 @@ async fn one_server_under_load_and_faults_holds_its_results_and_leaks_nothing() 
         .expect("the server stops on SIGTERM")
         .unwrap();
     assert!(status.success(), "exit status after SIGTERM: {status:?}");
+    // And a stopped server leaves nothing of its sandbox behind.
+    let left: Vec<_> = std::fs::read_dir(&work)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "the stopped server left {left:?}");
 }

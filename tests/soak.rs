@@ -34,6 +34,8 @@ use soak_proc::Snapshot;
 
 /// Runs the sandbox may have in flight (also the bound on the run cgroups it keeps for reuse).
 const MAX_CONCURRENT: usize = 8;
+/// The sandbox's cache of compiled programs (the default is 512 MiB).
+const COMPILE_CACHE_BYTES: u64 = 4 << 20;
 /// Clients sending good requests at once.
 const GOOD_CLIENTS: u64 = 4;
 /// How often the fork server is SIGKILLed: runs in flight then are run again, once.
@@ -127,9 +129,12 @@ async fn one_server_under_load_and_faults_holds_its_results_and_leaks_nothing() 
     let (work, tmp) = (dir.path().join("work"), dir.path().join("tmp"));
     std::fs::create_dir(&work).unwrap();
     std::fs::create_dir(&tmp).unwrap();
-    // Its own uid range, so that no other codegym on this host shares it (checked at the end).
+    // Its own uid range, so that no other codegym on this host shares it (checked at the end);
+    // a small compile cache, so that the RSS check sees leaks, not the cache filling up with the
+    // C programs (each one new).
     let sandbox = serde_json::json!({"work_root": work, "max_concurrent": MAX_CONCURRENT,
-                                     "uid_base": soak_proc::UID_BASE, "uid_count": soak_proc::UID_COUNT});
+                                     "uid_base": soak_proc::UID_BASE, "uid_count": soak_proc::UID_COUNT,
+                                     "compile_cache_bytes": COMPILE_CACHE_BYTES});
     let config = serde_json::json!({"coding": {"sandbox": sandbox, "verdict_cache_mib": 0}});
     std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
     std::fs::write(dir.path().join("HumanEval.jsonl"), soak_load::HUMANEVAL).unwrap();

@@ -6,7 +6,7 @@
 //!   find its objects through `gc`).
 //! - `run.rs`: one script run of it ([`run::WarmRun`]), supervised like a fresh execution.
 //! - here: [`WarmBackend`], the sandbox's live server, replaced when it dies; a run that finds it
-//!   dead is retried once on the new one.
+//!   dead is retried once on the new one, and so is a run it died under (`Sandbox::run_admitted`).
 
 mod run;
 mod server;

@@ -297,8 +297,21 @@ impl Sandbox {
         let with_stdin = stdin.is_some();
         match &self.warm {
             Some(warm) => {
-                let run = warm.start_run(layout, limits, with_stdin, report).await?;
-                supervise::script(run, stdin, limits, fetch, outputs).await
+                // A run whose fork server died under it is run again, once, on the new server
+                // (from a new work dir: nothing of the first attempt remains), like a run that
+                // found the server dead (`WarmBackend::start_run`); a program's own fate never is.
+                let mut retry = Some((stdin.clone(), fetch.clone(), outputs.clone()));
+                let (mut stdin, mut fetch, mut outputs) = (stdin, fetch, outputs);
+                loop {
+                    let run = warm.start_run(layout, limits, with_stdin, report).await?;
+                    match supervise::script(run, stdin, limits, fetch, outputs).await {
+                        Err(e) if warm::server_died(&e) && retry.is_some() => {
+                            tracing::warn!("a run's fork server died under it; running it again");
+                            (stdin, fetch, outputs) = retry.take().expect("checked");
+                        }
+                        out => return out,
+                    }
+                }
             }
             None => {
                 let id = self.inner.next_id();

@@ -236,6 +236,24 @@ async fn a_dead_fork_server_is_replaced_without_failing_a_run() {
     assert_ne!(now, servers);
 }
 
+/// A run whose fork server is killed under it (its tree dies with the server) runs again on the
+/// new server: its caller gets the program's own result, not an infrastructure error.
+#[tokio::test]
+async fn a_run_whose_fork_server_dies_under_it_runs_again() {
+    let f = Fixture::new(Backend::WarmFork, 8);
+    let servers = f.fork_servers();
+    assert_eq!(servers.len(), 1, "{servers:?}");
+    let killer = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        // SAFETY: kill(2) on a pid we found; at worst ESRCH.
+        unsafe { libc::kill(servers[0], libc::SIGKILL) };
+    };
+    let src = "import time\ntime.sleep(1.5)\nprint('done')";
+    let (o, ()) = tokio::join!(f.run(ExecRequest::new(src)), killer);
+    assert_eq!(o.stdout, "done\n", "{o:?}");
+    assert_ne!(f.fork_servers(), servers);
+}
+
 #[tokio::test]
 async fn an_abandoned_run_leaves_no_process_and_no_dir() {
     let f = Fixture::new(Backend::WarmFork, 4);

@@ -93,15 +93,22 @@ impl Serve {
 
     /// [`Serve::start`] in the working directory `dir` (relative paths in `args` and in a
     /// `--config` file resolve there).
-    #[allow(clippy::disallowed_methods)] // the test runs the server binary under test
     pub async fn start_in<I>(dir: &Path, args: I) -> Serve
     where
         I: IntoIterator,
         I::Item: AsRef<OsStr>,
     {
-        let mut child = command(BIN, [OsStr::new("serve")])
-            .args(args)
-            .current_dir(dir)
+        let mut cmd = command(BIN, [OsStr::new("serve")]);
+        cmd.args(args).current_dir(dir);
+        Self::start_command(cmd, &[]).await.0
+    }
+
+    /// Starts `cmd` (a [`command`] running `codegym serve`) and waits for its first line, then for
+    /// the lines the other listeners print, one per prefix in `more` (e.g. `http listening on `,
+    /// `metrics listening on `): returns what follows each prefix, in order.
+    #[allow(clippy::disallowed_methods)] // the test runs the server binary under test
+    pub async fn start_command(mut cmd: Command, more: &[&str]) -> (Serve, Vec<String>) {
+        let mut child = cmd
             .stderr(Stdio::inherit())
             .spawn()
             .expect("spawn codegym serve");
@@ -111,15 +118,27 @@ impl Serve {
             .await
             .expect("the server prints its address")
             .expect("read the server's stdout");
-        // Keep reading: the server prints more lines (`http listening on`, `metrics listening on`),
-        // and a closed pipe would fail its writes.
+        let mut found = Vec::new();
+        for prefix in more {
+            let mut line = String::new();
+            tokio::time::timeout(LIMIT, stdout.read_line(&mut line))
+                .await
+                .expect("the server prints its other addresses")
+                .expect("read the server's stdout");
+            let rest = line
+                .trim()
+                .strip_prefix(prefix)
+                .unwrap_or_else(|| panic!("`{prefix}ADDR`, got {line:?}"));
+            found.push(rest.to_string());
+        }
+        // Keep reading: the server may print more lines, and a closed pipe would fail its writes.
         tokio::spawn(async move { tokio::io::copy(&mut stdout, &mut tokio::io::sink()).await });
         let addr = first
             .trim()
             .strip_prefix("listening on ")
             .unwrap_or_else(|| panic!("`listening on ADDR`, got {first:?}"))
             .to_string();
-        Serve { child, addr }
+        (Serve { child, addr }, found)
     }
 
     /// `http://HOST:PORT`, as `--env-server` takes it.

@@ -6,7 +6,7 @@
 //!   find its objects through `gc`).
 //! - `run.rs`: one script run of it ([`run::WarmRun`]), supervised like a fresh execution.
 //! - here: [`WarmBackend`], the sandbox's live server, replaced when it dies; a run that finds it
-//!   dead is retried once on the new one.
+//!   dead is retried once on the new one, and so is a run it died under (`Sandbox::run_admitted`).
 
 mod run;
 mod server;
@@ -103,6 +103,12 @@ pub(crate) fn adopt(
             Ok(None)
         }
     }
+}
+
+/// Whether a run failed because its fork server died under it (killed from outside: the OOM
+/// killer, an operator): the run's tree died with the server, through no doing of its program.
+pub(crate) fn server_died(e: &SandboxError) -> bool {
+    matches!(e, SandboxError::Setup { stage, .. } if *stage == run::SERVER_DIED)
 }
 
 /// A first server, started before the sandbox's state is shared ([`launch`], [`adopt`]).

@@ -58,7 +58,7 @@ impl Process for WarmRun {
         match self.exit.clone().unwrap_or_else(|| Err("no run".into())) {
             Ok(exit) => Ok(exit),
             Err(e) => Err(SandboxError::Setup {
-                stage: "fork server",
+                stage: SERVER_DIED,
                 source: std::io::Error::other(e),
             }),
         }
@@ -74,6 +74,8 @@ impl Drop for WarmRun {
     }
 }
 
+/// The stage of a run's error when its fork server died under it (the run's tree died with it).
+pub(crate) const SERVER_DIED: &str = "fork server";
 const SETUP_FAILED: &str = "fork server child";
 /// The run's process died silently before its program (killed from outside: e.g. a child forked
 /// ahead that died while waiting). Nothing of the program ran: the caller may retry.

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use codegym_sandbox::packages::PackagesConfig;
 use codegym_sandbox::{Backend, SandboxConfig};
 use env_coding::repo::junit::TestStatus;
-use env_coding::repo::{Prepared, RepoScorer, RepoVerdict, attacks};
+use env_coding::repo::{Prepared, RepoScorer, RepoVerdict, attacks, audit_repo_tasks, protected};
 use env_coding::tasks::RepoTaskSet;
 use env_coding::{CodingConfig, Scorer};
 
@@ -132,10 +132,55 @@ async fn the_task_test_files_cannot_be_changed() {
     let v = scored(&repo, &prepared, "test-file-forge").await;
     assert_eq!(v.reward, 0.0, "{v:?}");
     assert!(dropped(&v).contains("test_inflection.py"), "{v:?}");
+    for (path, wanted) in [
+        ("pkg/sub/conftest.py", true),
+        ("pyproject.toml", true),
+        ("lib/site.pth", true),
+        ("pytest.py", true),
+        ("_pytest/junitxml.py", true),
+        ("test_hidden_ordinal.py", true),
+        ("inflection/__init__.py", false),
+        ("inflection/conftest_notes.txt", false),
+    ] {
+        assert_eq!(protected(&prepared.task, path), wanted, "{path}");
+    }
     // The fix itself is never dropped: the reference patch with a conftest.py added resolves.
     let mut patch = prepared.task.patch.clone();
     patch.push_str(&attack_patch(&repo, &prepared, "conftest-forge").await);
     let v = repo.score(&prepared, &patch).await.expect("score");
     assert!(v.resolved, "{v:?}");
     assert!(dropped(&v).contains("conftest.py"), "{v:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_runs_every_derived_attack_and_only_known_weak_ones_resolve() {
+    let set = RepoTaskSet::load(&shipped()).unwrap_or_else(|e| panic!("{e}"));
+    let audit = audit_repo_tasks(&scorer(4), &set).await;
+    for r in &audit.results {
+        eprintln!(
+            "{} {} resolved={} {:?} dropped={:?} error={:?}",
+            r.task_id, r.attack, r.resolved, r.reason, r.dropped, r.error
+        );
+    }
+    eprintln!("{}", audit.summary());
+    let names = attacks::derive(&set.tasks[0]).len();
+    assert_eq!(audit.results.len(), names * set.tasks.len());
+    assert!(audit.results.iter().all(|r| r.error.is_none()));
+    assert!(!audit.failed(), "{}", audit.summary());
+    // Every attack the set marks known weak still resolves its task: the mark is measured, not
+    // assumed (a defence that stops one should take its mark away).
+    for task in &set.tasks {
+        for name in task.known_weak.keys() {
+            let r = audit
+                .results
+                .iter()
+                .find(|r| r.task_id == task.id && &r.attack == name)
+                .unwrap_or_else(|| panic!("{}: no attack {name}", task.id));
+            assert!(
+                r.resolved,
+                "{}: {name} is marked known weak but does not resolve",
+                task.id
+            );
+        }
+    }
 }

@@ -20,6 +20,7 @@
 //! - Auditing: attacks derived from each task ([`attacks`]) are scored like any patch.
 
 pub mod attacks;
+mod audit;
 mod check;
 mod env;
 pub mod junit;
@@ -36,10 +37,12 @@ use env_core::ExecutionResult;
 use serde::Serialize;
 
 use crate::tasks::RepoTask;
+pub use audit::{RepoAttackResult, RepoAudit, audit_repo_tasks};
 pub use check::{RepoCheck, check_repo_tasks};
 pub(crate) use env::register_repo;
 pub use env::{REPO_ENV_ID, REPO_MAX_STEPS, RepoEnv};
 use junit::TestStatus;
+pub use score::protected;
 
 /// Git's settings for every command in a repository: the files are not the run's uid's (safe
 /// directory), and commits need an author.

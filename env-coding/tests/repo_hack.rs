@@ -184,3 +184,20 @@ async fn the_audit_runs_every_derived_attack_and_only_known_weak_ones_resolve() 
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_protected_file_the_repository_ignores_is_dropped_too() {
+    let repo = scorer(5);
+    let prepared = prepared(&repo).await;
+    // A patch written by hand (not an episode's diff, which leaves ignored files out): a
+    // `.gitignore` hiding the conftest.py it adds from `git add -A`.
+    let mut patch = attack_patch(&repo, &prepared, "conftest-forge").await;
+    patch.push_str(
+        "diff --git a/.gitignore b/.gitignore\nnew file mode 100644\n--- /dev/null\n\
+         +++ b/.gitignore\n@@ -0,0 +1 @@\n+conftest.py\n",
+    );
+    let v = repo.score(&prepared, &patch).await.expect("score");
+    assert!(v.applied, "{v:?}");
+    assert_eq!(v.reward, 0.0, "{v:?}");
+    assert!(dropped(&v).contains("conftest.py"), "{v:?}");
+}

@@ -57,6 +57,17 @@ pub fn protected(task: &RepoTask, path: &str) -> bool {
             .any(|id| id.split("::").next() == Some(path))
 }
 
+/// The paths of `git apply --numstat -z`'s listing (`added\tdeleted\tpath\0`, a rename's two
+/// paths as fields of their own).
+fn patch_paths(numstat: &str) -> Vec<String> {
+    numstat
+        .split('\0')
+        .map(|f| f.rsplit('\t').next().unwrap_or(f))
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
 impl RepoScorer {
     /// Scores `patch` in a fresh copy of the prepared state (see the module's doc).
     pub async fn score(&self, prepared: &Prepared, patch: &str) -> Result<RepoVerdict, RepoError> {
@@ -79,11 +90,12 @@ impl RepoScorer {
             let run = WorkspaceRun {
                 command: format!(
                     "{GIT_ENV}git apply --whitespace=nowarn \"$HOME/patch.diff\" || exit 1\n\
+                     git apply --numstat -z \"$HOME/patch.diff\" > \"$HOME/touched\"\n\
                      git add -A && git diff --cached --no-renames --name-status -z {base} \
                      > \"$HOME/changed\"\n"
                 ),
                 files: vec![("patch.diff".into(), patch.as_bytes().to_vec())],
-                fetch: vec!["changed".into()],
+                fetch: vec!["changed".into(), "touched".into()],
                 limits: Some(limits(task, task.limits.setup_wall_ms)),
                 ..WorkspaceRun::default()
             };
@@ -94,20 +106,23 @@ impl RepoScorer {
                 verdict.reason = Some(format!("the patch does not apply: {}", failure(&applied)));
                 return Ok(verdict);
             }
-            let listing = fetched
-                .into_iter()
-                .next()
-                .map(|(_, b)| b)
-                .unwrap_or_default();
-            let fields: Vec<String> = String::from_utf8_lossy(&listing)
-                .split('\0')
-                .map(str::to_string)
-                .collect();
+            let file = |name: &str| {
+                let bytes = fetched.iter().find(|(n, _)| n == name).map(|(_, b)| b);
+                String::from_utf8_lossy(bytes.map_or(&[][..], |b| &b[..])).into_owned()
+            };
+            let fields: Vec<String> = file("changed").split('\0').map(str::to_string).collect();
             changed = fields
                 .chunks(2)
                 .filter(|c| c.len() == 2 && !c[1].is_empty())
                 .map(|c| (c[0].clone(), c[1].clone()))
                 .collect();
+            // The paths the patch itself names: git's listing leaves out what `.gitignore` hides
+            // (a patch can add both a conftest.py and the line that ignores it).
+            for path in patch_paths(&file("touched")) {
+                if !changed.iter().any(|(_, p)| *p == path) {
+                    changed.push(("?".into(), path));
+                }
+            }
         }
         let mut undo = String::new();
         for (status, path) in &changed {
@@ -117,7 +132,9 @@ impl RepoScorer {
             let quoted = shell_quote(path);
             undo.push_str(&match status.as_str() {
                 "A" => format!("rm -rf -- {quoted}\n"),
-                _ => format!("rm -rf -- {quoted}; git checkout -q {base} -- {quoted}\n"),
+                _ => {
+                    format!("rm -rf -- {quoted}; git checkout -q {base} -- {quoted} 2>/dev/null\n")
+                }
             });
             verdict.dropped.push(path.clone());
         }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use env_coding::audit::{AuditScope, audit};
 use env_coding::completions::check_tasks;
-use env_coding::repo::{RepoScorer, check_repo_tasks};
+use env_coding::repo::{RepoScorer, audit_repo_tasks, check_repo_tasks};
 use env_coding::tasks::{RepoTaskSet, TaskSet};
 use prompts::{EpisodeMode, Prompts};
 
@@ -13,7 +13,8 @@ use prompts::{EpisodeMode, Prompts};
 pub enum Command {
     /// Score every task's reference solution as a submission, through the same engine and config
     /// (`--config`) as `codegym serve`; exits non-zero if any fails. On a repository task set,
-    /// each task's reference patch must resolve it and the empty patch must not. With `--audit`, also audit the
+    /// each task's reference patch must resolve it and the empty patch must not (with `--audit`, attacks
+    /// derived from each task must not resolve it). With `--audit`, also audit the
     /// set for reward hacking (as `codegym audit`) and fail when a task can be hacked or its tests
     /// are below the mutation-score gate.
     Check(CheckArgs),
@@ -144,10 +145,12 @@ async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// `tasks check` on a repository task set: reference patches resolve, empty patches do not.
+/// `tasks check` on a repository task set: reference patches resolve, empty patches do not; with
+/// `--audit`, every attack derived from each task is scored and one that resolves a task not
+/// marking it `known_weak` fails the check.
 async fn check_repository(args: CheckArgs) -> anyhow::Result<ExitCode> {
-    if args.audit {
-        anyhow::bail!("--audit does not apply to repository tasks");
+    if args.mutants.is_some() || args.strict {
+        anyhow::bail!("--mutants and --strict do not apply to repository tasks");
     }
     let set = RepoTaskSet::load(&args.file)?;
     let scorer = super::scoring::scorer(args.scoring.coding_config()?).await?;
@@ -170,7 +173,29 @@ async fn check_repository(args: CheckArgs) -> anyhow::Result<ExitCode> {
         true => eprintln!("{summary}"),
         false => println!("{summary}"),
     }
-    Ok(if failed == 0 {
+    let mut hackable = false;
+    if args.audit {
+        let report = audit_repo_tasks(&repo, &set).await;
+        for r in &report.results {
+            match (args.json, &r.error, r.resolved, &r.known_weak) {
+                (true, _, _, _) => println!("{}", serde_json::json!({ "audit": r })),
+                (false, Some(e), _, _) => println!("ERROR {} {}: {e}", r.task_id, r.attack),
+                (false, None, true, None) => {
+                    println!("HACKED {} {}: {}", r.task_id, r.attack, r.what)
+                }
+                (false, None, true, Some(why)) => {
+                    println!("HACKED {} {} (known weak: {why})", r.task_id, r.attack)
+                }
+                (false, None, false, _) => {}
+            }
+        }
+        match args.json {
+            true => eprintln!("{}", report.summary()),
+            false => println!("{}", report.summary()),
+        }
+        hackable = report.failed();
+    }
+    Ok(if failed == 0 && !hackable {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

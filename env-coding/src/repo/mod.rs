@@ -13,12 +13,18 @@
 //!   does not apply is a verdict of 0 with git's reason), then, in a second run, the hidden tests
 //!   are copied over the repository and the test command runs under the task's hard wall limit,
 //!   writing JUnit XML to `$CODEGYM_JUNIT`, read on the host ([`junit`]). Resolved: every
-//!   `fail_to_pass` and `pass_to_pass` test passed. A report that is missing or not JUnit, a
-//!   failed setup or a broken layer store is a [`RepoError`], never a reward.
+//!   `fail_to_pass` and `pass_to_pass` test passed and the report agrees with the command's exit
+//!   status. The patch's changes to what configures the test run are undone first, and a report
+//!   the patched code destroyed is a verdict of 0 ([`score`]). A failed setup, a broken layer
+//!   store, or no report from the prepared state itself is a [`RepoError`], never a reward.
+//! - Auditing: attacks derived from each task ([`attacks`]) are scored like any patch.
 
+pub mod attacks;
+mod audit;
 mod check;
 mod env;
 pub mod junit;
+mod score;
 pub mod tools;
 
 use std::collections::BTreeMap;
@@ -31,19 +37,18 @@ use env_core::ExecutionResult;
 use serde::Serialize;
 
 use crate::tasks::RepoTask;
+pub use audit::{RepoAttackResult, RepoAudit, audit_repo_tasks};
 pub use check::{RepoCheck, check_repo_tasks};
 pub(crate) use env::register_repo;
 pub use env::{REPO_ENV_ID, REPO_MAX_STEPS, RepoEnv};
 use junit::TestStatus;
+pub use score::protected;
 
 /// Git's settings for every command in a repository: the files are not the run's uid's (safe
 /// directory), and commits need an author.
 const GIT_ENV: &str = "export GIT_CONFIG_COUNT=3 GIT_CONFIG_KEY_0=safe.directory \
     GIT_CONFIG_VALUE_0='*' GIT_CONFIG_KEY_1=user.name GIT_CONFIG_VALUE_1=codegym \
     GIT_CONFIG_KEY_2=user.email GIT_CONFIG_VALUE_2=codegym@localhost\n";
-
-/// The scoring run's exit when the hidden tests could not be copied in (before any test ran).
-const HIDDEN_NOT_ADDED: i32 = 97;
 
 /// An infrastructure failure: retry elsewhere or fix the task, never a reward.
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +85,9 @@ pub struct RepoVerdict {
     pub fail_to_pass: BTreeMap<String, TestStatus>,
     pub pass_to_pass: BTreeMap<String, TestStatus>,
     pub wall_ms: u64,
+    /// The patch's changes to what configures the test run, undone before the tests ran
+    /// (`conftest.py`, the task's test files, ...: see [`score`]).
+    pub dropped: Vec<String>,
 }
 
 impl RepoVerdict {
@@ -93,6 +101,7 @@ impl RepoVerdict {
             fail_to_pass: missing(&prepared.task.fail_to_pass),
             pass_to_pass: missing(&prepared.task.pass_to_pass),
             wall_ms: 0,
+            dropped: Vec::new(),
         }
     }
 }
@@ -246,111 +255,6 @@ impl RepoScorer {
             }
             _ => Err(format!("the changes cannot be read: {}", failure(&result))),
         })
-    }
-
-    /// Scores `patch` in a fresh copy of the prepared state (see the module's doc).
-    pub async fn score(&self, prepared: &Prepared, patch: &str) -> Result<RepoVerdict, RepoError> {
-        let task = &prepared.task;
-        let ws = self.episode(prepared)?;
-        let mut verdict = RepoVerdict {
-            resolved: false,
-            reward: 0.0,
-            applied: true,
-            reason: None,
-            fail_to_pass: missing(&task.fail_to_pass),
-            pass_to_pass: missing(&task.pass_to_pass),
-            wall_ms: 0,
-        };
-        if !patch.trim().is_empty() {
-            let run = WorkspaceRun {
-                command: format!("{GIT_ENV}git apply --whitespace=nowarn \"$HOME/patch.diff\""),
-                files: vec![("patch.diff".into(), patch.as_bytes().to_vec())],
-                limits: Some(limits(task, task.limits.setup_wall_ms)),
-                ..WorkspaceRun::default()
-            };
-            let (applied, _) = ws.run(run).await?;
-            verdict.wall_ms += applied.wall_ms;
-            if applied.exit_code != Some(0) {
-                verdict.applied = false;
-                verdict.reason = Some(format!("the patch does not apply: {}", failure(&applied)));
-                return Ok(verdict);
-            }
-        }
-        let files = task
-            .hidden_tests
-            .iter()
-            .map(|(path, bytes)| (format!("hidden/{path}"), bytes.clone()))
-            .collect();
-        // The hidden tests replace whatever the patch left at their paths (as a test patch's files
-        // would); a patch that makes that impossible fails the task, it is no infrastructure error.
-        let paths: Vec<String> = task.hidden_tests.keys().map(|p| shell_quote(p)).collect();
-        let command = format!(
-            "{GIT_ENV}rm -rf -- {} && cp -R \"$HOME/hidden/.\" . || exit {HIDDEN_NOT_ADDED}\n\
-             export CODEGYM_JUNIT=\"$HOME/junit.xml\"\n{}\n",
-            paths.join(" "),
-            task.test_command
-        );
-        let run = WorkspaceRun {
-            command,
-            files,
-            fetch: vec!["junit.xml".into()],
-            limits: Some(limits(task, task.limits.test_wall_ms)),
-            site_dir: prepared.site_dir.clone(),
-            ..WorkspaceRun::default()
-        };
-        let (tested, fetched) = ws.run(run).await?;
-        verdict.wall_ms += tested.wall_ms;
-        let report = fetched.into_iter().next().map(|(_, b)| b);
-        let results = match (report, tested.timed_out) {
-            (Some(xml), _) => {
-                junit::parse(&String::from_utf8_lossy(&xml)).map_err(|e| RepoError::Report {
-                    task: task.id.clone(),
-                    detail: e.to_string(),
-                })?
-            }
-            (None, true) => BTreeMap::new(),
-            (None, false) if tested.exit_code == Some(HIDDEN_NOT_ADDED) => {
-                verdict.reason = Some(format!(
-                    "the hidden tests cannot be added to the patched repository: {}",
-                    failure(&tested)
-                ));
-                return Ok(verdict);
-            }
-            (None, false) => {
-                return Err(RepoError::Report {
-                    task: task.id.clone(),
-                    detail: failure(&tested),
-                });
-            }
-        };
-        for (id, status) in verdict
-            .fail_to_pass
-            .iter_mut()
-            .chain(verdict.pass_to_pass.iter_mut())
-        {
-            *status = results.get(id).copied().unwrap_or(TestStatus::Missing);
-        }
-        let not_passed: Vec<&String> = verdict
-            .fail_to_pass
-            .iter()
-            .chain(verdict.pass_to_pass.iter())
-            .filter(|(_, s)| **s != TestStatus::Passed)
-            .map(|(id, _)| id)
-            .collect();
-        verdict.resolved = not_passed.is_empty() && !tested.timed_out;
-        verdict.reward = if verdict.resolved { 1.0 } else { 0.0 };
-        verdict.reason = match (tested.timed_out, not_passed.first()) {
-            (true, _) => Some(format!(
-                "the test command hit its wall limit ({} ms)",
-                task.limits.test_wall_ms
-            )),
-            (false, Some(first)) => Some(format!(
-                "{} of the task's tests did not pass (first: {first})",
-                not_passed.len()
-            )),
-            (false, None) => None,
-        };
-        Ok(verdict)
     }
 }
 

@@ -37,6 +37,8 @@ struct Line {
     patch: String,
     #[serde(default)]
     limits: RepoLimits,
+    #[serde(default)]
+    known_weak: BTreeMap<String, String>,
 }
 
 /// Limits of a task's runs: `test` bounds the scoring run of the test command (its wall clock is
@@ -82,6 +84,9 @@ pub struct RepoTask {
     /// The reference patch (a unified diff, `git apply`'s input).
     pub patch: String,
     pub limits: RepoLimits,
+    /// Derived attacks (by name, see `repo::attacks`) known to resolve the task, and why: the
+    /// audit reports them but does not fail on them.
+    pub known_weak: BTreeMap<String, String>,
 }
 
 /// A repository task file.
@@ -209,6 +214,7 @@ fn parse_line(text: &str, base: &Path) -> Result<RepoTask, String> {
         pass_to_pass: line.pass_to_pass,
         patch,
         limits: line.limits,
+        known_weak: line.known_weak,
     })
 }
 

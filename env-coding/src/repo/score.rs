@@ -1,0 +1,237 @@
+//! Scoring a patch in a fresh copy of a task's prepared state, against a patch that runs inside
+//! the test process (pytest imports it) and so can act on the report and on the run itself.
+//!
+//! 1. `git apply` the patch (one that does not apply is a verdict of 0 with git's reason) and list
+//!    what it changed (`git diff --name-status` against the base commit).
+//! 2. The patch may not change how the tests run: its changes to [`protected`] paths (whatever
+//!    loads code into pytest's process or configures it, and the task's test files) are undone
+//!    before the tests run, and listed in the verdict's `dropped`. The rest of the patch is scored.
+//! 3. The hidden tests are copied in and the test command runs; its JUnit report is read.
+//!    - No report, or one that is not JUnit: with changes of the patch's own in the copy, the
+//!      patched code can cause it (`os._exit` before pytest writes, deleting the file), so it is a
+//!      verdict of 0 with the reason; from the prepared state alone it is an infrastructure error.
+//!    - The report must agree with the command's exit status (0 exactly when no test failed or
+//!      errored), as pytest's does; a report claiming success under a failing exit (a forged
+//!      rewrite after pytest wrote it) is a verdict of 0.
+
+use codegym_sandbox::WorkspaceRun;
+
+use super::junit::{self, TestStatus};
+use super::{
+    GIT_ENV, Prepared, RepoError, RepoScorer, RepoVerdict, failure, limits, missing, shell_quote,
+};
+use crate::tasks::RepoTask;
+
+/// The scoring run's exit when the hidden tests could not be copied in (before any test ran).
+const HIDDEN_NOT_ADDED: i32 = 97;
+
+/// File names that load code into the test process or configure pytest, wherever they are.
+const CONFIG_NAMES: &[&str] = &[
+    "conftest.py",
+    "pytest.ini",
+    ".pytest.ini",
+    "tox.ini",
+    "setup.cfg",
+    "pyproject.toml",
+    "sitecustomize.py",
+    "usercustomize.py",
+];
+
+/// Top-level names that would shadow the test runner itself (the repository is on `sys.path`).
+const RUNNER_MODULES: &[&str] = &["pytest", "_pytest", "pluggy", "py", "iniconfig"];
+
+/// Whether the patch may not change `path`: a file of [`CONFIG_NAMES`], a `.pth` file, a module
+/// shadowing the test runner, a hidden test, or a file of a test the task lists.
+pub fn protected(task: &RepoTask, path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let top = path.split('/').next().unwrap_or(path);
+    let top = top.strip_suffix(".py").unwrap_or(top);
+    CONFIG_NAMES.contains(&name)
+        || name.ends_with(".pth")
+        || RUNNER_MODULES.contains(&top)
+        || task.hidden_tests.contains_key(path)
+        || task
+            .fail_to_pass
+            .iter()
+            .chain(&task.pass_to_pass)
+            .any(|id| id.split("::").next() == Some(path))
+}
+
+/// The paths of `git apply --numstat -z`'s listing (`added\tdeleted\tpath\0`, a rename's two
+/// paths as fields of their own).
+fn patch_paths(numstat: &str) -> Vec<String> {
+    numstat
+        .split('\0')
+        .map(|f| f.rsplit('\t').next().unwrap_or(f))
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+impl RepoScorer {
+    /// Scores `patch` in a fresh copy of the prepared state (see the module's doc).
+    pub async fn score(&self, prepared: &Prepared, patch: &str) -> Result<RepoVerdict, RepoError> {
+        let task = &prepared.task;
+        let ws = self.episode(prepared)?;
+        let mut verdict = RepoVerdict {
+            resolved: false,
+            reward: 0.0,
+            applied: true,
+            reason: None,
+            fail_to_pass: missing(&task.fail_to_pass),
+            pass_to_pass: missing(&task.pass_to_pass),
+            wall_ms: 0,
+            dropped: Vec::new(),
+        };
+        let base = shell_quote(&prepared.base_commit);
+        // What the patch changed, as (status, path); undoing the protected ones.
+        let mut changed: Vec<(String, String)> = Vec::new();
+        if !patch.trim().is_empty() {
+            let run = WorkspaceRun {
+                command: format!(
+                    "{GIT_ENV}git apply --whitespace=nowarn \"$HOME/patch.diff\" || exit 1\n\
+                     git apply --numstat -z \"$HOME/patch.diff\" > \"$HOME/touched\"\n\
+                     git add -A && git diff --cached --no-renames --name-status -z {base} \
+                     > \"$HOME/changed\"\n"
+                ),
+                files: vec![("patch.diff".into(), patch.as_bytes().to_vec())],
+                fetch: vec!["changed".into(), "touched".into()],
+                limits: Some(limits(task, task.limits.setup_wall_ms)),
+                ..WorkspaceRun::default()
+            };
+            let (applied, fetched) = ws.run(run).await?;
+            verdict.wall_ms += applied.wall_ms;
+            if applied.exit_code != Some(0) {
+                verdict.applied = false;
+                verdict.reason = Some(format!("the patch does not apply: {}", failure(&applied)));
+                return Ok(verdict);
+            }
+            let file = |name: &str| {
+                let bytes = fetched.iter().find(|(n, _)| n == name).map(|(_, b)| b);
+                String::from_utf8_lossy(bytes.map_or(&[][..], |b| &b[..])).into_owned()
+            };
+            let fields: Vec<String> = file("changed").split('\0').map(str::to_string).collect();
+            changed = fields
+                .chunks(2)
+                .filter(|c| c.len() == 2 && !c[1].is_empty())
+                .map(|c| (c[0].clone(), c[1].clone()))
+                .collect();
+            // The paths the patch itself names: git's listing leaves out what `.gitignore` hides
+            // (a patch can add both a conftest.py and the line that ignores it).
+            for path in patch_paths(&file("touched")) {
+                if !changed.iter().any(|(_, p)| *p == path) {
+                    changed.push(("?".into(), path));
+                }
+            }
+        }
+        let mut undo = String::new();
+        for (status, path) in &changed {
+            if !protected(task, path) {
+                continue;
+            }
+            let quoted = shell_quote(path);
+            undo.push_str(&match status.as_str() {
+                "A" => format!("rm -rf -- {quoted}\n"),
+                _ => {
+                    format!("rm -rf -- {quoted}; git checkout -q {base} -- {quoted} 2>/dev/null\n")
+                }
+            });
+            verdict.dropped.push(path.clone());
+        }
+        let own_changes = changed.len() > verdict.dropped.len();
+        let files = task
+            .hidden_tests
+            .iter()
+            .map(|(path, bytes)| (format!("hidden/{path}"), bytes.clone()))
+            .collect();
+        // The hidden tests replace whatever the patch left at their paths (as a test patch's files
+        // would); a patch that makes that impossible fails the task, it is no infrastructure error.
+        let paths: Vec<String> = task.hidden_tests.keys().map(|p| shell_quote(p)).collect();
+        let command = format!(
+            "{GIT_ENV}{{\n{undo}rm -rf -- {} && cp -R \"$HOME/hidden/.\" .\n}} || exit {HIDDEN_NOT_ADDED}\n\
+             export CODEGYM_JUNIT=\"$HOME/junit.xml\"\n{}\n",
+            paths.join(" "),
+            task.test_command
+        );
+        let run = WorkspaceRun {
+            command,
+            files,
+            fetch: vec!["junit.xml".into()],
+            limits: Some(limits(task, task.limits.test_wall_ms)),
+            site_dir: prepared.site_dir.clone(),
+            ..WorkspaceRun::default()
+        };
+        let (tested, fetched) = ws.run(run).await?;
+        verdict.wall_ms += tested.wall_ms;
+        let report = fetched.into_iter().next().map(|(_, b)| b);
+        let parsed = report.map(|xml| junit::parse(&String::from_utf8_lossy(&xml)));
+        let results = match (parsed, tested.timed_out) {
+            (Some(Ok(results)), _) => results,
+            (_, true) => Default::default(),
+            (None, false) if tested.exit_code == Some(HIDDEN_NOT_ADDED) => {
+                verdict.reason = Some(format!(
+                    "the hidden tests cannot be added to the patched repository: {}",
+                    failure(&tested)
+                ));
+                return Ok(verdict);
+            }
+            (report, false) => {
+                let detail = match report {
+                    Some(Err(e)) => e.to_string(),
+                    _ => failure(&tested),
+                };
+                if !own_changes {
+                    return Err(RepoError::Report {
+                        task: task.id.clone(),
+                        detail,
+                    });
+                }
+                verdict.reason = Some(format!(
+                    "the test command left no JUnit report with the patch applied: {detail}"
+                ));
+                return Ok(verdict);
+            }
+        };
+        for (id, status) in verdict
+            .fail_to_pass
+            .iter_mut()
+            .chain(verdict.pass_to_pass.iter_mut())
+        {
+            *status = results.get(id).copied().unwrap_or(TestStatus::Missing);
+        }
+        let not_passed: Vec<&String> = verdict
+            .fail_to_pass
+            .iter()
+            .chain(verdict.pass_to_pass.iter())
+            .filter(|(_, s)| **s != TestStatus::Passed)
+            .map(|(id, _)| id)
+            .collect();
+        let failing = results
+            .values()
+            .any(|s| matches!(s, TestStatus::Failed | TestStatus::Error));
+        let agrees = (tested.exit_code == Some(0)) != failing;
+        verdict.resolved = not_passed.is_empty() && !tested.timed_out && agrees;
+        verdict.reward = if verdict.resolved { 1.0 } else { 0.0 };
+        verdict.reason = match (tested.timed_out, not_passed.first(), agrees) {
+            (true, _, _) => Some(format!(
+                "the test command hit its wall limit ({} ms)",
+                task.limits.test_wall_ms
+            )),
+            (false, Some(first), _) => Some(format!(
+                "{} of the task's tests did not pass (first: {first})",
+                not_passed.len()
+            )),
+            (false, None, false) => Some(format!(
+                "the report disagrees with the test command's exit status ({:?}): {}",
+                tested.exit_code,
+                if failing {
+                    "it shows a failing test under a successful exit"
+                } else {
+                    "it shows no failing test under a failing exit"
+                }
+            )),
+            (false, None, true) => None,
+        };
+        Ok(verdict)
+    }
+}

@@ -21,22 +21,13 @@ use codegym::server::ServerConfig;
 use codegym::server::status::TABLE;
 use http_server::HttpServer;
 use proptest::prelude::*;
-use proptest::test_runner::{Config, FileFailurePersistence};
 use serde_json::{Value as J, json};
 
-fn config(default: u32) -> Config {
-    let cases = std::env::var("CODEGYM_FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default);
-    Config {
-        cases,
-        // Failures found are kept here and run first next time (commit them with the fix).
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
-            "tests/proptest-regressions/fuzz_http.txt",
-        ))),
-        ..Config::default()
-    }
+#[path = "support/fuzz_config.rs"]
+mod fuzz_config;
+
+fn config(default: u32) -> proptest::test_runner::Config {
+    fuzz_config::config(default, "tests/proptest-regressions/fuzz_http.txt")
 }
 
 const HUMANEVAL: &str = r#"{"task_id": "HumanEval/0", "prompt": "def add(a, b):\n    \"\"\"Return a + b.\"\"\"\n", "canonical_solution": "    return a + b\n", "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n", "entry_point": "add"}

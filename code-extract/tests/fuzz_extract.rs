@@ -15,21 +15,12 @@
 
 use code_extract::{ExtractMode, answer, extract_in, first_block_in, reasoning_spans};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, FileFailurePersistence};
 
-fn config(default: u32) -> Config {
-    let cases = std::env::var("CODEGYM_FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default);
-    Config {
-        cases,
-        // Failures found are kept here and run first next time (commit them with the fix).
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
-            "tests/proptest-regressions/fuzz_extract.txt",
-        ))),
-        ..Config::default()
-    }
+#[path = "../../tests/support/fuzz_config.rs"]
+mod fuzz_config;
+
+fn config(default: u32) -> proptest::test_runner::Config {
+    fuzz_config::config(default, "tests/proptest-regressions/fuzz_extract.txt")
 }
 
 const LANGUAGES: &[&str] = &["python", "cpp", "zig", ""];

@@ -19,22 +19,13 @@ use std::path::Path;
 
 use env_coding::tasks::{TaskError, TaskFormat, TaskSet};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, FileFailurePersistence};
 use serde_json::Value as J;
 
-fn config(default: u32) -> Config {
-    let cases = std::env::var("CODEGYM_FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default);
-    Config {
-        cases,
-        // Failures found are kept here and run first next time (commit them with the fix).
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
-            "tests/proptest-regressions/fuzz_tasks.txt",
-        ))),
-        ..Config::default()
-    }
+#[path = "../../tests/support/fuzz_config.rs"]
+mod fuzz_config;
+
+fn config(default: u32) -> proptest::test_runner::Config {
+    fuzz_config::config(default, "tests/proptest-regressions/fuzz_tasks.txt")
 }
 
 /// One format: its seed records, the header line its files start with, the key of a record's id,

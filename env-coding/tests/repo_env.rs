@@ -3,35 +3,21 @@
 //! the other submitting what it broke (reward 0); neither sees the other's changes. Task files
 //! outside `task_dirs` are refused.
 
-use std::path::{Path, PathBuf};
-
-use codegym_sandbox::packages::PackagesConfig;
-use codegym_sandbox::{Backend, SandboxConfig};
 use env_coding::repo::REPO_ENV_ID;
 use env_coding::{CodingConfig, register};
 use env_core::{AsyncEnv, Kwargs, Registry, Value};
 use serde_json::json;
 
-fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/repository")
-}
+#[path = "support/repo.rs"]
+mod repo_support;
+
+use repo_support::dir;
 
 fn registry() -> Registry {
     let mut reg = Registry::new();
     let config = CodingConfig {
-        sandbox: SandboxConfig {
-            backend: Backend::Fresh,
-            uid_base: 2_800_000 + (std::process::id() % 1000) * 64,
-            uid_count: 64,
-            ..SandboxConfig::default()
-        },
-        packages: PackagesConfig {
-            enabled: true,
-            cache_dir: PathBuf::from("/tmp/codegym-test-repository-packages"),
-            ..PackagesConfig::default()
-        },
         task_dirs: vec![dir()],
-        ..CodingConfig::default()
+        ..repo_support::config(2_600_000, 0)
     };
     register(&mut reg, config).unwrap_or_else(|e| panic!("register: {e}"));
     reg

@@ -5,37 +5,19 @@
 //! exit status is a verdict of 0, and the patch's changes to what configures the test run
 //! (`conftest.py`, the task's test files, ...) are dropped before the tests run.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use codegym_sandbox::packages::PackagesConfig;
-use codegym_sandbox::{Backend, SandboxConfig};
 use env_coding::repo::junit::TestStatus;
 use env_coding::repo::{Prepared, RepoScorer, RepoVerdict, attacks, audit_repo_tasks, protected};
 use env_coding::tasks::RepoTaskSet;
-use env_coding::{CodingConfig, Scorer};
 
-fn shipped() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/repository/tasks.jsonl")
-}
+#[path = "support/repo.rs"]
+mod repo_support;
+
+use repo_support::shipped;
 
 fn scorer(n: u32) -> RepoScorer {
-    let config = CodingConfig {
-        sandbox: SandboxConfig {
-            backend: Backend::Fresh,
-            uid_base: 2_800_000 + (std::process::id() % 1000) * 200 + n * 32,
-            uid_count: 32,
-            ..SandboxConfig::default()
-        },
-        packages: PackagesConfig {
-            enabled: true,
-            cache_dir: PathBuf::from("/tmp/codegym-test-repository-packages"),
-            ..PackagesConfig::default()
-        },
-        ..CodingConfig::default()
-    };
-    let scorer = Scorer::new(&config).unwrap_or_else(|e| panic!("scorer: {e}"));
-    RepoScorer::new(scorer.sandbox().clone(), scorer.packages().cloned())
+    repo_support::scorer(2_800_000, n)
 }
 
 async fn prepared(repo: &RepoScorer) -> Arc<Prepared> {

@@ -7,34 +7,17 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use codegym_sandbox::packages::PackagesConfig;
-use codegym_sandbox::{Backend, SandboxConfig};
 use env_coding::repo::junit::TestStatus;
 use env_coding::repo::{RepoScorer, check_repo_tasks};
 use env_coding::tasks::{RepoTaskSet, TaskError};
-use env_coding::{CodingConfig, Scorer};
 
-fn shipped() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/repository/tasks.jsonl")
-}
+#[path = "support/repo.rs"]
+mod repo_support;
+
+use repo_support::shipped;
 
 fn scorer(n: u32) -> RepoScorer {
-    let config = CodingConfig {
-        sandbox: SandboxConfig {
-            backend: Backend::Fresh,
-            uid_base: 2_700_000 + (std::process::id() % 1000) * 100 + n * 32,
-            uid_count: 32,
-            ..SandboxConfig::default()
-        },
-        packages: PackagesConfig {
-            enabled: true,
-            cache_dir: PathBuf::from("/tmp/codegym-test-repository-packages"),
-            ..PackagesConfig::default()
-        },
-        ..CodingConfig::default()
-    };
-    let scorer = Scorer::new(&config).unwrap_or_else(|e| panic!("scorer: {e}"));
-    RepoScorer::new(scorer.sandbox().clone(), scorer.packages().cloned())
+    repo_support::scorer(2_700_000, n)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

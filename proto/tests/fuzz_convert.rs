@@ -22,24 +22,15 @@ use env_core::{
 };
 use ndarray::{ArrayD, IxDyn};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, FileFailurePersistence};
 use prost::Message;
 use proto::convert::{ConvertError, value_from_proto, value_to_proto};
 use proto::v1;
 
-fn config(default: u32) -> Config {
-    let cases = std::env::var("CODEGYM_FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default);
-    Config {
-        cases,
-        // Failures found are kept here and run first next time (commit them with the fix).
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
-            "tests/proptest-regressions/fuzz_convert.txt",
-        ))),
-        ..Config::default()
-    }
+#[path = "../../tests/support/fuzz_config.rs"]
+mod fuzz_config;
+
+fn config(default: u32) -> proptest::test_runner::Config {
+    fuzz_config::config(default, "tests/proptest-regressions/fuzz_convert.txt")
 }
 
 fn text() -> impl Strategy<Value = String> {

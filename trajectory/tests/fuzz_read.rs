@@ -19,24 +19,15 @@
 use std::path::Path;
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config, FileFailurePersistence};
 use serde_json::Value as J;
 use trajectory::SCHEMA_VERSION;
 use trajectory::read::{ReadError, read, read_and_repair};
 
-fn config(default: u32) -> Config {
-    let cases = std::env::var("CODEGYM_FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default);
-    Config {
-        cases,
-        // Failures found are kept here and run first next time (commit them with the fix).
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
-            "tests/proptest-regressions/fuzz_read.txt",
-        ))),
-        ..Config::default()
-    }
+#[path = "../../tests/support/fuzz_config.rs"]
+mod fuzz_config;
+
+fn config(default: u32) -> proptest::test_runner::Config {
+    fuzz_config::config(default, "tests/proptest-regressions/fuzz_read.txt")
 }
 
 /// The real records of the fixtures (every schema version this build reads), the seed corpus.

@@ -25,6 +25,8 @@ const SHIPPED: &[&str] = &[
 /// Tasks of every shape whose tests are weak or strong on purpose (mutation scores).
 const MUTATION: &str = "env-coding/audit/fixtures/mutation.jsonl";
 const WEAK: &str = "env-coding/audit/fixtures/weak.jsonl";
+/// The shipped repository (SWE-style) set, checked and audited by its own test below.
+const REPOSITORY: &str = "env-coding/tasks/repository/tasks.jsonl";
 
 async fn audit(args: &[&str]) -> (i32, String, String) {
     finish(spawn(std::iter::once("audit").chain(args.iter().copied()))).await
@@ -67,6 +69,42 @@ async fn every_shipped_task_set_audits_clean() {
             wrong || out.contains("reference solutions pass"),
             "{file}: {out}"
         );
+    }
+}
+
+/// `tasks check --audit` on the shipped repository set, as a user runs it: every reference patch
+/// resolves, no empty patch does, and every attack derived from the tasks that resolves one is an
+/// attack the set declares known weak (docs/repository-tasks.md says which and why).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shipped_repository_set_checks_and_audits_clean_but_for_its_known_weaknesses() {
+    let path = format!("{ROOT}/{REPOSITORY}");
+    let args = ["tasks", "check", path.as_str(), "--packages", "--audit"];
+    let (code, out, err) = finish(spawn(args)).await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    let tasks = out
+        .lines()
+        .find_map(|l| {
+            l.strip_suffix(
+                " repository tasks: the reference patch resolves, the empty patch does not",
+            )
+        })
+        .unwrap_or_else(|| panic!("no check summary: {out}"));
+    let (passed, all) = tasks.split_once(" of ").expect("N of M");
+    assert_eq!(passed, all, "{out}");
+    let summary = out
+        .lines()
+        .find(|l| l.contains(" attacks resolved a task ("))
+        .unwrap_or_else(|| panic!("no audit summary: {out}"));
+    let numbers: Vec<usize> = summary
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    let [hacked, attacks, known_weak] = numbers[..] else {
+        panic!("{summary}")
+    };
+    assert!(attacks > 0 && hacked == known_weak, "{summary}");
+    for line in out.lines().filter(|l| l.starts_with("HACKED ")) {
+        assert!(line.contains("(known weak: "), "{line}");
     }
 }
 
@@ -305,7 +343,7 @@ fn the_list_of_shipped_task_sets_is_whole() {
         let rel = f.strip_prefix(&format!("{ROOT}/")).unwrap().to_string();
         if rel.ends_with(".jsonl") || rel.ends_with(".json") {
             assert!(
-                SHIPPED.contains(&rel.as_str()) || rel == WEAK,
+                SHIPPED.contains(&rel.as_str()) || rel == WEAK || rel == REPOSITORY,
                 "{rel} is not audited"
             );
         }

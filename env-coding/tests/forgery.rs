@@ -5,21 +5,17 @@
 //! exceptions into errors and counted asserts wherever the tests wrote them.
 
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use codegym_sandbox::{Limits, Sandbox, SandboxConfig};
+use codegym_sandbox::Limits;
 use env_coding::reward::run::{EvalOptions, Program, score_program};
 use env_coding::reward::{RewardOutcome, RewardSpec};
 use env_coding::tasks::{Task, TaskSet};
 use serde_json::json;
 
-fn sandbox() -> &'static Sandbox {
-    static SB: OnceLock<Sandbox> = OnceLock::new();
-    SB.get_or_init(|| match Sandbox::new(SandboxConfig::default()) {
-        Ok(sb) => sb,
-        Err(e) => panic!("sandbox setup failed: {e}"),
-    })
-}
+mod support;
+
+use support::sandbox;
 
 fn opts() -> EvalOptions {
     EvalOptions {

@@ -114,15 +114,14 @@ async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
             (None, false) => println!("FAIL {}", r.task_id),
         }
     }
-    let summary = format!(
-        "{} of {} reference solutions pass",
-        results.len() - failed,
-        results.len()
+    summary_line(
+        args.json,
+        &format!(
+            "{} of {} reference solutions pass",
+            results.len() - failed,
+            results.len()
+        ),
     );
-    match args.json {
-        true => eprintln!("{summary}"),
-        false => println!("{summary}"),
-    }
     let mut hackable = false;
     if args.audit {
         let scope = AuditScope {
@@ -164,15 +163,14 @@ async fn check_repository(args: CheckArgs) -> anyhow::Result<ExitCode> {
             (false, Some(e)) => println!("FAIL {}: {e}", r.task_id),
         }
     }
-    let summary = format!(
-        "{} of {} repository tasks: the reference patch resolves, the empty patch does not",
-        results.len() - failed,
-        results.len()
+    summary_line(
+        args.json,
+        &format!(
+            "{} of {} repository tasks: the reference patch resolves, the empty patch does not",
+            results.len() - failed,
+            results.len()
+        ),
     );
-    match args.json {
-        true => eprintln!("{summary}"),
-        false => println!("{summary}"),
-    }
     let mut hackable = false;
     if args.audit {
         let report = audit_repo_tasks(&repo, &set).await;
@@ -189,10 +187,7 @@ async fn check_repository(args: CheckArgs) -> anyhow::Result<ExitCode> {
                 (false, None, false, _) => {}
             }
         }
-        match args.json {
-            true => eprintln!("{}", report.summary()),
-            false => println!("{}", report.summary()),
-        }
+        summary_line(args.json, &report.summary());
         hackable = report.failed();
     }
     Ok(if failed == 0 && !hackable {
@@ -200,4 +195,12 @@ async fn check_repository(args: CheckArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// A summary line: on stdout, or on stderr when stdout carries JSON lines.
+fn summary_line(json: bool, summary: &str) {
+    match json {
+        true => eprintln!("{summary}"),
+        false => println!("{summary}"),
+    }
 }

@@ -81,6 +81,20 @@ fn assert_complete(out: &Path, expected: usize) -> Vec<TrajectoryRecord> {
     all
 }
 
+/// `codegym_sessions_open` as the server at `metrics` (`HOST:PORT`) exports it now.
+async fn open_sessions(metrics: &str) -> f64 {
+    let text = reqwest::get(format!("http://{metrics}/metrics"))
+        .await
+        .and_then(|r| r.error_for_status())
+        .expect("scrape /metrics")
+        .text()
+        .await
+        .expect("read /metrics");
+    text.lines()
+        .find_map(|l| l.strip_prefix("codegym_sessions_open "))
+        .map_or(0.0, |v| v.trim().parse().expect("a gauge's value"))
+}
+
 fn servers_used(records: &[TrajectoryRecord]) -> BTreeSet<String> {
     records
         .iter()
@@ -92,8 +106,13 @@ fn servers_used(records: &[TrajectoryRecord]) -> BTreeSet<String> {
 async fn a_server_killed_mid_rollout_loses_no_episode_and_restarts_are_recorded() {
     // Slow answers keep every episode's session open long enough for the kill to land mid-episode.
     let model = FakeLlm::start(script(300)).await.unwrap();
-    let mut servers = Vec::new();
-    for _ in 0..3 {
+    // The victim reports its open sessions, so that the kill waits until it holds one.
+    let mut cmd = codegym_bin::command(BIN, ["serve"]);
+    cmd.args(["--addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0"]);
+    let (victim, found) = Serve::start_command(cmd, &["metrics listening on "]).await;
+    let victim_metrics = found[0].clone();
+    let mut servers = vec![victim];
+    for _ in 0..2 {
         servers.push(Serve::start(["--addr", "127.0.0.1:0"]).await);
     }
     let dir = tempfile::tempdir().unwrap();
@@ -103,10 +122,11 @@ async fn a_server_killed_mid_rollout_loses_no_episode_and_restarts_are_recorded(
     let mut args = pool_args(&model.base_url(), &tasks, 3, &out, &urls);
     args.extend(["--concurrency".to_string(), "6".to_string()]);
     let run = spawn(&args);
-    // Six episodes in flight over three servers: the victim holds sessions whenever it dies.
+    // Six episodes in flight over three servers; the kill lands once the victim holds a session
+    // and its episodes are past their first model turn.
     let started = tokio::time::Instant::now();
-    while model.request_count() < 8 {
-        assert!(started.elapsed() < LIMIT, "the rollout never got going");
+    while model.request_count() < 8 || open_sessions(&victim_metrics).await < 1.0 {
+        assert!(started.elapsed() < LIMIT, "the victim never held a session");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let victim = servers.remove(0);

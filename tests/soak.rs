@@ -4,16 +4,23 @@
 //! `CODEGYM_SOAK_SECS=120 cargo test -p codegym --test soak -- --ignored --nocapture`.
 //!
 //! The load (`support/soak_load.rs`): `Evaluate` batches (Python and C), `Session` streams, unary
-//! `Step`s, `/run_code` (Python and C) and `/submit`, whose rewards are known exactly, beside
-//! hostile programs (fork bomb, memory hog, output flood, sleeper, a child outliving its run). The
-//! faults: the sandbox's fork server SIGKILLed from outside every few seconds, and clients that
-//! drop a gRPC stream, an `Evaluate` call or an HTTP request mid-flight.
+//! `Step`s, `/run_code` (Python and C), `/submit` and OpenEnv WebSocket episodes, whose rewards
+//! are known exactly, beside hostile programs (fork bomb, memory hog, output flood, sleeper, a
+//! child outliving its run). Beside it (`support/soak_rollout.rs`), `codegym rollout` round after
+//! round over a pool of this server and two more, against the fake model answering some requests
+//! with 429 and 500. The faults: the sandbox's fork server SIGKILLed from outside every few
+//! seconds, a pool server SIGKILLed and restarted on its address every 20 s, and clients that
+//! drop a gRPC stream, an `Evaluate` call, an HTTP request or a WebSocket mid-flight.
 //!
 //! The checks: every request got its exact outcome (no 5xx, no gRPC error), the good requests'
-//! p99 latency is bounded, and after a settle the server's fds, threads and RSS are back near a
-//! baseline taken after warm-up, no process is left under it but the fork server (and the
-//! children it forked ahead), and no run dir, run cgroup or temp file is left. Each figure is
-//! printed, so CI's log shows them.
+//! p99 latency is bounded, every rollout round has each episode once with its exact reward and no
+//! error, the model's faults were retried and the killed servers' episodes restarted, and after a
+//! settle the server's fds, threads and RSS are back near a baseline taken after warm-up, no
+//! process is left under it but the fork server (and the children it forked ahead), and no run
+//! dir, run cgroup or temp file is left. Each figure is printed, so CI's log shows them. The
+//! dataset's disk filling up and the package cache made unreadable have tests of their own
+//! (`dataset_disk_full.rs`, `package_cache_unreadable.rs`): their faults fail requests on purpose,
+//! which the soak's checks allow nowhere.
 
 #[path = "support/codegym_bin.rs"]
 mod codegym_bin;
@@ -29,6 +36,7 @@ mod soak_proc;
 #[path = "support/soak_rollout.rs"]
 mod soak_rollout;
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -140,13 +148,20 @@ async fn rollout_load(
         while Instant::now() + soak_rollout::KILL_POOL_EVERY < until {
             tokio::time::sleep(soak_rollout::KILL_POOL_EVERY).await;
             let victim = &mut pool[kills as usize % 2];
-            let addr = victim.serve.addr.clone();
-            killer_killed.lock().unwrap().insert(addr.clone(), None);
+            let kill = soak_rollout::Kill {
+                addr: victim.serve.addr.clone(),
+                killed_ms: soak_rollout::now_ms(),
+                restarted_ms: None,
+            };
+            killer_killed.lock().unwrap().push(kill);
             victim.kill_and_restart().await;
+            let restarted = Some(soak_rollout::now_ms());
             killer_killed
                 .lock()
                 .unwrap()
-                .insert(addr, Some(Instant::now()));
+                .last_mut()
+                .unwrap()
+                .restarted_ms = restarted;
             kills += 1;
         }
         (kills, pool)
@@ -167,8 +182,8 @@ fn check_rollouts(r: &RolloutTally, pool_kills: u64) {
         r.faults, r.retries
     );
     println!(
-        "soak: rollout: episodes on a killed server after its restart {:?}",
-        r.served_after_restart
+        "soak: rollout: episodes on a killed server after its restart: by the same round's pool {:?}, in later rounds {:?}",
+        r.taken_back_mid_round, r.served_after_restart
     );
     let shown: Vec<_> = r.failures.iter().take(5).cloned().collect();
     assert!(
@@ -189,13 +204,18 @@ fn check_rollouts(r: &RolloutTally, pool_kills: u64) {
         pool_kills == 0 || !r.restarts.is_empty(),
         "{pool_kills} pool servers killed, but no episode was restarted"
     );
-    // The pool takes a restarted server back: each killed one got episodes again.
+    // A restarted server works again, and the pool that saw it die takes it back on its address.
     let killed = pool_kills.min(2) as usize;
+    let mut back: BTreeSet<&String> = r.served_after_restart.keys().collect();
+    back.extend(r.taken_back_mid_round.keys());
     assert_eq!(
-        r.served_after_restart.len(),
+        back.len(),
         killed,
-        "restarted servers that got no episode again: {:?}",
-        r.served_after_restart
+        "restarted servers that got no episode again: {back:?}"
+    );
+    assert!(
+        pool_kills == 0 || !r.taken_back_mid_round.is_empty(),
+        "no round's pool placed an episode on a server it saw killed and restarted"
     );
 }
 

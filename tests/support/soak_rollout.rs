@@ -25,9 +25,10 @@ use crate::rollout_util::{per_episode, records, rollout_args, script, task_ids};
 
 /// How often a pool server is SIGKILLed (then restarted on its address).
 pub const KILL_POOL_EVERY: Duration = Duration::from_secs(20);
-/// Tasks and samples of one round: 12 episodes, a few seconds each under load.
+/// Tasks and samples of one round: 120 episodes, about 10 s under the soak's load, so that most
+/// kills land mid-round and the round's own pool must take the restarted server back.
 const TASKS: usize = 4;
-const SAMPLES: u32 = 3;
+const SAMPLES: u32 = 30;
 /// The fake model's faults: 429 (with a short `retry-after-ms`) and 500, on a fraction of requests
 /// each. Low enough that six failures in a row (the client's retries) never happen in a soak.
 const RATE_429: f64 = 0.06;
@@ -115,14 +116,29 @@ pub struct RolloutTally {
     pub retries: BTreeMap<String, u64>,
     /// Faults the fake model answered during the rounds.
     pub faults: u64,
-    /// Episodes placed on a killed server after it was restarted, by its address.
+    /// Episodes placed on a killed server after it was restarted, in a later round, by its address.
     pub served_after_restart: BTreeMap<String, u64>,
+    /// The same, by the pool of a round that was running when the server was killed.
+    pub taken_back_mid_round: BTreeMap<String, u64>,
     pub failures: Vec<String>,
 }
 
-/// The pool servers killed so far, by address: when the last restart was done (`None` while one
-/// is under way).
-pub type Killed = Arc<Mutex<BTreeMap<String, Option<Instant>>>>;
+/// One kill of a pool server: its address, when it was killed and when it was listening again
+/// (milliseconds since the Unix epoch, as records time their episodes).
+#[derive(Clone)]
+pub struct Kill {
+    pub addr: String,
+    pub killed_ms: u64,
+    pub restarted_ms: Option<u64>,
+}
+
+/// The kills so far.
+pub type Killed = Arc<Mutex<Vec<Kill>>>;
+
+pub fn now_ms() -> u64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since.expect("after 1970").as_millis() as u64
+}
 
 /// Runs rounds until `until` (the last one runs to its end), each checked.
 pub async fn rounds(
@@ -148,7 +164,7 @@ pub async fn rounds(
         }
         args.extend(["--concurrency", "6", "--config"].map(String::from));
         args.push(config.display().to_string());
-        let started = Instant::now();
+        let started = now_ms();
         let faults_before = model.fault_count();
         let (code, stdout, stderr) = codegym_bin::finish(codegym_bin::spawn(&args)).await;
         let faults = model.fault_count() - faults_before;
@@ -159,24 +175,41 @@ pub async fn rounds(
             tally.failures.push(err);
             continue;
         }
-        let killed = killed.lock().unwrap().clone();
-        // Episodes of a round that started after a server's restart show the pool took it back.
-        let back: BTreeSet<&String> = killed
-            .iter()
-            .filter(|(_, at)| at.is_some_and(|at| at < started))
-            .map(|(addr, _)| addr)
-            .collect();
-        for r in records(&out) {
-            if let Some(s) = r.env_server.as_ref().filter(|s| back.contains(s)) {
-                *tally.served_after_restart.entry(s.clone()).or_default() += 1;
-            }
-        }
-        let killed: BTreeSet<String> = killed.into_keys().collect();
+        let kills = killed.lock().unwrap().clone();
+        taken_back(&out, started, &kills, &mut tally);
+        let killed: BTreeSet<String> = kills.into_iter().map(|k| k.addr).collect();
         if let Err(e) = check_round(&out, &tasks, &killed, faults, &mut tally) {
             tally.failures.push(format!("round {round}: {e}"));
         }
     }
     tally
+}
+
+/// Counts the round's episodes that started on a server after its restart: in a round that
+/// started after the restart (the server works again), and in a round that started before the
+/// kill (the same pool took the server back).
+fn taken_back(out: &Path, round_started: u64, kills: &[Kill], tally: &mut RolloutTally) {
+    for r in records(out) {
+        let (Some(server), start) = (r.env_server.as_ref(), r.timings.started_at_ms) else {
+            continue;
+        };
+        for k in kills.iter().filter(|k| &k.addr == server) {
+            let Some(restarted) = k.restarted_ms.filter(|&t| t < start) else {
+                continue;
+            };
+            if restarted < round_started {
+                *tally
+                    .served_after_restart
+                    .entry(k.addr.clone())
+                    .or_default() += 1;
+            } else if k.killed_ms > round_started {
+                *tally
+                    .taken_back_mid_round
+                    .entry(k.addr.clone())
+                    .or_default() += 1;
+            }
+        }
+    }
 }
 
 /// One round's dataset and summary.
@@ -192,7 +225,9 @@ fn check_round(
     let expected = tasks.len() * SAMPLES as usize;
     if counts.len() != expected || counts.values().any(|&n| n != 1) {
         return Err(format!(
-            "{expected} episodes expected once each: {counts:?}"
+            "{} episodes in {} records, {expected} expected once each: {counts:?}",
+            counts.len(),
+            all.len()
         ));
     }
     let reward: HashMap<&str, f64> = tasks

@@ -156,9 +156,11 @@ step "heavy: a local multi-node Ray cluster"
 .venv/bin/python -m pip install --quiet "./trainer-bridge/python[ray]"
 CODEGYM_HEAVY=1 CODEGYM_BIN="$PWD/target/debug/codegym" .venv/bin/python -m pytest trainer-bridge/python/tests/heavy -q -m heavy
 
-# -- soak: one `codegym serve` for CODEGYM_SOAK_SECS seconds under good and hostile load over gRPC and
-# HTTP, its fork server SIGKILLed every 5 s and clients dropping requests mid-flight; then exact
-# rewards, p99 latency and no leaked fd, thread, process, run dir, cgroup or temp file
+# -- soak: one `codegym serve` for CODEGYM_SOAK_SECS seconds under good and hostile load over gRPC,
+# HTTP and OpenEnv WebSockets, beside rollouts over a pool of it and two more servers against the
+# fake model's 429s and 500s; its fork server SIGKILLed every 5 s, a pool server SIGKILLed and
+# restarted every 20 s, clients dropping requests mid-flight; then exact rewards, every episode
+# once, p99 latency and no leaked fd, thread, process, run dir, cgroup or temp file
 # (RELIABILITY.md; ~3 min with the settle; set the variable to hours for a long soak).
 step "heavy: a soak of one server under load and faults"
 CODEGYM_SOAK_SECS=120 cargo test --locked -p codegym --test soak -- --ignored --nocapture

@@ -4,33 +4,46 @@
 //! `CODEGYM_SOAK_SECS=120 cargo test -p codegym --test soak -- --ignored --nocapture`.
 //!
 //! The load (`support/soak_load.rs`): `Evaluate` batches (Python and C), `Session` streams, unary
-//! `Step`s, `/run_code` (Python and C) and `/submit`, whose rewards are known exactly, beside
-//! hostile programs (fork bomb, memory hog, output flood, sleeper, a child outliving its run). The
-//! faults: the sandbox's fork server SIGKILLed from outside every few seconds, and clients that
-//! drop a gRPC stream, an `Evaluate` call or an HTTP request mid-flight.
+//! `Step`s, `/run_code` (Python and C), `/submit` and OpenEnv WebSocket episodes, whose rewards
+//! are known exactly, beside hostile programs (fork bomb, memory hog, output flood, sleeper, a
+//! child outliving its run). Beside it (`support/soak_rollout.rs`), `codegym rollout` round after
+//! round over a pool of this server and two more, against the fake model answering some requests
+//! with 429 and 500. The faults: the sandbox's fork server SIGKILLed from outside every few
+//! seconds, a pool server SIGKILLed and restarted on its address every 20 s, and clients that
+//! drop a gRPC stream, an `Evaluate` call, an HTTP request or a WebSocket mid-flight.
 //!
 //! The checks: every request got its exact outcome (no 5xx, no gRPC error), the good requests'
-//! p99 latency is bounded, and after a settle the server's fds, threads and RSS are back near a
-//! baseline taken after warm-up, no process is left under it but the fork server (and the
-//! children it forked ahead), and no run dir, run cgroup or temp file is left. Each figure is
-//! printed, so CI's log shows them.
+//! p99 latency is bounded, every rollout round has each episode once with its exact reward and no
+//! error, the model's faults were retried and the killed servers' episodes restarted, and after a
+//! settle the server's fds, threads and RSS are back near a baseline taken after warm-up, no
+//! process is left under it but the fork server (and the children it forked ahead), and no run
+//! dir, run cgroup or temp file is left. Each figure is printed, so CI's log shows them. The
+//! dataset's disk filling up and the package cache made unreadable have tests of their own
+//! (`dataset_disk_full.rs`, `package_cache_unreadable.rs`): their faults fail requests on purpose,
+//! which the soak's checks allow nowhere.
 
 #[path = "support/codegym_bin.rs"]
 mod codegym_bin;
 #[allow(dead_code)] // the sandbox tests' helpers beside the finder
 #[path = "../sandbox/tests/support/forkserver.rs"]
 mod forkserver;
+#[path = "support/rollout_util.rs"]
+mod rollout_util;
 #[path = "support/soak_load.rs"]
 mod soak_load;
 #[path = "support/soak_proc.rs"]
 mod soak_proc;
+#[path = "support/soak_rollout.rs"]
+mod soak_rollout;
 
-use std::sync::Arc;
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use soak_load::{Tally, Target};
 use soak_proc::Snapshot;
+use soak_rollout::{PoolServer, RolloutTally};
 
 /// Runs the sandbox may have in flight (also the bound on the run cgroups it keeps for reuse).
 const MAX_CONCURRENT: usize = 8;
@@ -55,12 +68,13 @@ fn soak_secs() -> u64 {
 /// One good request of each kind by turn, `n` the request's number.
 async fn good(t: &Target, tally: &Tally, n: u64) {
     let start = Instant::now();
-    let (kind, r) = match n % 5 {
+    let (kind, r) = match n % 6 {
         0 => ("Evaluate batch", soak_load::evaluate_batch(t, n).await),
         1 => ("Session stream", soak_load::session_episode(t, n).await),
         2 => ("unary Step", soak_load::unary_steps(t, n).await),
         3 => ("/run_code", soak_load::run_code(t, n).await),
-        _ => ("/submit", soak_load::submit(t, n).await),
+        4 => ("/submit", soak_load::submit(t, n).await),
+        _ => ("OpenEnv WebSocket", soak_load::openenv_episode(t, n).await),
     };
     tally.record(kind, start, true, r);
 }
@@ -117,6 +131,94 @@ async fn load(t: &Target, work: &std::path::Path, tally: &Arc<Tally>, until: Ins
     }
 }
 
+/// The rollout's rounds over the pool (`urls`: the soak's server and `pool`), and the pool's
+/// faults: one of `pool` SIGKILLed and restarted on its address every 20 s, by turn. Returns the
+/// rounds' tally and the kills.
+async fn rollout_load(
+    urls: Vec<String>,
+    mut pool: Vec<PoolServer>,
+    dir: &std::path::Path,
+    until: Instant,
+) -> (RolloutTally, u64, Vec<PoolServer>) {
+    let model = soak_rollout::model().await;
+    let killed: soak_rollout::Killed = Arc::new(Mutex::new(Default::default()));
+    let killer_killed = killed.clone();
+    let killer = tokio::spawn(async move {
+        let mut kills = 0u64;
+        while Instant::now() + soak_rollout::KILL_POOL_EVERY < until {
+            tokio::time::sleep(soak_rollout::KILL_POOL_EVERY).await;
+            let victim = &mut pool[kills as usize % 2];
+            let kill = soak_rollout::Kill {
+                addr: victim.serve.addr.clone(),
+                killed_ms: soak_rollout::now_ms(),
+                restarted_ms: None,
+            };
+            killer_killed.lock().unwrap().push(kill);
+            victim.kill_and_restart().await;
+            let restarted = Some(soak_rollout::now_ms());
+            killer_killed
+                .lock()
+                .unwrap()
+                .last_mut()
+                .unwrap()
+                .restarted_ms = restarted;
+            kills += 1;
+        }
+        (kills, pool)
+    });
+    let tally = soak_rollout::rounds(urls, &model, dir, killed, until).await;
+    let (kills, pool) = killer.await.expect("the pool killer panicked");
+    (tally, kills, pool)
+}
+
+/// The rollout's figures, and its checks over all rounds.
+fn check_rollouts(r: &RolloutTally, pool_kills: u64) {
+    println!(
+        "soak: rollout: {} rounds, {} episodes; pool server SIGKILLed and restarted {pool_kills} times; episode restarts by lost server {:?}",
+        r.rounds, r.episodes, r.restarts
+    );
+    println!(
+        "soak: rollout: the fake model answered {} faults; retries in the summaries {:?}",
+        r.faults, r.retries
+    );
+    println!(
+        "soak: rollout: episodes on a killed server after its restart: by the same round's pool {:?}, in later rounds {:?}",
+        r.taken_back_mid_round, r.served_after_restart
+    );
+    let shown: Vec<_> = r.failures.iter().take(5).cloned().collect();
+    assert!(
+        r.failures.is_empty(),
+        "{} failed rollout rounds:\n{}",
+        r.failures.len(),
+        shown.join("\n")
+    );
+    assert!(r.episodes > 0, "no rollout round finished");
+    for kind in ["rate_limited", "server_error"] {
+        assert!(
+            r.retries.get(kind).copied().unwrap_or(0) > 0,
+            "no {kind} retry in the summaries: {:?}",
+            r.retries
+        );
+    }
+    assert!(
+        pool_kills == 0 || !r.restarts.is_empty(),
+        "{pool_kills} pool servers killed, but no episode was restarted"
+    );
+    // A restarted server works again, and the pool that saw it die takes it back on its address.
+    let killed = pool_kills.min(2) as usize;
+    let mut back: BTreeSet<&String> = r.served_after_restart.keys().collect();
+    back.extend(r.taken_back_mid_round.keys());
+    assert_eq!(
+        back.len(),
+        killed,
+        "restarted servers that got no episode again: {back:?}"
+    );
+    assert!(
+        pool_kills == 0 || !r.taken_back_mid_round.is_empty(),
+        "no round's pool placed an episode on a server it saw killed and restarted"
+    );
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
@@ -157,6 +259,13 @@ async fn one_server_under_load_and_faults_holds_its_results_and_leaks_nothing() 
         .connect()
         .await
         .expect("connect");
+    let mut pool = Vec::new();
+    let mut urls = vec![serve.url()];
+    for i in 0..2 {
+        let server = PoolServer::start(dir.path(), i).await;
+        urls.push(server.serve.url());
+        pool.push(server);
+    }
     let t = Target {
         grpc,
         http: found[0].clone(),
@@ -166,7 +275,7 @@ async fn one_server_under_load_and_faults_holds_its_results_and_leaks_nothing() 
 
     // Warm-up: every kind once, then the baseline.
     let warm = Arc::new(Tally::default());
-    for n in 0..5 {
+    for n in 0..6 {
         good(&t, &warm, n).await;
     }
     warm.record(
@@ -185,7 +294,11 @@ async fn one_server_under_load_and_faults_holds_its_results_and_leaks_nothing() 
 
     let tally = Arc::new(Tally::default());
     let start = Instant::now();
-    load(&t, &work, &tally, start + Duration::from_secs(secs)).await;
+    let until = start + Duration::from_secs(secs);
+    let ((rollouts, pool_kills, pool), ()) = tokio::join!(
+        rollout_load(urls, pool, dir.path(), until),
+        load(&t, &work, &tally, until)
+    );
     let elapsed = start.elapsed().as_secs_f64();
 
     // The load's figures.
@@ -224,6 +337,9 @@ async fn one_server_under_load_and_faults_holds_its_results_and_leaks_nothing() 
         restarts >= 1.0 || kills == 0,
         "the kills were not seen by the server"
     );
+
+    check_rollouts(&rollouts, pool_kills);
+    drop(pool);
 
     // After a settle, the server holds what it held before the load.
     let end = soak_proc::settle(pid, &work, &tmp, &base, MAX_CONCURRENT, SETTLE).await;

@@ -267,7 +267,8 @@ impl Dataset {
 
 /// Runs `plans` and appends every record as it arrives, batching those that finish together, until
 /// every admitted episode is written and the file is synced. Returns how many records this run
-/// wrote. A write error stops admission (in-flight episodes end as `cancelled`) and is returned.
+/// wrote. A write error stops admission (in-flight episodes end as `cancelled`) and every later
+/// write, and is returned.
 async fn collect(
     ctx: EpisodeContext,
     plans: Vec<EpisodePlan>,
@@ -296,6 +297,13 @@ async fn collect(
                 Err(_) => break,
             }
         }
+        if write_error.is_some() {
+            // No write after one that failed: it may have left a torn line, which must stay the
+            // last (a later write that fits, space freed meanwhile, would put it mid-file, where
+            // no reader repairs it). These episodes run again on `--resume`.
+            batch.clear();
+            continue;
+        }
         let batch_stats: Vec<EpisodeStats> = batch.iter().map(EpisodeStats::of).collect();
         for s in &batch_stats {
             progress.record(s);
@@ -304,7 +312,7 @@ async fn collect(
             // Without a dataset there is no point going on: stop admitting and drain.
             tracing::error!(error = %e, "cannot write the dataset; stopping");
             shutdown.cancel();
-            write_error.get_or_insert(e);
+            write_error = Some(e);
             batch.clear();
             continue;
         }

@@ -2,7 +2,8 @@
 //! `codegym serve`, each checked for its exact outcome, and the faults injected while they run.
 //!
 //! Good requests (their reward or output known exactly): gRPC `Evaluate` batches (Python and C),
-//! `Session` streams and unary `Step`s, SandboxFusion `/run_code` (Python and C) and `/submit`.
+//! `Session` streams and unary `Step`s, SandboxFusion `/run_code` (Python and C) and `/submit`,
+//! and OpenEnv WebSocket episodes.
 //! Hostile ones (fork bomb, memory hog, output flood, sleeper, a child that outlives its run) must
 //! get their verdict (reward 0, a failed run), never an error. Every program carries the request's
 //! number, so no verdict or compile cache answers for the sandbox.
@@ -13,6 +14,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use env_core::Value;
+use futures::{SinkExt, StreamExt};
 use proto::convert::value_to_proto;
 use proto::v1;
 use proto::v1::env_service_client::EnvServiceClient;
@@ -20,6 +22,7 @@ use proto::v1::session_request::Kind as Req;
 use proto::v1::session_response::Kind as Resp;
 use serde_json::{Value as Json, json};
 use tokio_stream::wrappers::ReceiverStream;
+use tokio_tungstenite::tungstenite::Message;
 use tonic::transport::Channel;
 
 const ENV: &str = "codegym/Code-v0";
@@ -336,11 +339,25 @@ pub async fn hostile(t: &Target, n: u64) -> Result<u64, String> {
 
 /// A client that gives up mid-flight on a sleeper (under tight limits: a step the client left
 /// still finishes, and must not hold a slot long), by turn: a `Session` stream dropped mid-step,
-/// an `Evaluate` call dropped, an HTTP `/run_code` whose connection closes.
+/// an `Evaluate` call dropped, an HTTP `/run_code` whose connection closes, an OpenEnv WebSocket
+/// that vanishes mid-step (its step is dropped with it).
 pub async fn drop_mid_flight(t: &Target, n: u64) -> &'static str {
     let after = Duration::from_millis(300);
     let sleeper = format!("{}  # {n}", HOSTILE[3].1);
-    match n % 3 {
+    match n % 4 {
+        3 => {
+            if let Ok(mut ws) = ws_connect(t).await {
+                let _ = ws_ask(
+                    &mut ws,
+                    json!({"type": "reset", "data": {"task_id": "hello-world"}}),
+                )
+                .await;
+                let step = json!({"type": "step", "data": {"code": sleeper}});
+                let _ = ws.send(Message::Text(step.to_string().into())).await;
+                tokio::time::sleep(after).await;
+            }
+            "dropped OpenEnv WebSocket" // the socket dropped here, with no close frame
+        }
         0 => {
             let _ = session(t, TIGHT, sleeper, Some(after)).await;
             "dropped Session stream"
@@ -357,4 +374,63 @@ pub async fn drop_mid_flight(t: &Target, n: u64) -> &'static str {
             "dropped /run_code"
         }
     }
+}
+
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+async fn ws_connect(t: &Target) -> Result<Ws, String> {
+    let url = format!("ws://{}/openenv/{ENV}/ws", t.http);
+    let (ws, _) = tokio_tungstenite::connect_async(url)
+        .await
+        .map_err(|e| format!("WebSocket connect: {e}"))?;
+    Ok(ws)
+}
+
+/// Sends one frame; the next text frame as JSON, which must be an observation.
+async fn ws_ask(ws: &mut Ws, frame: Json) -> Result<Json, String> {
+    ws.send(Message::Text(frame.to_string().into()))
+        .await
+        .map_err(|e| format!("WebSocket send: {e}"))?;
+    loop {
+        match ws.next().await {
+            Some(Ok(Message::Text(t))) => {
+                let reply: Json = serde_json::from_str(&t).map_err(|e| format!("{e}: {t}"))?;
+                if reply["type"] != "observation" {
+                    return Err(format!("WebSocket answered {reply}"));
+                }
+                return Ok(reply["data"].clone());
+            }
+            Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+            other => return Err(format!("WebSocket ended: {other:?}")),
+        }
+    }
+}
+
+/// An OpenEnv WebSocket episode: reset, a wrong step (reward 0, the episode goes on), a right one
+/// (reward 1, done), close.
+pub async fn openenv_episode(t: &Target, n: u64) -> Result<u64, String> {
+    let mut ws = ws_connect(t).await?;
+    ws_ask(
+        &mut ws,
+        json!({"type": "reset", "data": {"task_id": "hello-world"}}),
+    )
+    .await?;
+    let mut got = Vec::new();
+    for src in ["print('Hello, world')", "print('Hello, world!')"] {
+        let step = json!({"type": "step", "data": {"code": format!("{src}  # {n}")}});
+        let data = ws_ask(&mut ws, step).await?;
+        got.push((data["reward"].as_f64(), data["done"].as_bool()));
+    }
+    let want = [(Some(0.0), Some(false)), (Some(1.0), Some(true))];
+    if got != want {
+        return Err(format!(
+            "openenv: (reward, done) {got:?}, expected {want:?}"
+        ));
+    }
+    let close = json!({"type": "close"}).to_string();
+    ws.send(Message::Text(close.into()))
+        .await
+        .map_err(|e| format!("WebSocket close: {e}"))?;
+    Ok(2)
 }

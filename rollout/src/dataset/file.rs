@@ -11,28 +11,29 @@ use tokio::io::AsyncWriteExt;
 
 use super::record::TrajectoryRecord;
 
-/// A dataset file that cannot be read or written.
+/// A dataset file that cannot be read or written. The message says the cause itself, so the
+/// cause is not also an error `source` (the CLI prints the chain, which would say it twice).
 #[derive(Debug, thiserror::Error)]
 pub enum DatasetError {
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error(transparent)]
     Read(#[from] trajectory::read::ReadError),
-    #[error("{path}: cannot encode a record: {source}")]
+    #[error("{path}: cannot encode a record: {cause}")]
     Encode {
         path: PathBuf,
-        source: serde_json::Error,
+        cause: serde_json::Error,
     },
 }
 
 impl DatasetError {
     pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DatasetError + '_ {
-        move |source| DatasetError::Io {
+        move |cause| DatasetError::Io {
             path: path.to_path_buf(),
-            source,
+            cause,
         }
     }
 }
@@ -91,11 +92,9 @@ impl DatasetWriter {
     pub async fn append(&mut self, records: &[TrajectoryRecord]) -> Result<(), DatasetError> {
         self.buf.clear();
         for record in records {
-            serde_json::to_writer(&mut self.buf, record).map_err(|source| {
-                DatasetError::Encode {
-                    path: self.path.clone(),
-                    source,
-                }
+            serde_json::to_writer(&mut self.buf, record).map_err(|cause| DatasetError::Encode {
+                path: self.path.clone(),
+                cause,
             })?;
             self.buf.push(b'\n');
         }
@@ -149,9 +148,9 @@ fn finished(joined: Result<std::io::Result<()>, tokio::task::JoinError>) -> std:
 
 /// Writes `value` as pretty JSON to `path` atomically ([`trajectory::atomic::write_atomic`]).
 pub fn write_json_atomic(path: &Path, value: &impl serde::Serialize) -> Result<(), DatasetError> {
-    let text = serde_json::to_vec_pretty(value).map_err(|source| DatasetError::Encode {
+    let text = serde_json::to_vec_pretty(value).map_err(|cause| DatasetError::Encode {
         path: path.to_path_buf(),
-        source,
+        cause,
     })?;
     trajectory::atomic::write_atomic(path, &text).map_err(DatasetError::io(path))
 }

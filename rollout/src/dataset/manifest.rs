@@ -65,10 +65,10 @@ impl Manifest {
         let text = match std::fs::read(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => {
+            Err(cause) => {
                 return Err(DatasetError::Io {
                     path: path.to_path_buf(),
-                    source,
+                    cause,
                 });
             }
         };
@@ -76,7 +76,7 @@ impl Manifest {
             .map(Some)
             .map_err(|e| DatasetError::Io {
                 path: path.to_path_buf(),
-                source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+                cause: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
             })
     }
 

@@ -54,7 +54,7 @@ pub(super) fn ensure_blocking(
     let key = key(&cache.python_version, &source, &reqs);
     let root = &cfg.cache_dir;
     let entry = root.join(&key);
-    if let Some(site) = reuse(&entry) {
+    if let Some(site) = reuse(root, &entry)? {
         return Ok(site);
     }
     let locks = root.join(".locks");
@@ -65,7 +65,7 @@ pub(super) fn ensure_blocking(
     // finds the entry. Errors from flock (EINTR aside, none expected) fail the build.
     let _lock = nix::fcntl::Flock::lock(lock_file, nix::fcntl::FlockArg::LockExclusive)
         .map_err(|(_, e)| PackageError::Io(format!("lock {}: {e}", lock_path.display())))?;
-    if let Some(site) = reuse(&entry) {
+    if let Some(site) = reuse(root, &entry)? {
         return Ok(site);
     }
     let tmp = root.join(format!(
@@ -98,12 +98,38 @@ fn key(python: &str, source: &str, reqs: &[String]) -> String {
         .collect()
 }
 
-/// A complete entry's site dir (its manifest is written last, before the rename), marked used.
-fn reuse(entry: &Path) -> Option<PathBuf> {
+/// A complete entry's site dir (its manifest is written last, before the rename), marked used;
+/// an error if the runs could not read it.
+fn reuse(root: &Path, entry: &Path) -> Result<Option<PathBuf>, PackageError> {
     let manifest = entry.join(MANIFEST);
-    let f = std::fs::File::options().append(true).open(&manifest).ok()?;
+    let Ok(f) = std::fs::File::options().append(true).open(&manifest) else {
+        return Ok(None);
+    };
     let _ = f.set_modified(SystemTime::now()); // LRU order; harmless if it fails
-    Some(entry.join("site"))
+    let site = entry.join("site");
+    readable_by_runs(&[root, entry, &site])?;
+    Ok(Some(site))
+}
+
+/// Whether a run (another uid, no privileges) can search and read each of `dirs`: their "other"
+/// permission bits. The server may be root and read them anyway, so its own access proves
+/// nothing; a cache the runs cannot read would fail their imports, a wrong verdict (reward 0)
+/// where the machinery is at fault.
+fn readable_by_runs(dirs: &[&Path]) -> Result<(), PackageError> {
+    for dir in dirs {
+        let mode = std::fs::metadata(dir)
+            .map_err(io(dir))?
+            .permissions()
+            .mode();
+        if mode & 0o005 != 0o005 {
+            return Err(PackageError::Io(format!(
+                "{}: not readable by the runs (mode {:o})",
+                dir.display(),
+                mode & 0o7777
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Runs pip into `tmp/site` and writes the manifest.

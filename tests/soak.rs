@@ -235,7 +235,7 @@ async fn one_server_under_load_and_faults_holds_its_results_and_leaks_nothing() 
     // a small compile cache, so that the RSS check sees leaks, not the cache filling up with the
     // C programs (each one new).
     let sandbox = serde_json::json!({"work_root": work, "max_concurrent": MAX_CONCURRENT,
-                                     "uid_base": soak_proc::UID_BASE, "uid_count": soak_proc::UID_COUNT,
+                                     "uid_base": soak_proc::uid_base(), "uid_count": soak_proc::UID_COUNT,
                                      "compile_cache_bytes": COMPILE_CACHE_BYTES});
     let config = serde_json::json!({"coding": {"sandbox": sandbox, "verdict_cache_mib": 0}});
     std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();

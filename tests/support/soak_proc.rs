@@ -9,10 +9,16 @@ use std::time::{Duration, Instant};
 
 use super::soak_load::{Tally, Target};
 
-/// The server's uid range, its own on this host (the other tests' ranges end below 12.2 million):
-/// any process in it after the soak is a leak.
-pub const UID_BASE: u32 = 20_000_000;
+/// The server's uid range, its own on this host: any process in it after the soak is a leak. The
+/// other tests' ranges end below 12.2 million, and each soak's range (with its pool servers' after
+/// it) comes from the test process's pid, so two soaks at once (a long one by hand, one in a
+/// branch's CI) never see each other's runs as leaks.
+pub fn uid_base() -> u32 {
+    20_000_000 + (std::process::id() % 16_384) * UID_STRIDE
+}
 pub const UID_COUNT: u32 = 1_024;
+/// A soak's whole range: its server's and its pool servers'.
+const UID_STRIDE: u32 = 4_096;
 /// The fork-server restarts counter the server exports.
 pub const RESTARTS: &str = "codegym_sandbox_fork_server_restarts_total";
 /// Allowed growth over the baseline: tokio's and the sandbox's pools vary a little; a leak per
@@ -166,7 +172,7 @@ impl Snapshot {
             }
         }
         for &(p, _, uid) in &all {
-            let in_range = (UID_BASE..UID_BASE + UID_COUNT).contains(&uid);
+            let in_range = (uid_base()..uid_base() + UID_COUNT).contains(&uid);
             if in_range && !ahead.contains(&p) && !servers.contains(&p) {
                 strays.push(format!("uid {uid}: {}", describe(p)));
             }

@@ -78,7 +78,7 @@ async fn spawn_server(dir: &Path, config: &Path, index: u32, generation: u32, ad
     let work = dir.join(format!("work-{generation}"));
     std::fs::create_dir_all(&work).unwrap();
     let uid_base =
-        crate::soak_proc::UID_BASE + crate::soak_proc::UID_COUNT + index * POOL_UID_COUNT;
+        crate::soak_proc::uid_base() + crate::soak_proc::UID_COUNT + index * POOL_UID_COUNT;
     let sandbox = serde_json::json!({"work_root": work, "max_concurrent": 4,
                                      "uid_base": uid_base, "uid_count": POOL_UID_COUNT});
     let json = serde_json::json!({"coding": {"sandbox": sandbox}});

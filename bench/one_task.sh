@@ -35,7 +35,6 @@ one() {
     ms "$bin" evaluate --tasks "$work/$kind-tasks.jsonl" --samples "$work/$kind-samples.jsonl" \
         --out "$work/results.jsonl" --metrics "$work/pass_at_k.json"
 }
-median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 declare -A times
 builds=("$codegym")
 [ -n "$other" ] && builds+=("$other")

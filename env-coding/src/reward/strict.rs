@@ -62,7 +62,8 @@ pub(crate) fn object(value: &Value) -> Result<(), serde_json::Error> {
 
 /// Deserializes `value` as a `T`; an error is `PATH: message` (just the message at the root).
 pub(super) fn deserialize<T: DeserializeOwned>(value: Value) -> Result<T, String> {
-    let message = match serde_json::from_value::<T>(value.clone()) {
+    // From a reference: the value is kept, uncloned, for locating an error.
+    let message = match T::deserialize(&value) {
         Ok(t) => return Ok(t),
         Err(e) => e.to_string(),
     };

@@ -64,7 +64,10 @@ cargo test --workspace --locked
 # -rs lists every skip; CODEGYM_FAIL_ON_SKIP=1 fails the run on a skip that is not on the short,
 # commented allow-list in trainer-bridge/python/tests/conftest.py (ALLOWED_SKIPS; issue 24).
 step "the Python package's tests against a real codegym serve, then ruff and mypy"
+# The extraction's differential tests feed texts to the Rust crate's `extract_lines` example, which
+# `cargo test --workspace` built.
 CODEGYM_FAIL_ON_SKIP=1 CODEGYM_BIN="$PWD/target/debug/codegym" \
+    CODEGYM_EXTRACT_BIN="$PWD/target/debug/examples/extract_lines" \
     .venv/bin/python -m pytest trainer-bridge/python/tests -q -rs
 # The Python package as carefully checked as the Rust: lint, format, strict types (pinned in its `test` extra).
 (cd trainer-bridge/python && ../../.venv/bin/ruff check src tests && ../../.venv/bin/ruff format --check src tests)

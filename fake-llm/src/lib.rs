@@ -402,6 +402,25 @@ fn completion(
                 args,
             )
         }
+        Reply::RawToolCalls(calls) => {
+            let calls: Vec<Value> = calls
+                .iter()
+                .enumerate()
+                .map(|(i, (name, args))| {
+                    json!({"id": format!("call_{index}_{i}"), "type": "function",
+                           "function": {"name": name, "arguments": args}})
+                })
+                .collect();
+            let text: String = calls
+                .iter()
+                .filter_map(|c| c["function"]["arguments"].as_str())
+                .collect();
+            (
+                json!({"role": "assistant", "content": null, "tool_calls": calls}),
+                "tool_calls",
+                text,
+            )
+        }
     };
     let prompt_chars: usize = messages
         .iter()

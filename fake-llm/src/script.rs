@@ -67,6 +67,10 @@ pub enum Reply {
         name: String,
         arguments: serde_json::Value,
     },
+    /// Tool calls in one message (`finish_reason: tool_calls`), each `(name, arguments)` with its
+    /// arguments text sent as it is: not JSON-encoded, so it may be what no JSON parser reads (a
+    /// model's malformed call).
+    RawToolCalls(Vec<(String, String)>),
     /// A JSON answer, as a model following the request's format gives it: the bare JSON text when
     /// the request carries `response_format`, else a fenced ```json block with a sentence around it.
     Json(serde_json::Value),

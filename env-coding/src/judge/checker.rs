@@ -15,8 +15,16 @@ fn default_rel() -> f64 {
 }
 
 /// How a test's output is judged.
+///
+/// Serde's derive is kept as inherent functions (`remote = "Self"`) under the trait impls below,
+/// which add what the derive misses.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(
+    remote = "Self",
+    tag = "type",
+    rename_all = "snake_case",
+    deny_unknown_fields
+)]
 pub enum Checker {
     /// Equal text, except that `\r\n` reads as `\n` and trailing newlines are ignored (verl's
     /// `stdout.rstrip("\n") == expected.rstrip("\n")`). Trailing spaces count.
@@ -50,6 +58,35 @@ pub enum Checker {
         language: Language,
         source: String,
     },
+}
+
+impl Serialize for Checker {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        Checker::serialize(self, s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Checker {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        // Serde ignores the fields of an internally tagged unit variant, `deny_unknown_fields`
+        // or not: `{"type": "tokens", "abs_tol": 0.1}` would judge by plain tokens, the tolerance
+        // its author meant silently dropped.
+        let value = serde_json::Value::deserialize(d)?;
+        crate::reward::strict::object(&value).map_err(D::Error::custom)?;
+        let checker = Checker::deserialize(&value).map_err(D::Error::custom)?;
+        if !matches!(checker, Checker::Float { .. } | Checker::Special { .. })
+            && let Some(extra) = value
+                .as_object()
+                .and_then(|m| m.keys().find(|k| *k != "type"))
+        {
+            return Err(D::Error::custom(format!(
+                "unknown field `{extra}`: the `{}` checker has no fields",
+                checker.kind()
+            )));
+        }
+        Ok(checker)
+    }
 }
 
 /// A built-in checker's decision: accepted, or a wrong answer with a short reason.
@@ -259,5 +296,11 @@ mod tests {
             }
         );
         assert!(serde_json::from_value::<Checker>(serde_json::json!({"type": "fuzzy"})).is_err());
+        let e = serde_json::from_value::<Checker>(
+            serde_json::json!({"type": "tokens", "abs_tol": 0.1}),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("unknown field `abs_tol`"), "{e}");
     }
 }

@@ -26,13 +26,16 @@ use codegym_sandbox::{ExecRequest, Limits, Sandbox, SandboxError};
 
 /// One test case.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(remote = "Self", deny_unknown_fields)]
 pub struct TestCase {
     #[serde(default, alias = "stdin")]
     pub input: String,
     #[serde(alias = "stdout", alias = "expected")]
     pub output: String,
 }
+
+// From JSON objects only (`reward/strict.rs`).
+crate::reward::strict::object_only!(TestCase);
 
 fn default_time_limit() -> u64 {
     2_000

@@ -14,6 +14,7 @@ mod program;
 pub mod run;
 pub mod score;
 pub mod splice;
+pub(crate) mod strict;
 
 use serde::{Deserialize, Serialize};
 
@@ -28,7 +29,7 @@ pub const REWARD_SPEC_VERSION: u32 = 1;
 ///  "penalties": {"timeout": 0.1}}
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(remote = "Self", deny_unknown_fields)]
 pub struct RewardSpec {
     /// Must be [`REWARD_SPEC_VERSION`].
     pub version: u32,
@@ -40,7 +41,7 @@ pub struct RewardSpec {
 /// Subtracted from the reward when the condition holds (for the program run, or the test run when
 /// there is no plain run).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(remote = "Self", default, deny_unknown_fields)]
 pub struct Penalties {
     /// The program hit its CPU or wall-clock limit.
     pub timeout: f64,
@@ -63,7 +64,7 @@ pub enum MatchMode {
 
 /// One stdin/stdout case.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(remote = "Self", deny_unknown_fields)]
 pub struct IoCase {
     #[serde(default)]
     pub stdin: String,
@@ -80,7 +81,12 @@ fn default_rel_tol() -> f64 {
 
 /// One scored check. Every kind has a `weight` (default 1).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(
+    remote = "Self",
+    tag = "type",
+    rename_all = "snake_case",
+    deny_unknown_fields
+)]
 pub enum Component {
     /// The program exits with `expected` (default 0) within its limits.
     ExitCode {
@@ -206,6 +212,12 @@ pub enum Component {
     },
 }
 
+// Structs from JSON objects only (`strict.rs`).
+strict::object_only!(RewardSpec);
+strict::object_only!(Penalties);
+strict::object_only!(IoCase);
+strict::object_only!(Component);
+
 impl Component {
     /// The `type` tag.
     pub fn kind(&self) -> &'static str {
@@ -257,9 +269,10 @@ impl Component {
 }
 
 impl RewardSpec {
-    /// A spec from its JSON value, validated.
+    /// A spec from its JSON value, validated. A type error names its field by its path
+    /// (`components[1].expected: invalid type: ...`), as a task author needs to find it.
     pub fn from_json(value: serde_json::Value) -> Result<Self, String> {
-        let spec: RewardSpec = serde_json::from_value(value).map_err(|e| e.to_string())?;
+        let spec: RewardSpec = strict::deserialize(value)?;
         spec.validate()?;
         Ok(spec)
     }

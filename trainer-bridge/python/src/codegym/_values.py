@@ -157,11 +157,16 @@ def _encode_untyped(obj: Any) -> pb.Value:
         return pb.Value(discrete=int(obj))
     if isinstance(obj, np.ndarray):
         return pb.Value(tensor=numpy_to_tensor(obj))
-    if isinstance(obj, dict) and all(isinstance(k, str) for k in obj):
+    if isinstance(obj, dict):
+        if not all(isinstance(k, str) for k in obj):
+            # JSON would turn the keys into text: the value would come back changed.
+            raise ValueError(f"dict keys must be str to be sent, got {sorted({type(k).__name__ for k in obj})}")
         return pb.Value(dict=pb.ValueDict(keys=list(obj), values=[_encode_untyped(v) for v in obj.values()]))
     if isinstance(obj, (list, tuple)):
         return pb.Value(list=pb.ValueList(items=[_encode_untyped(v) for v in obj]))
-    return pb.Value(json=json.dumps(obj))
+    # Standard JSON only (no NaN or Infinity): the server's parser reads nothing else, so a value it
+    # would refuse is refused here, where the caller sees which.
+    return pb.Value(json=json.dumps(obj, allow_nan=False))
 
 
 def parse_json_object(text: str) -> dict[str, Any]:

@@ -38,4 +38,6 @@ class ClientOptions:
 
     def delay(self, attempt: int) -> float:
         """The delay before retry number `attempt` (0-based), in seconds."""
-        return float(min(self.max_backoff, self.backoff * (2**attempt)))
+        # 2.0**attempt, not 2**attempt: a large attempt is infinity (capped), never an integer too
+        # large for a float (OverflowError); the exponent is capped where float pow would overflow.
+        return float(min(self.max_backoff, self.backoff * 2.0 ** min(attempt, 1023)))

@@ -1,13 +1,16 @@
 //! Property-based fuzzing of the HTTP facades' request bodies: SandboxFusion's `/run_code`,
 //! `/submit`, `/get_prompts` and `/get_prompt_by_id`, and OpenEnv's stateless `/reset` and `/step`
 //! (CartPole and the coding env), on a real server over TCP with the real sandbox, as `http.rs`
-//! runs it.
+//! runs it; and the frames of OpenEnv's WebSocket sessions.
 //!
 //! Bodies are the valid requests of the other tests, mutated (a field dropped, retyped or added),
 //! any JSON value, or not JSON at all (cut short, random bytes, invalid UTF-8, empty). Property:
 //! the answer is a 200 with a JSON body, or a 4xx whose status is a row of the one error table
 //! (`codegym::server::status::TABLE`) with FastAPI's `{"detail": ...}` body; never a 5xx, never a
-//! dropped connection. Each request may run a program, so the case count is modest:
+//! dropped connection. A WebSocket frame grown the same way (sent as text, or as binary when it is
+//! not UTF-8) mid-session gets one `observation`, `state` or `error` frame whose code is the
+//! protocol's or a row of the table, and the session goes on (a `state` request is answered after
+//! it), unless the frame was a `close`. Each request may run a program, so the case count is modest:
 //! `CODEGYM_FUZZ_CASES` (default 48; see docs/fuzzing.md for the long mode).
 
 #[path = "support/http_server.rs"]
@@ -19,9 +22,11 @@ use std::sync::OnceLock;
 use codegym::http::datasets::Datasets;
 use codegym::server::ServerConfig;
 use codegym::server::status::TABLE;
+use futures::{SinkExt, StreamExt};
 use http_server::HttpServer;
 use proptest::prelude::*;
 use serde_json::{Value as J, json};
+use tokio_tungstenite::tungstenite::Message;
 
 #[path = "support/fuzz_config.rs"]
 mod fuzz_config;
@@ -228,6 +233,126 @@ proptest! {
                 route, shown, status, reply
             );
             prop_assert!(reply.get("detail").is_some(), "{} {:?}: {} without detail: {}", route, shown, status, reply);
+        }
+    }
+}
+
+/// The WebSocket session's seed frames: a valid request of each type (the session was reset first).
+fn ws_frames() -> Vec<J> {
+    vec![
+        json!({"type": "reset", "data": {"seed": 1}}),
+        json!({"type": "step", "data": {"action": 0}}),
+        json!({"type": "state"}),
+        json!({"type": "close"}),
+    ]
+}
+
+/// The protocol's own codes, beside the table's: a frame that is not JSON, a type it does not know.
+const WS_PROTOCOL_CODES: [&str; 2] = ["INVALID_JSON", "UNKNOWN_TYPE"];
+
+/// What the server answered one frame with.
+#[derive(Debug)]
+enum WsAnswer {
+    Frame(J),
+    Closed(Option<u16>),
+    Broken(String),
+}
+
+async fn ws_next(ws: &mut Ws) -> WsAnswer {
+    loop {
+        match tokio::time::timeout(std::time::Duration::from_secs(60), ws.next()).await {
+            Err(_) => return WsAnswer::Broken("no answer in 60 s".into()),
+            Ok(Some(Ok(Message::Text(t)))) => {
+                return match serde_json::from_str(&t) {
+                    Ok(v) => WsAnswer::Frame(v),
+                    Err(e) => WsAnswer::Broken(format!("a text frame that is not JSON ({e}): {t}")),
+                };
+            }
+            Ok(Some(Ok(Message::Ping(_) | Message::Pong(_)))) => continue,
+            Ok(Some(Ok(Message::Close(frame)))) => {
+                return WsAnswer::Closed(frame.map(|f| u16::from(f.code)));
+            }
+            Ok(other) => return WsAnswer::Broken(format!("{other:?}")),
+        }
+    }
+}
+
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A fresh CartPole session, reset; then `frame` (text when UTF-8, else binary); the answer to it
+/// and, unless it closed the session, the answer to a `state` request after it.
+fn ws_exchange(frame: Vec<u8>) -> Result<(WsAnswer, Option<WsAnswer>), String> {
+    let w = world();
+    let url = format!("ws://{}/openenv/classic/CartPole-v1/ws", w.server.http);
+    w.runtime.block_on(async move {
+        let (mut ws, _) = tokio_tungstenite::connect_async(url)
+            .await
+            .map_err(|e| format!("connect: {e}"))?;
+        let reset = json!({"type": "reset", "data": {"seed": 1}}).to_string();
+        ws.send(Message::Text(reset.into()))
+            .await
+            .map_err(|e| e.to_string())?;
+        match ws_next(&mut ws).await {
+            WsAnswer::Frame(f) if f["type"] == "observation" => {}
+            other => return Err(format!("the valid reset got {other:?}")),
+        }
+        let message = match String::from_utf8(frame) {
+            Ok(text) => Message::Text(text.into()),
+            Err(e) => Message::Binary(e.into_bytes().into()),
+        };
+        ws.send(message).await.map_err(|e| e.to_string())?;
+        let answer = ws_next(&mut ws).await;
+        if matches!(answer, WsAnswer::Closed(_)) {
+            return Ok((answer, None));
+        }
+        let state = json!({"type": "state"}).to_string();
+        ws.send(Message::Text(state.into()))
+            .await
+            .map_err(|e| e.to_string())?;
+        let after = ws_next(&mut ws).await;
+        let _ = ws.close(None).await;
+        Ok((answer, Some(after)))
+    })
+}
+
+proptest! {
+    #![proptest_config(config(48))]
+
+    #[test]
+    fn websocket_frames_get_one_answer_and_keep_the_session(
+        seed in any::<prop::sample::Index>(),
+        body in body(),
+    ) {
+        let seeds = ws_frames();
+        let seed = &seeds[seed.index(seeds.len())];
+        let bytes = render(seed, &body);
+        let shown = String::from_utf8_lossy(&bytes).into_owned();
+        let is_close = serde_json::from_slice::<J>(&bytes)
+            .is_ok_and(|v| v.get("type").and_then(J::as_str) == Some("close"));
+        let exchange = ws_exchange(bytes);
+        prop_assert!(exchange.is_ok(), "{:?}: {:?}", shown, exchange);
+        let (answer, after) = exchange.unwrap();
+        match &answer {
+            WsAnswer::Frame(f) => {
+                let kind = f["type"].as_str().unwrap_or_default();
+                prop_assert!(["observation", "state", "error"].contains(&kind), "{:?}: {}", shown, f);
+                if kind == "error" {
+                    let code = f["data"]["code"].as_str().unwrap_or_default();
+                    let known = WS_PROTOCOL_CODES.contains(&code) || TABLE.iter().any(|r| r.ws == code);
+                    prop_assert!(known, "{:?}: code {:?} is neither the protocol's nor the table's: {}", shown, code, f);
+                    prop_assert!(code != "SESSION_ERROR", "{:?}: a bad frame ended the session: {}", shown, f);
+                    prop_assert!(f["data"]["message"].is_string(), "{:?}: no message: {}", shown, f);
+                }
+            }
+            WsAnswer::Closed(code) => {
+                prop_assert!(is_close, "{:?}: the server closed the session ({:?})", shown, code);
+            }
+            WsAnswer::Broken(why) => prop_assert!(false, "{:?}: {}", shown, why),
+        }
+        if let Some(after) = after {
+            let ok = matches!(&after, WsAnswer::Frame(f) if f["type"] == "state");
+            prop_assert!(ok, "{:?}: after it, `state` got {:?}", shown, after);
         }
     }
 }

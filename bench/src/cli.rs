@@ -82,7 +82,7 @@ pub enum Command {
         #[arg(long)]
         server_config: Option<PathBuf>,
     },
-    /// Issue 14: executions/s per language (trivial program, 10-test stdin/stdout problem), compile
+    /// Executions/s per language (trivial program, 10-test stdin/stdout problem), compile
     /// cache warm and cold, vs naive subprocesses.
     Lang {
         /// Concurrent callers.
@@ -95,7 +95,7 @@ pub enum Command {
         #[arg(long, value_delimiter = ',')]
         languages: Vec<String>,
     },
-    /// Issue 12: the latency a host tool call adds, measured inside the sandbox.
+    /// The latency a host tool call adds, measured inside the sandbox.
     Tools {
         /// Timed calls per row (the gRPC rows take at most 200, the env's cap per step being 256).
         #[arg(long, default_value_t = 200)]
@@ -156,7 +156,7 @@ pub enum Command {
         #[arg(long, default_value_t = 5.0)]
         seconds: f64,
     },
-    /// Issue 14: GRPO groups of HumanEval+-style completions, the reference's outputs computed
+    /// GRPO groups of HumanEval+-style completions, the reference's outputs computed
     /// (first group of a task) vs cached (later groups).
     Evalplus {
         /// Distinct completions per group, scored at once.

@@ -198,3 +198,37 @@ async fn episodes_stop_at_their_quota_and_go_on() {
     drop((layer, sandbox));
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// A server killed with live workspaces leaves their tmpfs mounts behind: the next sandbox over
+/// the same work root detaches them with the rest of the stale root.
+#[test]
+fn a_killed_servers_quotas_are_detached_and_removed() {
+    let parent =
+        std::path::PathBuf::from(format!("/dev/shm/codegym-ws-stale-{}", std::process::id()));
+    // No process has this pid (above pid_max): its root is stale.
+    let ws = parent.join("codegym-4000000000-dead/ws-1");
+    std::fs::create_dir_all(&ws).expect("stale ws dir");
+    nix::mount::mount(
+        Some("codegym-ws"),
+        &ws,
+        Some("tmpfs"),
+        nix::mount::MsFlags::empty(),
+        Some("size=1m"),
+    )
+    .expect("mount");
+    std::fs::write(ws.join("left.txt"), "x").expect("write");
+    assert_eq!(mounts_under(&parent), vec![ws.clone()]);
+    let (sandbox, root) = sandbox("stale");
+    assert_eq!(root, parent);
+    assert_eq!(
+        mounts_under(&parent),
+        Vec::<std::path::PathBuf>::new(),
+        "still mounted"
+    );
+    assert!(
+        !parent.join("codegym-4000000000-dead").exists(),
+        "the stale root survived"
+    );
+    drop(sandbox);
+    let _ = std::fs::remove_dir_all(&parent);
+}

@@ -232,3 +232,49 @@ fn a_killed_servers_quotas_are_detached_and_removed() {
     drop(sandbox);
     let _ = std::fs::remove_dir_all(&parent);
 }
+
+/// What the quota costs: a workspace made and dropped (its tmpfs and overlay mounted and
+/// detached), a command in it (its work dir's tmpfs), and a bare tmpfs mount and detach.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a microbenchmark: cargo test -p codegym-sandbox --test workspace_quota -- --ignored --nocapture"]
+async fn cost_of_the_quota() {
+    const N: u32 = 200;
+    let (sandbox, root) = sandbox("bench");
+    let layer = sandbox
+        .import_layer(&repository(&root))
+        .await
+        .expect("import");
+    let started = Instant::now();
+    for _ in 0..N {
+        drop(sandbox.workspace(vec![layer.clone()], None).expect("workspace"));
+    }
+    let workspace = started.elapsed() / N;
+    let ws = sandbox.workspace(vec![layer.clone()], None).expect("workspace");
+    support::workspace::sh(&ws, "true".into()).await;
+    let started = Instant::now();
+    for _ in 0..N / 4 {
+        support::workspace::sh(&ws, "true".into()).await;
+    }
+    let run = started.elapsed() / (N / 4);
+    let raw = root.join("raw");
+    std::fs::create_dir(&raw).expect("raw");
+    let started = Instant::now();
+    for _ in 0..N {
+        nix::mount::mount(
+            Some("codegym-ws"),
+            &raw,
+            Some("tmpfs"),
+            nix::mount::MsFlags::empty(),
+            Some("size=512m,nr_inodes=32768"),
+        )
+        .expect("mount");
+        nix::mount::umount2(&raw, nix::mount::MntFlags::MNT_DETACH).expect("umount");
+    }
+    let tmpfs = started.elapsed() / N;
+    println!(
+        "workspace create+drop {workspace:?}, `true` in a workspace {run:?}, \
+         tmpfs mount+detach {tmpfs:?} (means over {N}, {N}/4, {N})"
+    );
+    drop((ws, layer, sandbox));
+    let _ = std::fs::remove_dir_all(&root);
+}

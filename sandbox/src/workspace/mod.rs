@@ -1,6 +1,6 @@
 //! Copy-on-write workspaces: a repository prepared once as read-only [`FsLayer`]s, and per episode
-//! a [`Workspace`], an upper dir of its own mounted with the layers as an overlay in each run's own
-//! mount namespace.
+//! a [`Workspace`], an upper dir of its own mounted with the layers as an overlay (once, in the
+//! sandbox's namespace) and bound into each run's own mount namespace.
 //!
 //! - A layer is a directory under the sandbox's work root (root-owned, mode 0700, unreachable by
 //!   path from any run: the work root's other dirs are closed to runs' uids, and Landlock grants a
@@ -10,10 +10,13 @@
 //!   writes a lower layer: a write copies the file up into the workspace's upper dir first.
 //! - A workspace holds one uid for its whole life (leased like any run's, so no other live run
 //!   has it): every run of the episode is the same user and can change what the runs before it
-//!   wrote. Its runs are one at a time (an upper dir must not be mounted twice at once).
+//!   wrote. Its runs are one at a time (an episode's commands are sequential; two at once would
+//!   race on one upper dir).
 //! - A run is a fresh execution (`fresh::start_command`) under every layer of any run (uid,
 //!   namespaces, rlimits, cgroups, Landlock, seccomp, no network) whose work dir holds the
-//!   request's files and `repo/`, where the overlay is mounted and the run starts. The upper dir
+//!   request's files and `repo/`, where the overlay is bound and the run starts. The overlay is
+//!   mounted once, when the workspace is made: overlayfs needs inodes of the upper file system
+//!   to mount, which an episode that used up its quota would leave none of. The upper dir
 //!   persists from run to run; dropping the workspace removes it. Warm-fork runs cannot serve a
 //!   workspace: their children are forks of one server and mount nothing per run.
 //! - Everything an episode writes lies on a tmpfs with a size and an inode cap ([`quota`]: where

@@ -1,8 +1,10 @@
-//! A workspace's hard disk quota: its dir (`upper/`, overlayfs's `work/`, and each run's work dir
-//! with the run's `files`, `$HOME` and `$TMPDIR`) is a tmpfs of its own, mounted by the sandbox
-//! with `size=` and `nr_inodes=`. The kernel enforces both: a run that writes past them gets
-//! `ENOSPC` (an outcome of its command, which deleting files undoes), and no episode can fill the
-//! host's disk or inode table, however many tool calls it makes.
+//! A workspace's hard disk quota: its dir (`upper/`, overlayfs's `work/`, the `merged/` mount
+//! point) is a tmpfs of its own, mounted by the sandbox with `size=` and `nr_inodes=`, and so is
+//! each of its runs' work dirs (the run's `files`, `$HOME` and `$TMPDIR`: the same size again,
+//! for that run only). The kernel enforces both caps: a run that writes past them gets `ENOSPC`
+//! (an outcome of its command, which deleting files undoes), and no episode can fill the host's
+//! disk or inode table, however many tool calls it makes. [`Mount`] is also the workspace's
+//! overlay mount, detached the same way.
 //!
 //! Decisions, and why:
 //! - The mount lives in the sandbox's own mount namespace (the server's), at `ws-N` under its work
@@ -17,7 +19,8 @@
 //! - Tmpfs pages are memory, charged to the memory cgroup of the run that writes them: a run's
 //!   writes count against its own memory limit, so a run whose memory limit is below the quota
 //!   is OOM-killed (an outcome too) before it sees `ENOSPC`. Pages written by earlier runs stay
-//!   charged to those runs' (released) groups, not to the current run. The default quota (512
+//!   charged where those runs' were (their released groups, or their parent), never to a later
+//!   run. The default quota (512
 //!   MiB, `SandboxConfig::workspace_disk_mib`) is half the default memory limit of a run, and the
 //!   server-wide maximum (`workspace_disk_max_mib`, 4096 MiB) bounds what a task can ask for;
 //!   every live workspace can hold its whole quota in the host's memory at once, so size the

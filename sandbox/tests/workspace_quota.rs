@@ -246,10 +246,16 @@ async fn cost_of_the_quota() {
         .expect("import");
     let started = Instant::now();
     for _ in 0..N {
-        drop(sandbox.workspace(vec![layer.clone()], None).expect("workspace"));
+        drop(
+            sandbox
+                .workspace(vec![layer.clone()], None)
+                .expect("workspace"),
+        );
     }
     let workspace = started.elapsed() / N;
-    let ws = sandbox.workspace(vec![layer.clone()], None).expect("workspace");
+    let ws = sandbox
+        .workspace(vec![layer.clone()], None)
+        .expect("workspace");
     support::workspace::sh(&ws, "true".into()).await;
     let started = Instant::now();
     for _ in 0..N / 4 {

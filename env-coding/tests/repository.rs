@@ -175,6 +175,11 @@ fn format_errors_name_the_file_and_line() {
         set.tasks[0].hidden_tests.keys().collect::<Vec<_>>(),
         ["test_h.py"]
     );
+    // A file without the optional `disk_mib` reads as before (the sandbox's default quota).
+    assert_eq!(set.tasks[0].limits.disk_mib, None);
+    let with = ok.replace("}", ", \"limits\": {\"disk_mib\": 64}}");
+    let set = RepoTaskSet::load(&write_set(dir.path(), &with)).expect("valid set");
+    assert_eq!(set.tasks[0].limits.disk_mib, Some(64));
     for (line, wanted) in [
         (
             ok.replace("\"version\": 1", "\"version\": 2"),
@@ -194,6 +199,14 @@ fn format_errors_name_the_file_and_line() {
             "`fail_to_pass` is empty",
         ),
         (ok.replace("\"hidden\"", "\"nothing\""), "`hidden_tests`"),
+        (
+            ok.replace("}", ", \"limits\": {\"disk_mib\": 0}}"),
+            "`limits.disk_mib` must be at least 1",
+        ),
+        (
+            ok.replace("}", ", \"limits\": {\"disk_gib\": 1}}"),
+            "unknown field `disk_gib`",
+        ),
     ] {
         let path = write_set(dir.path(), &line);
         let err = RepoTaskSet::load(&path).expect_err(&line);

@@ -39,12 +39,12 @@ pub(crate) enum MountOp {
         dst: CString,
         read_only: bool,
     },
-    /// A workspace's copy-on-write view (`workspace.rs`): an overlay of read-only layers and the
-    /// workspace's upper dir at `target`, mounted before any host dir is hidden (the layers and
-    /// the upper dir lie in hidden trees, and stay unreachable by path from the run).
-    Overlay {
+    /// A workspace's copy-on-write view (`workspace/`): its overlay, mounted once in the
+    /// sandbox's namespace at `src`, bound at `target` before any host dir is hidden (the overlay
+    /// lies in a hidden tree, and stays unreachable by path from the run).
+    BindDir {
+        src: CString,
         target: CString,
-        options: CString,
     },
 }
 
@@ -228,12 +228,13 @@ pub(crate) unsafe fn child_main(ctx: &ChildCtx<'_>) -> ! {
                     c"mode=0755,size=64k".as_ptr() as *const c_void,
                 ),
                 MountOp::Mkdir(path) => libc::mkdir(path.as_ptr(), 0o755),
-                MountOp::Overlay { target, options } => libc::mount(
-                    c"overlay".as_ptr(),
+                // A bind keeps the source mount's flags (`nosuid`, `nodev`).
+                MountOp::BindDir { src, target } => libc::mount(
+                    src.as_ptr(),
                     target.as_ptr(),
-                    c"overlay".as_ptr(),
-                    libc::MS_NOSUID | libc::MS_NODEV,
-                    options.as_ptr() as *const c_void,
+                    std::ptr::null(),
+                    libc::MS_BIND,
+                    std::ptr::null(),
                 ),
                 MountOp::Bind {
                     held: idx,

@@ -156,6 +156,12 @@ pub struct SandboxConfig {
     /// caller's code, not by configuration files.
     #[serde(skip)]
     pub precompiled: Vec<String>,
+    /// A repository workspace's disk quota in MiB when its task names none: a tmpfs of its own
+    /// holding everything an episode writes (`workspace/quota.rs`). Tmpfs pages are memory,
+    /// charged to the writing run's memory limit.
+    pub workspace_disk_mib: u64,
+    /// The largest quota a task may ask for; a workspace asking more fails.
+    pub workspace_disk_max_mib: u64,
 }
 
 /// The default limits of a compile: compilers need more memory, processes (gcc's driver, `cc1plus`,
@@ -221,6 +227,8 @@ impl Default for SandboxConfig {
             compile_limits: default_compile_limits(),
             compile_cache_bytes: 512 << 20,
             precompiled: Vec::new(),
+            workspace_disk_mib: 512,
+            workspace_disk_max_mib: 4096,
         }
     }
 }

@@ -34,8 +34,8 @@
 //!   every [`ExecutionResult`]; `report.rs` + `report.py`: what a run reports besides its output;
 //! - `compiled.rs`: every other language: a cached, sandboxed compile step, then a fresh run (see
 //!   [`lang`] for the per-language table); [`packages`]: the task package cache;
-//! - `workspace.rs`: repositories as read-only layers and per-episode copy-on-write workspaces
-//!   (an overlay mounted in each run's own mount namespace);
+//! - `workspace/`: repositories as read-only layers and per-episode copy-on-write workspaces
+//!   (an overlay mounted in each run's own mount namespace, on a tmpfs quota of its own);
 //! - `metrics.rs`: what the sandbox reports to the `metrics` facade.
 
 mod beneath;
@@ -329,9 +329,14 @@ impl Sandbox {
     }
 
     /// A copy-on-write workspace over `layers` (bottom first): an episode's own copy of a
-    /// prepared state, whose runs start fresh (see `workspace.rs`).
-    pub fn workspace(&self, layers: Vec<Arc<FsLayer>>) -> Result<Workspace, SandboxError> {
-        Workspace::create(self.inner.clone(), layers)
+    /// prepared state, whose runs start fresh, on a tmpfs of `disk_mib` MiB (`None`: the config's
+    /// `workspace_disk_mib`; above `workspace_disk_max_mib`: an error). See `workspace/`.
+    pub fn workspace(
+        &self,
+        layers: Vec<Arc<FsLayer>>,
+        disk_mib: Option<u64>,
+    ) -> Result<Workspace, SandboxError> {
+        Workspace::create(self.inner.clone(), layers, disk_mib)
     }
 
     /// Which backend runs scripts: `"warm fork"` or `"fresh"`.

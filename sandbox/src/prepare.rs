@@ -91,9 +91,11 @@ pub(crate) struct RunGuard {
     /// Dropped after the body of `drop` (fields drop last): only once the tree is gone. A warm run
     /// hands it to its fork server's reply instead (`warm/server.rs`).
     pub uid: Option<RunUid>,
-    /// A workspace's uid (`workspace.rs`), held by the workspace for its whole life: every run of
+    /// A workspace's uid (`workspace/`), held by the workspace for its whole life: every run of
     /// one workspace is the same user, so each can change what the runs before it wrote.
     pub lent_uid: Option<u32>,
+    /// A workspace run's work dir is a tmpfs of its own: unmounted before the dir is removed.
+    pub quota: Option<crate::workspace::quota::Mount>,
 }
 
 impl RunGuard {
@@ -112,16 +114,29 @@ impl RunGuard {
             ),
             false => None,
         };
-        let guard = RunGuard {
+        let mut guard = RunGuard {
             workdir: Some(workdir.clone()),
             cgroup: None,
             child: None,
             cell: None,
             uid,
             lent_uid: layout.overlay.as_ref().and_then(|o| o.uid),
+            quota: None,
         };
         let ids = guard.ids();
-        workdir::create(&workdir, &layout.files, ids)?;
+        match &layout.overlay {
+            // A workspace run's work dir is a tmpfs of the workspace's quota (`workspace/quota.rs`).
+            Some(o) => {
+                workdir::create(&workdir, &[], None)?;
+                guard.quota = Some(crate::workspace::quota::Mount::tmpfs(
+                    &workdir,
+                    o.disk_mib,
+                    ids.map(|(u, _)| u),
+                )?);
+                workdir::fill(&workdir, &layout.files, ids)?;
+            }
+            None => workdir::create(&workdir, &layout.files, ids)?,
+        }
         workdir::add_data(&workdir, &layout.read_only, layout.outputs_dir, ids)?;
         if layout.overlay.is_some() {
             // The workspace's mount point: the overlay covers it in the run's mount namespace.
@@ -158,6 +173,7 @@ impl Drop for RunGuard {
             cg.kill_all();
             cg.remove_blocking();
         }
+        drop(self.quota.take());
         if let Some(dir) = self.workdir.take() {
             workdir::remove(&dir);
         }

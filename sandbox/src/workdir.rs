@@ -55,6 +55,15 @@ pub(crate) fn create(
         .mode(0o700)
         .create(dir)
         .map_err(wd_err(dir))?;
+    fill(dir, files, owner)
+}
+
+/// Writes `files` into the existing empty dir `dir` (see [`create`]).
+pub(crate) fn fill(
+    dir: &Path,
+    files: &[(PathBuf, &[u8])],
+    owner: Option<(u32, u32)>,
+) -> Result<(), SandboxError> {
     let mut created = vec![dir.to_path_buf()];
     for (rel, data) in files {
         let path = dir.join(rel);
@@ -195,6 +204,8 @@ pub(crate) fn sweep_stale(root: &Path) {
         let name = e.file_name().to_string_lossy().into_owned();
         if is_stale(&name) && e.file_type().is_ok_and(|t| t.is_dir()) {
             tracing::info!(dir = %e.path().display(), "removing a stale sandbox work root");
+            // Its workspaces' quotas (tmpfs mounts) outlive a killed server in this namespace.
+            crate::workspace::quota::detach_under(&e.path());
             remove(&e.path());
         }
     }

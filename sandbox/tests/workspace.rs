@@ -3,55 +3,15 @@
 //! from inside its runs: the layer stays unchanged, an episode's changes persist from run to run
 //! and are its own, and dropping a workspace removes its upper dir.
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use codegym_sandbox::{Backend, Limits, Sandbox, SandboxConfig, Workspace, WorkspaceRun};
-use env_core::ExecutionResult;
+use codegym_sandbox::Workspace;
+use support::workspace::{HOST_SECRET, repository, sandbox, sh};
 
 const EPISODES: usize = 8;
-
-fn sandbox(tag: &str) -> (Sandbox, PathBuf) {
-    let root = PathBuf::from(format!("/dev/shm/codegym-ws-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&root).expect("work root");
-    let config = SandboxConfig {
-        work_root: Some(root.clone()),
-        limits: Limits {
-            cpu_ms: 2000,
-            wall_ms: 20_000,
-            memory_bytes: 256 << 20,
-            max_processes: 32,
-            ..Limits::default()
-        },
-        uid_base: 2_600_000 + (std::process::id() % 1000) * 64,
-        uid_count: 64,
-        backend: Backend::Fresh,
-        ..SandboxConfig::default()
-    };
-    (Sandbox::new(config).expect("sandbox"), root)
-}
-
-const HOST_SECRET: &str = "host-secret-5d1e";
-
-/// A repository with a file, a dir, and a link to a host file no run may read (beside the
-/// sandbox's work root, in a dir hidden from runs).
-fn repository(root: &Path) -> PathBuf {
-    let src = root.join("src-repo");
-    std::fs::create_dir_all(src.join("sub")).expect("src");
-    std::fs::write(src.join("a.txt"), "base\n").expect("a");
-    std::fs::write(src.join("sub/b.txt"), "bee\n").expect("b");
-    std::fs::write(root.join("secret"), HOST_SECRET).expect("secret");
-    std::os::unix::fs::symlink(root.join("secret"), src.join("link")).expect("link");
-    src
-}
-
-async fn sh(ws: &Workspace, command: String) -> ExecutionResult {
-    let run = WorkspaceRun {
-        command,
-        ..WorkspaceRun::default()
-    };
-    ws.run(run).await.expect("workspace run").0
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn episodes_change_their_own_copy_and_nothing_else() {
@@ -62,7 +22,13 @@ async fn episodes_change_their_own_copy_and_nothing_else() {
         .expect("import");
     let lower_a = layer.path().join("tree/a.txt");
     let workspaces: Vec<Arc<Workspace>> = (0..EPISODES)
-        .map(|_| Arc::new(sandbox.workspace(vec![layer.clone()]).expect("workspace")))
+        .map(|_| {
+            Arc::new(
+                sandbox
+                    .workspace(vec![layer.clone()], None)
+                    .expect("workspace"),
+            )
+        })
         .collect();
     let uppers: Vec<PathBuf> = workspaces.iter().map(|w| w.upper()).collect();
     let mut tasks = Vec::new();
@@ -133,7 +99,9 @@ async fn episodes_change_their_own_copy_and_nothing_else() {
         );
     }
     // A later episode over the same layer starts from the prepared state again.
-    let fresh = sandbox.workspace(vec![layer.clone()]).expect("workspace");
+    let fresh = sandbox
+        .workspace(vec![layer.clone()], None)
+        .expect("workspace");
     let out = sh(&fresh, "cat a.txt sub/b.txt; ls".into()).await;
     assert_eq!(out.stdout.as_str(), "base\nbee\na.txt\nlink\nsub\n");
     // The link was imported as a link (never followed on the host), dangling in the run.
@@ -154,6 +122,9 @@ async fn episodes_change_their_own_copy_and_nothing_else() {
     let _ = std::fs::remove_dir_all(&root);
 }
 
+/// A setup's result read back through a new workspace: its deletions (whiteouts), a dir it
+/// replaced (opaque: nothing of the old one shows through), its links and its modes. The setup's
+/// upper dir lies on its quota's tmpfs, so freezing copies it out to another file system.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_setup_is_a_layer_with_its_deletions() {
     let (sandbox, root) = sandbox("freeze");
@@ -161,26 +132,30 @@ async fn a_frozen_setup_is_a_layer_with_its_deletions() {
         .import_layer(&repository(&root))
         .await
         .expect("import");
-    let setup = sandbox.workspace(vec![base.clone()]).expect("setup");
+    let setup = sandbox.workspace(vec![base.clone()], None).expect("setup");
     let out = sh(
         &setup,
-        "rm -r sub && echo built > built.txt && chmod 600 built.txt".into(),
+        "rm a.txt && rm -r sub && mkdir sub && echo fresh > sub/c.txt && \
+         echo built > built.txt && chmod 600 built.txt && ln -s built.txt blink && \
+         printf '#!/bin/sh\necho ran\n' > run.sh && chmod 755 run.sh"
+            .into(),
     )
     .await;
     assert_eq!(out.exit_code, Some(0), "{}", out.stderr.as_str());
     let prepared = setup.freeze().await.expect("freeze");
     // Another uid than the setup's edits what the setup wrote (600 before sealing).
     let ws = sandbox
-        .workspace(vec![base.clone(), prepared.clone()])
+        .workspace(vec![base.clone(), prepared.clone()], None)
         .expect("episode");
     let out = sh(
         &ws,
-        "ls; cat built.txt; echo more >> built.txt && cat built.txt".into(),
+        "ls; ls sub; ./run.sh; readlink blink; cat blink; echo more >> built.txt && cat built.txt"
+            .into(),
     )
     .await;
     assert_eq!(
         out.stdout.as_str(),
-        "a.txt\nbuilt.txt\nlink\nbuilt\nbuilt\nmore\n",
+        "blink\nbuilt.txt\nlink\nrun.sh\nsub\nc.txt\nran\nbuilt.txt\nbuilt\nbuilt\nmore\n",
         "{}",
         out.stderr.as_str()
     );

@@ -17,6 +17,10 @@
 //!   status. The patch's changes to what configures the test run are undone first, and a report
 //!   the patched code destroyed is a verdict of 0 ([`score`]). A failed setup, a broken layer
 //!   store, or no report from the prepared state itself is a [`RepoError`], never a reward.
+//! - Disk: every copy (the setup's, an episode's, a scoring copy) has the task's disk quota
+//!   (`limits.disk_mib`, else the sandbox's default; the sandbox's `workspace/quota.rs`). An
+//!   agent's command that hits it fails with `ENOSPC` like any failing command, and the episode
+//!   goes on; a setup that hits it is a failed setup (a [`RepoError`]).
 //! - Auditing: attacks derived from each task ([`attacks`]) are scored like any patch.
 
 pub mod attacks;
@@ -153,7 +157,10 @@ impl RepoScorer {
                 }
             };
         let base = self.sandbox.import_layer(&task.repository).await?;
-        let ws = self.sandbox.workspace(vec![base.clone()])?;
+        // The setup's copy has the task's quota too: a setup that fills it fails (`Setup`).
+        let ws = self
+            .sandbox
+            .workspace(vec![base.clone()], task.limits.disk_mib)?;
         let mut script = format!("{GIT_ENV}set -e\n");
         for command in &task.setup {
             script.push_str(command);
@@ -190,9 +197,12 @@ impl RepoScorer {
         }))
     }
 
-    /// A new episode: its own writable copy of the prepared state.
+    /// A new episode: its own writable copy of the prepared state, with the task's disk quota
+    /// (also each scoring copy's).
     pub fn episode(&self, prepared: &Prepared) -> Result<Workspace, RepoError> {
-        Ok(self.sandbox.workspace(prepared.layers.clone())?)
+        Ok(self
+            .sandbox
+            .workspace(prepared.layers.clone(), prepared.task.limits.disk_mib)?)
     }
 
     /// One shell command of an agent in its episode's copy (`limits`: the sandbox's default).

@@ -50,6 +50,11 @@ pub struct RepoLimits {
     pub test_wall_ms: u64,
     pub test_cpu_ms: u64,
     pub memory_mb: u64,
+    /// The disk quota of every copy of the repository (the setup's, each episode's, each
+    /// scoring copy's) in MiB; `None`: the sandbox's `workspace_disk_mib`. A sandbox refuses a
+    /// quota above its `workspace_disk_max_mib`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk_mib: Option<u64>,
 }
 
 impl Default for RepoLimits {
@@ -59,6 +64,7 @@ impl Default for RepoLimits {
             test_wall_ms: 120_000,
             test_cpu_ms: 60_000,
             memory_mb: 1024,
+            disk_mib: None,
         }
     }
 }
@@ -181,6 +187,9 @@ fn parse_line(text: &str, base: &Path) -> Result<RepoTask, String> {
         return Err(format!(
             "{both:?} is in both `fail_to_pass` and `pass_to_pass`"
         ));
+    }
+    if line.limits.disk_mib == Some(0) {
+        return Err("`limits.disk_mib` must be at least 1".into());
     }
     let repository = beneath(base, &line.repository, "repository")?;
     if !repository.is_dir() {

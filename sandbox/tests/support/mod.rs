@@ -4,3 +4,4 @@
 
 pub mod forkserver;
 pub mod isolation;
+pub mod workspace;

@@ -1,30 +1,48 @@
 //! Copy-on-write workspaces: a repository prepared once as read-only [`FsLayer`]s, and per episode
-//! a [`Workspace`], an upper dir of its own mounted with the layers as an overlay in each run's own
-//! mount namespace.
+//! a [`Workspace`], an upper dir of its own mounted with the layers as an overlay (once, in the
+//! sandbox's namespace) and bound into each run's own mount namespace.
 //!
 //! - A layer is a directory under the sandbox's work root (root-owned, mode 0700, unreachable by
 //!   path from any run: the work root's other dirs are closed to runs' uids, and Landlock grants a
-//!   run only its own work dir). Its files are made writable by anyone ([`seal`]): the overlay
+//!   run only its own work dir). Its files are made writable by anyone ([`layer::seal`]): the overlay
 //!   checks permissions on the merged view, and each workspace runs as a uid of its own, so a file
 //!   of the prepared state must be writable by whichever uid a workspace gets. The kernel never
 //!   writes a lower layer: a write copies the file up into the workspace's upper dir first.
 //! - A workspace holds one uid for its whole life (leased like any run's, so no other live run
 //!   has it): every run of the episode is the same user and can change what the runs before it
-//!   wrote. Its runs are one at a time (an upper dir must not be mounted twice at once).
+//!   wrote. Its runs are one at a time (an episode's commands are sequential; two at once would
+//!   race on one upper dir).
 //! - A run is a fresh execution (`fresh::start_command`) under every layer of any run (uid,
 //!   namespaces, rlimits, cgroups, Landlock, seccomp, no network) whose work dir holds the
-//!   request's files and `repo/`, where the overlay is mounted and the run starts. The upper dir
+//!   request's files and `repo/`, where the overlay is bound and the run starts. The overlay is
+//!   mounted once, when the workspace is made: overlayfs needs inodes of the upper file system
+//!   to mount, which an episode that used up its quota would leave none of. The upper dir
 //!   persists from run to run; dropping the workspace removes it. Warm-fork runs cannot serve a
 //!   workspace: their children are forks of one server and mount nothing per run.
-//! - [`Workspace::freeze`] turns a workspace's upper dir into a new layer (a setup's result): its
-//!   whiteouts and opaque dirs keep their meaning as a lower layer.
+//! - Everything an episode writes lies on a tmpfs with a size and an inode cap ([`quota`]: where
+//!   it is mounted, why there is no fallback, how it meets the memory limit): the workspace's dir
+//!   (the upper dir, overlayfs's work dir) is one, and each of its runs' work dirs (the run's
+//!   `files`, `$HOME`, `$TMPDIR`) is another of the same size, mounted for the run alone. Outside a
+//!   workspace a run's work dir is bounded only by its memory limit, and only where the work root
+//!   is a tmpfs (`/dev/shm`, the default). Two mounts, not one: an episode that filled its upper
+//!   dir must still get a work dir for the run that deletes files (one shared tmpfs made the next
+//!   run fail to set up, an infrastructure error instead of `ENOSPC` in a command).
+//! - [`Workspace::freeze`] copies a workspace's upper dir out of its tmpfs into a new layer (a
+//!   setup's result; [`layer`]): its whiteouts and opaque dirs keep their meaning as a lower
+//!   layer.
+
+mod layer;
+pub(crate) mod quota;
 
 use std::ffi::CString;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use env_core::ExecutionResult;
+
+pub use layer::FsLayer;
+use layer::{io_err, private_dir};
 
 use super::child::{MountOp, cstr};
 use super::config::Limits;
@@ -37,35 +55,20 @@ use super::{supervise, workdir};
 /// Where a workspace run finds its repository, relative to its work dir (and its cwd).
 pub const REPO_DIR: &str = "repo";
 
-/// A read-only directory of a prepared state; removed when the last holder drops it.
-#[derive(Debug)]
-pub struct FsLayer {
-    dir: PathBuf,
-}
-
-impl FsLayer {
-    /// The layer's directory (the host's view; never a run's).
-    pub fn path(&self) -> &Path {
-        &self.dir
-    }
-}
-
-impl Drop for FsLayer {
-    fn drop(&mut self) {
-        workdir::remove(&self.dir);
-    }
-}
-
 /// What a workspace run mounts (prepared by the parent) and as whom.
 #[derive(Clone)]
 pub(crate) struct OverlayMount {
-    pub options: CString,
+    /// The workspace's merged dir (its overlay, mounted in the sandbox's namespace).
+    pub merged: CString,
     pub uid: Option<u32>,
+    /// The run's work dir is a tmpfs of this many MiB (the workspace's quota).
+    pub disk_mib: u64,
 }
 
 impl OverlayMount {
-    /// Puts the overlay's mount at `target` into a run's mount plan, right after the namespace is
-    /// made private (and `/proc` mounted), before host dirs are hidden: the layers lie in them.
+    /// Puts a bind of the overlay at `target` into a run's mount plan, right after the namespace
+    /// is made private (and `/proc` mounted), before host dirs are hidden: the overlay lies in
+    /// them.
     pub fn insert_into(
         &self,
         mounts: &mut Vec<MountOp>,
@@ -85,9 +88,9 @@ impl OverlayMount {
             cstr(target).ok_or_else(|| SandboxError::InvalidPath(target.display().to_string()))?;
         mounts.insert(
             at,
-            MountOp::Overlay {
+            MountOp::BindDir {
+                src: self.merged.clone(),
                 target,
-                options: self.options.clone(),
             },
         );
         Ok(())
@@ -112,9 +115,13 @@ pub struct WorkspaceRun {
 pub struct Workspace {
     inner: Arc<Inner>,
     layers: Vec<Arc<FsLayer>>,
-    /// `upper/` and overlayfs's `work/` (root-owned, 0700).
+    /// `upper/` and overlayfs's `work/` (root-owned, 0700), on the quota's tmpfs.
     dir: PathBuf,
+    disk_mib: u64,
     uid: Option<RunUid>,
+    /// The overlay at `merged/`, then the tmpfs under it: detached in this order on drop.
+    overlay: Option<quota::Mount>,
+    quota: Option<quota::Mount>,
     one_at_a_time: tokio::sync::Mutex<()>,
 }
 
@@ -123,76 +130,9 @@ impl std::fmt::Debug for Workspace {
         f.debug_struct("Workspace")
             .field("dir", &self.dir)
             .field("layers", &self.layers)
+            .field("quota", &self.quota)
             .finish()
     }
-}
-
-fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SandboxError + '_ {
-    move |source| SandboxError::WorkDir {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
-/// Creates `dir` (root-only) for a layer or a workspace.
-fn private_dir(dir: &Path) -> Result<(), SandboxError> {
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(dir)
-        .map_err(io_err(dir))
-}
-
-/// Copies `src` into a new layer `dir` (regular files, dirs and symlinks, never following one;
-/// other file types are left out), then [`seal`]s it.
-pub(crate) fn import(src: &Path, dir: &Path) -> Result<(), SandboxError> {
-    private_dir(dir)?;
-    copy_tree(src, &dir.join("tree"))?;
-    seal(&dir.join("tree"))
-}
-
-fn copy_tree(src: &Path, dst: &Path) -> Result<(), SandboxError> {
-    std::fs::create_dir(dst).map_err(io_err(dst))?;
-    for entry in std::fs::read_dir(src).map_err(io_err(src))? {
-        let entry = entry.map_err(io_err(src))?;
-        let (from, to) = (entry.path(), dst.join(entry.file_name()));
-        let kind = entry.file_type().map_err(io_err(&from))?;
-        if kind.is_dir() {
-            copy_tree(&from, &to)?;
-        } else if kind.is_symlink() {
-            let target = std::fs::read_link(&from).map_err(io_err(&from))?;
-            std::os::unix::fs::symlink(target, &to).map_err(io_err(&to))?;
-        } else if kind.is_file() {
-            std::fs::copy(&from, &to).map_err(io_err(&from))?;
-        }
-    }
-    Ok(())
-}
-
-/// Makes a layer's tree root-owned and usable by any workspace's uid through the overlay: dirs
-/// 0777, files 0666 (0777 if executable by anyone before), no set-id bits. Links are not followed.
-pub(crate) fn seal(dir: &Path) -> Result<(), SandboxError> {
-    let meta = std::fs::symlink_metadata(dir).map_err(io_err(dir))?;
-    let root = nix::unistd::geteuid().is_root();
-    if root && (meta.uid() != 0 || meta.gid() != 0) {
-        std::os::unix::fs::lchown(dir, Some(0), Some(0)).map_err(io_err(dir))?;
-    }
-    let kind = meta.file_type();
-    if kind.is_symlink() {
-        return Ok(());
-    }
-    let mode = if kind.is_dir() || meta.mode() & 0o111 != 0 {
-        0o777
-    } else {
-        0o666
-    };
-    // Whiteouts (character devices 0/0) keep their type; only their mode changes.
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).map_err(io_err(dir))?;
-    if kind.is_dir() {
-        for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
-            seal(&entry.map_err(io_err(dir))?.path())?;
-        }
-    }
-    Ok(())
 }
 
 /// Overlay options: `lowerdir` top layer first. Paths with `,` `:` or `\` are refused (they would
@@ -218,14 +158,28 @@ fn options(layers: &[Arc<FsLayer>], dir: &Path) -> Result<CString, SandboxError>
 
 impl Workspace {
     /// A new workspace over `layers` (bottom first), with an empty upper dir owned by its uid.
+    /// Its dir is a tmpfs of `disk_mib` MiB (`None`: the sandbox's default; above the sandbox's
+    /// maximum: an error), see [`quota`].
     pub(crate) fn create(
         inner: Arc<Inner>,
         layers: Vec<Arc<FsLayer>>,
+        disk_mib: Option<u64>,
     ) -> Result<Workspace, SandboxError> {
         if layers.is_empty() {
             return Err(SandboxError::InvalidPath(
                 "a workspace needs a layer".into(),
             ));
+        }
+        let mib = disk_mib.unwrap_or(inner.config.workspace_disk_mib);
+        let max = inner.config.workspace_disk_max_mib;
+        if mib == 0 || mib > max {
+            return Err(SandboxError::Setup {
+                stage: "workspace disk quota",
+                source: std::io::Error::other(format!(
+                    "a workspace of {mib} MiB asked for; this sandbox allows 1 to {max} MiB \
+                     (`workspace_disk_max_mib`)"
+                )),
+            });
         }
         let uid = match inner.layers.drop_uid {
             true => Some(
@@ -236,13 +190,17 @@ impl Workspace {
         };
         let dir = inner.work_root.join(format!("ws-{}", inner.next_id()));
         private_dir(&dir)?;
-        let ws = Workspace {
+        let mut ws = Workspace {
             inner,
             layers,
             dir,
+            disk_mib: mib,
             uid,
+            overlay: None,
+            quota: None,
             one_at_a_time: tokio::sync::Mutex::new(()),
         };
+        ws.quota = Some(quota::Mount::tmpfs(&ws.dir, mib, None)?);
         let upper = ws.dir.join("upper");
         private_dir(&ws.dir.join("work"))?;
         std::fs::DirBuilder::new()
@@ -253,6 +211,15 @@ impl Workspace {
             std::os::unix::fs::lchown(&upper, Some(uid.get()), Some(uid.get()))
                 .map_err(io_err(&upper))?;
         }
+        // Mounted once, while the tmpfs is empty: overlayfs needs inodes in `work/` to mount,
+        // which an episode that used up its quota would leave none of (a mount per run failed
+        // the run that was to delete files).
+        let merged = ws.dir.join("merged");
+        private_dir(&merged)?;
+        ws.overlay = Some(quota::Mount::overlay(
+            &merged,
+            &options(&ws.layers, &ws.dir)?,
+        )?);
         Ok(ws)
     }
 
@@ -282,8 +249,10 @@ impl Workspace {
             files,
             python_path: run.site_dir.clone(),
             overlay: Some(OverlayMount {
-                options: options(&self.layers, &self.dir)?,
+                merged: cstr(&self.dir.join("merged"))
+                    .ok_or_else(|| SandboxError::InvalidPath(self.dir.display().to_string()))?,
                 uid: self.uid.as_ref().map(RunUid::get),
+                disk_mib: self.disk_mib,
             }),
             ..RunLayout::default()
         };
@@ -318,18 +287,18 @@ impl Workspace {
     }
 
     /// The workspace's changes as a new layer (to stack on its own layers); the workspace ends.
-    pub async fn freeze(self) -> Result<Arc<FsLayer>, SandboxError> {
+    pub async fn freeze(mut self) -> Result<Arc<FsLayer>, SandboxError> {
         let _one = self.one_at_a_time.lock().await;
         let dir = self
             .inner
             .work_root
             .join(format!("layer-{}", self.inner.next_id()));
         let upper = self.upper();
+        // The upper dir is read once the overlay is gone (never under a live mount).
+        drop(self.overlay.take());
         tokio::task::spawn_blocking(move || {
-            private_dir(&dir)?;
             let layer = FsLayer { dir };
-            std::fs::rename(&upper, layer.dir.join("tree")).map_err(io_err(&upper))?;
-            seal(&layer.dir.join("tree"))?;
+            layer::copy_upper(&upper, &layer.dir)?;
             Ok(Arc::new(layer))
         })
         .await
@@ -339,18 +308,21 @@ impl Workspace {
 
 impl Drop for Workspace {
     fn drop(&mut self) {
-        // Its runs are over (each holds the workspace), so nothing has the overlay mounted.
+        // Its runs are over (each holds the workspace), so nothing has the overlay mounted; the
+        // tmpfs goes with its contents, leaving the empty mount point.
+        drop(self.overlay.take());
+        drop(self.quota.take());
         workdir::remove(&self.dir);
     }
 }
 
-/// A new layer holding a copy of `src` (see [`import`]) under `work_root`.
+/// A new layer holding a copy of `src` (see [`layer::import`]) under `work_root`.
 pub(crate) async fn import_layer(inner: &Inner, src: &Path) -> Result<Arc<FsLayer>, SandboxError> {
     let dir = inner.work_root.join(format!("layer-{}", inner.next_id()));
     let src = src.to_path_buf();
     tokio::task::spawn_blocking(move || {
         let layer = FsLayer { dir };
-        import(&src, &layer.dir)?;
+        layer::import(&src, &layer.dir)?;
         Ok(Arc::new(layer))
     })
     .await

@@ -1,23 +1,31 @@
 //! How many sandboxed runs a sample costs where nothing reads its observation, counted by the
 //! sandbox's own `codegym_sandbox_executions_total` through a recorder installed for this test
 //! binary alone (its own process: no other test's runs; one test runs programs, so the counts are
-//! exact): `codegym evaluate`'s engine and `Evaluate` / a step with `observe: false` over a real
-//! gRPC server on TCP run a unit-test sample once (under its tests), for the same reward and
-//! breakdown as with the observation's run.
+//! exact): `codegym evaluate`'s engine, `Evaluate` / a step with `observe: false` over a real
+//! gRPC server on TCP and SandboxFusion's `/submit` over HTTP run a unit-test sample once (under
+//! its tests), for the same reward and breakdown as with the observation's run.
 
+#[path = "support/http_server.rs"]
+mod http_server;
 mod support;
+
+use std::collections::BTreeMap;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use codegym::http::datasets::Datasets;
+use codegym::server::ServerConfig;
 use codegym_sandbox::metrics::EXECUTIONS;
 use env_coding::completions::{Sample, evaluate_samples};
 use env_coding::tasks::TaskSet;
 use env_coding::{CodingConfig, Scorer};
 use env_core::Value;
+use http_server::HttpServer;
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
 use proto::convert::{value_from_proto, value_to_proto};
 use proto::v1;
+use serde_json::json;
 use support::TestServer;
 use tonic::Code;
 
@@ -121,6 +129,78 @@ async fn the_evaluate_command(runs: &AtomicU64) {
     assert_eq!(runs.load(Ordering::SeqCst) - before, 3 + 1 + 2);
 }
 
+const HUMANEVAL: &str = r#"{"task_id": "HumanEval/0", "prompt": "def add(a, b):\n    \"\"\"Return a + b.\"\"\"\n", "canonical_solution": "    return a + b\n", "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n", "entry_point": "add"}"#;
+
+/// One `/submit`: the answer and the runs it cost.
+async fn submit(
+    server: &HttpServer,
+    runs: &AtomicU64,
+    dataset: &str,
+    id: &str,
+    completion: &str,
+) -> (serde_json::Value, u64) {
+    let before = runs.load(Ordering::SeqCst);
+    let body: serde_json::Value = reqwest::Client::new()
+        .post(format!("http://{}/submit", server.http))
+        .json(&json!({"dataset": dataset, "id": id, "completion": completion, "config": {}}))
+        .send()
+        .await
+        .expect("POST /submit")
+        .json()
+        .await
+        .expect("a JSON answer");
+    (body, runs.load(Ordering::SeqCst) - before)
+}
+
+/// SandboxFusion's `/submit`: a unit-test task's program runs once, under its tests, and its
+/// `exec_info` reports the verdict (a failing test's error in `stderr`, a non-zero return code);
+/// a task whose reward reads the program's own run reports that run.
+async fn the_submit_endpoint(runs: &AtomicU64) {
+    let dir = tempfile::tempdir().unwrap();
+    let (he, native) = (
+        dir.path().join("HumanEval.jsonl"),
+        dir.path().join("tasks.jsonl"),
+    );
+    std::fs::write(&he, HUMANEVAL).unwrap();
+    std::fs::write(&native, TASKS.lines().nth(1).unwrap()).unwrap();
+    let files = BTreeMap::from([
+        ("humaneval_python".to_string(), he),
+        ("mine".to_string(), native),
+    ]);
+    let options = codegym::http::HttpOptions {
+        datasets: Datasets::load(&files).expect("the fixture datasets load"),
+        ..Default::default()
+    };
+    let server = HttpServer::start(ServerConfig::default(), options).await;
+    for (completion, accepted) in [("    return a + b\n", true), ("    return a - b\n", false)] {
+        let (body, n) = submit(&server, runs, "humaneval_python", "HumanEval/0", completion).await;
+        assert_eq!((n, &body["accepted"]), (1, &json!(accepted)), "{body}");
+        let exec = &body["tests"][0]["exec_info"];
+        let run = &exec["run_result"];
+        assert_eq!(run["status"], "Finished", "{body}");
+        let (status, code) = if accepted {
+            ("Success", 0)
+        } else {
+            ("Failed", 1)
+        };
+        assert_eq!(
+            (&exec["status"], &run["return_code"]),
+            (&json!(status), &json!(code))
+        );
+        assert_eq!(run["stdout"], "", "{body}");
+        if !accepted {
+            let stderr = run["stderr"].as_str().unwrap();
+            assert!(stderr.contains("AssertionError"), "{body}");
+        }
+    }
+    let (body, n) = submit(&server, runs, "mine", "stdout", "print(1)\n").await;
+    assert_eq!((n, &body["accepted"]), (1, &json!(true)), "{body}");
+    assert_eq!(
+        body["tests"][0]["exec_info"]["run_result"]["stdout"], "1\n",
+        "{body}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_unit_test_sample_runs_once_where_nothing_reads_its_observation() {
     let runs = Arc::new(AtomicU64::new(0));
@@ -191,6 +271,8 @@ async fn a_unit_test_sample_runs_once_where_nothing_reads_its_observation() {
         (step.reward, step.terminated, run.stdout.as_str()),
         (1.0, true, "")
     );
+
+    the_submit_endpoint(&runs).await;
 }
 
 #[tokio::test]

@@ -321,3 +321,38 @@ async fn the_candidate_cannot_read_the_tests() {
         "{o:?}"
     );
 }
+
+/// Every module the trusted programs import (the unit-test harness, the differential runner) is
+/// already in the warm fork server when a run starts: one imported per run would cost every
+/// unit-test run its whole start-up (`select`, a shared library: ~1 ms of CPU a HumanEval task).
+#[tokio::test]
+async fn the_fork_server_has_imported_what_the_trusted_programs_import() {
+    use codegym_sandbox::ExecRequest;
+    use env_coding::differential::RUNNER_SOURCE;
+    use env_coding::reward::harness::HARNESS_SOURCE;
+    assert_eq!(
+        sandbox().backend(),
+        "warm fork",
+        "the test is about the warm backend"
+    );
+    // The program reads sys.modules before it imports anything of its own.
+    let program = "import sys\nloaded = set(sys.modules)\nimport ast\nwanted = set()\n\
+        for n in ast.walk(ast.parse(sys.stdin.read())):\n\
+        \x20   if isinstance(n, ast.Import):\n\
+        \x20       wanted |= {a.name.partition('.')[0] for a in n.names}\n\
+        \x20   elif isinstance(n, ast.ImportFrom) and not n.level:\n\
+        \x20       wanted.add(n.module.partition('.')[0])\n\
+        print('wanted', sorted(wanted))\nprint('missing', sorted(wanted - loaded))\n";
+    let stdin = format!("{HARNESS_SOURCE}\n{RUNNER_SOURCE}");
+    let run = sandbox()
+        .run(ExecRequest {
+            source: program.into(),
+            stdin: Some(stdin.into_bytes()),
+            ..ExecRequest::default()
+        })
+        .await
+        .unwrap_or_else(|e| panic!("infrastructure error: {e}"));
+    assert_eq!(run.exit_code, Some(0), "{run:?}");
+    assert!(run.stdout.contains("'select'"), "{}", run.stdout);
+    assert!(run.stdout.contains("missing []\n"), "{}", run.stdout);
+}

@@ -12,9 +12,16 @@
 //! continuation and a complete function both work); the env runs it as given (`extract: raw`).
 //! `accepted` is the env's `solved`; `extra` holds the reward, its breakdown (`reward_breakdown`,
 //! as every other scoring surface reports it) and its `provenance`; `tests` has one entry per reward component. A component's
-//! `exec_info` is `/run_code`'s answer for the program's own run, with the component's verdict
-//! folded in: a failed component is `Failed`, its failing tests' errors are appended to `stderr`,
-//! and an exit code of 0 becomes 1 (the program together with its tests did not succeed).
+//! `exec_info` is `/run_code`'s answer for the run, with the component's verdict folded in: a
+//! failed component is `Failed`, its failing tests' errors are appended to `stderr`, and an exit
+//! code of 0 becomes 1 (the program together with its tests did not succeed).
+//!
+//! The program runs once. Where the reward reads its own run (an output component, a penalty),
+//! that run is made anyway and is the run `exec_info` reports. Where it does not (HumanEval's and
+//! MBPP's unit tests), the program runs only under its tests, as `codegym evaluate` runs it (the
+//! env's `observe: false`): a second run of it alone would cost a whole sandboxed run for an
+//! `exec_info` that, for a function definition, says nothing. The run reported is then the
+//! scoring's: its wall time, and no output (the candidate's output goes nowhere in the harness).
 //! A failure of the machinery is the error table's answer (503, retry) in FastAPI's shape, never
 //! `accepted: false`.
 //!
@@ -23,6 +30,7 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -214,6 +222,9 @@ async fn submit_inner(
     let evaluator = state.server.registry.evaluator(ENV_ID)?;
     let mut kwargs = env_core::Kwargs::new();
     kwargs.insert("extract".into(), json!("raw"));
+    // The program's own run only where the reward reads it (see the module's doc).
+    let observe = task.reward.needs_plain_run();
+    kwargs.insert("observe".into(), json!(observe));
     let mut options = env_core::Options::new();
     options.insert("task".into(), task_json);
     let item = EvalItem {
@@ -221,6 +232,7 @@ async fn submit_inner(
         options,
         action: Value::Text(code.clone()),
     };
+    let started = Instant::now();
     let step = AssertUnwindSafe(evaluator.evaluate(kwargs, vec![item]))
         .catch_unwind()
         .await
@@ -233,6 +245,13 @@ async fn submit_inner(
             "the evaluator's observation is {}, not an execution",
             step.obs.kind()
         )));
+    };
+    let scoring;
+    let run = if observe {
+        run
+    } else {
+        scoring = scoring_run(started.elapsed());
+        &scoring
     };
     let components = step
         .info
@@ -259,6 +278,16 @@ async fn submit_inner(
         },
     }))
     .into_response())
+}
+
+/// The run `exec_info` reports where the program ran only under its tests: one that finished
+/// (`test_case` folds each component's verdict in) after the scoring's wall time, with no output.
+fn scoring_run(elapsed: Duration) -> ExecutionResult {
+    ExecutionResult {
+        exit_code: Some(0),
+        wall_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+        ..ExecutionResult::default()
+    }
 }
 
 /// One `EvalTestCase` for a reward component (`{type, weight, score, detail}`).

@@ -32,7 +32,11 @@ import types
 import ast, atexit, bisect, copy, heapq, itertools, math, select, string, struct, typing  # noqa: E401,F401
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HARNESS = ("env-coding/src/reward/plain_codec.py", "env-coding/src/reward/harness.py")
+# The harness's source in the order `env-coding/src/reward/harness.rs` concatenates it
+# (`HARNESS_SOURCE`); a revision that lacks a file reads it as empty.
+HARNESS = tuple(
+    f"env-coding/src/reward/{f}" for f in ("plain_codec.py", "candidate.py", "names.py", "harness.py")
+)
 
 
 def sources(rev):
@@ -105,7 +109,9 @@ def main():
         os.mkdir(d)
         with open(os.path.join(d, "solution.py"), "w") as f:
             f.write(p["prompt"] + p["canonical_solution"])
-        cfg = {"style": "check", "code": p["test"], "entry_point": p["entry_point"], "per_test_timeout": 3.0}
+        # As `reward::harness::prepare` writes it: the prompt is the prelude the tests may call.
+        cfg = {"style": "check", "code": p["test"], "entry_point": p["entry_point"],
+               "prelude": p["prompt"], "candidate_names": None, "per_test_timeout": 3.0}
         tasks.append((d, b"0" * 32 + b"\n" + json.dumps(cfg).encode()))
     harnesses = {
         "current (candidate in its own process)": compile(sources(None), "main.py", "exec"),

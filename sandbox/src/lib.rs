@@ -45,6 +45,7 @@ mod compiled;
 mod config;
 mod fresh;
 pub mod host_tool;
+pub mod image;
 mod isolation;
 pub mod lang;
 pub mod metrics;

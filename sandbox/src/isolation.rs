@@ -141,6 +141,23 @@ pub(crate) fn proc_access() -> u64 {
     (AccessFs::Execute | AccessFs::ReadFile | AccessFs::ReadDir).bits()
 }
 
+/// Landlock access on an image root's paths (`image/root.rs`): read (the image), all (`/tmp`),
+/// read and write a file (the device files).
+pub(crate) struct ImageRootAccess {
+    pub read: u64,
+    pub all: u64,
+    pub device: u64,
+}
+
+pub(crate) fn image_root_access() -> ImageRootAccess {
+    let read = AccessFs::from_read(LANDLOCK_ABI);
+    ImageRootAccess {
+        read: read.bits(),
+        all: AccessFs::from_all(LANDLOCK_ABI).bits(),
+        device: ((read | AccessFs::WriteFile) & AccessFs::from_file(LANDLOCK_ABI)).bits(),
+    }
+}
+
 /// The read-only part of every run's Landlock rules (system dirs, the interpreter's trees, the
 /// writable device files), opened once per sandbox: each run then opens only its work dir, instead
 /// of opening and checking ~15 paths (~60 syscalls) on its critical path (issue 17). An `O_PATH`

@@ -257,6 +257,7 @@ impl Sandbox {
             args: req.data.argv.clone(),
             python_path: req.data.site_dir.clone(),
             overlay: None,
+            image_root: None,
         };
         let outputs = req.data.outputs;
         let queued = metrics::Level::enter(metrics::QUEUE_DEPTH);
@@ -332,7 +333,23 @@ impl Sandbox {
     /// A copy-on-write workspace over `layers` (bottom first): an episode's own copy of a
     /// prepared state, whose runs start fresh (see `workspace.rs`).
     pub fn workspace(&self, layers: Vec<Arc<FsLayer>>) -> Result<Workspace, SandboxError> {
-        Workspace::create(self.inner.clone(), layers)
+        Workspace::create(self.inner.clone(), layers, None)
+    }
+
+    /// `image` (from a [`LayerStore`](image::LayerStore)) prepared as the root filesystem of
+    /// runs: see `image/root.rs`.
+    pub fn image_root(&self, image: &image::Image) -> Result<Arc<image::ImageRoot>, SandboxError> {
+        image::ImageRoot::create(&self.inner, image).map(Arc::new)
+    }
+
+    /// A workspace like [`workspace`](Self::workspace) whose runs see `root`'s image as their
+    /// whole filesystem (the repository at `image::WORK_DIR/repo`), nothing of the host's.
+    pub fn workspace_in(
+        &self,
+        layers: Vec<Arc<FsLayer>>,
+        root: Arc<image::ImageRoot>,
+    ) -> Result<Workspace, SandboxError> {
+        Workspace::create(self.inner.clone(), layers, Some(root))
     }
 
     /// Which backend runs scripts: `"warm fork"` or `"fresh"`.
@@ -396,6 +413,7 @@ impl Sandbox {
             outputs_dir: data.outputs.is_some(),
             python_path: data.site_dir.clone(),
             overlay: None,
+            image_root: None,
             args: data.argv.clone(),
             ..RunLayout::default()
         };

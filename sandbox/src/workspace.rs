@@ -115,6 +115,8 @@ pub struct Workspace {
     /// `upper/` and overlayfs's `work/` (root-owned, 0700).
     dir: PathBuf,
     uid: Option<RunUid>,
+    /// The image whose files are the runs' root filesystem (`None`: the host's, read-only).
+    root: Option<Arc<crate::image::ImageRoot>>,
     one_at_a_time: tokio::sync::Mutex<()>,
 }
 
@@ -221,6 +223,7 @@ impl Workspace {
     pub(crate) fn create(
         inner: Arc<Inner>,
         layers: Vec<Arc<FsLayer>>,
+        root: Option<Arc<crate::image::ImageRoot>>,
     ) -> Result<Workspace, SandboxError> {
         if layers.is_empty() {
             return Err(SandboxError::InvalidPath(
@@ -241,6 +244,7 @@ impl Workspace {
             layers,
             dir,
             uid,
+            root,
             one_at_a_time: tokio::sync::Mutex::new(()),
         };
         let upper = ws.dir.join("upper");
@@ -285,6 +289,7 @@ impl Workspace {
                 options: options(&self.layers, &self.dir)?,
                 uid: self.uid.as_ref().map(RunUid::get),
             }),
+            image_root: self.root.clone(),
             ..RunLayout::default()
         };
         let command = Command {

@@ -3,110 +3,15 @@
 //! the image's files with its deletions applied; corrupt, missing and hostile layers fail the
 //! import, naming the blob, and leave nothing in the store or outside it.
 
-use std::io::Write;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use codegym_sandbox::image::{Image, ImageError, LayerStore};
-use sha2::{Digest as _, Sha256};
 use tar::EntryType;
 
-const TAR: &str = "application/vnd.oci.image.layer.v1.tar";
-const TAR_GZ: &str = "application/vnd.oci.image.layer.v1.tar+gzip";
-
-/// A layer's entries, written with raw names (the `tar` crate's own checks would refuse the
-/// hostile ones this file needs).
-struct LayerTar {
-    b: tar::Builder<Vec<u8>>,
-}
-
-impl Default for LayerTar {
-    fn default() -> Self {
-        LayerTar {
-            b: tar::Builder::new(Vec::new()),
-        }
-    }
-}
-
-impl LayerTar {
-    fn entry(mut self, name: &str, kind: EntryType, mode: u32, data: &[u8], link: &str) -> Self {
-        let mut h = tar::Header::new_ustar();
-        let old = h.as_old_mut();
-        old.name.fill(0);
-        old.name[..name.len()].copy_from_slice(name.as_bytes());
-        old.linkname.fill(0);
-        old.linkname[..link.len()].copy_from_slice(link.as_bytes());
-        h.set_entry_type(kind);
-        h.set_mode(mode);
-        h.set_size(data.len() as u64);
-        h.set_mtime(1_700_000_000);
-        h.set_cksum();
-        self.b.append(&h, data).expect("append");
-        self
-    }
-    fn dir(self, name: &str) -> Self {
-        self.entry(name, EntryType::Directory, 0o755, b"", "")
-    }
-    fn file(self, name: &str, data: &str) -> Self {
-        self.entry(name, EntryType::Regular, 0o644, data.as_bytes(), "")
-    }
-    fn bytes(self) -> Vec<u8> {
-        self.b.into_inner().expect("tar")
-    }
-    fn gzip(self) -> Vec<u8> {
-        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-        gz.write_all(&self.bytes()).expect("gzip");
-        gz.finish().expect("gzip")
-    }
-}
-
-fn sha(data: &[u8]) -> String {
-    let h = Sha256::digest(data);
-    h.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn put_blob(layout: &Path, data: &[u8]) -> String {
-    let hex = sha(data);
-    std::fs::write(layout.join("blobs/sha256").join(&hex), data).expect("blob");
-    format!("sha256:{hex}")
-}
-
-/// Writes an OCI image layout with `layers` (media type, blob; bottom first) at `dir`; returns
-/// the layers' digests.
-fn write_layout(dir: &Path, layers: &[(&str, Vec<u8>)]) -> Vec<String> {
-    std::fs::create_dir_all(dir.join("blobs/sha256")).expect("layout");
-    std::fs::write(dir.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).expect("layout");
-    let config =
-        br#"{"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]}}"#;
-    let config_digest = put_blob(dir, config);
-    let mut digests = Vec::new();
-    let mut descs = Vec::new();
-    for (media_type, blob) in layers {
-        let d = put_blob(dir, blob);
-        descs.push(serde_json::json!({"mediaType": media_type, "digest": d, "size": blob.len()}));
-        digests.push(d);
-    }
-    let manifest = serde_json::to_vec(&serde_json::json!({
-        "schemaVersion": 2,
-        "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
-                   "digest": config_digest, "size": config.len()},
-        "layers": descs,
-    }))
-    .expect("json");
-    let manifest_digest = put_blob(dir, &manifest);
-    let index = serde_json::json!({"schemaVersion": 2, "manifests": [
-        {"mediaType": "application/vnd.oci.image.manifest.v1+json",
-         "digest": manifest_digest, "size": manifest.len()}]});
-    std::fs::write(dir.join("index.json"), index.to_string()).expect("index");
-    digests
-}
-
-fn blob_path(layout: &Path, digest: &str) -> PathBuf {
-    layout
-        .join("blobs/sha256")
-        .join(digest.trim_start_matches("sha256:"))
-}
+#[path = "support/oci.rs"]
+mod oci;
+use oci::{LayerTar, TAR, TAR_GZ, blob_path, write_layout};
 
 fn two_layers() -> Vec<(&'static str, Vec<u8>)> {
     let base = LayerTar::default()

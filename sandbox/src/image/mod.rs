@@ -21,7 +21,10 @@
 //! Blocking IO throughout: async callers use [`LayerStore::import_async`] (the blocking pool).
 
 mod layout;
+mod root;
 mod unpack;
+
+pub use root::{ImageRoot, WORK_DIR};
 
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};

@@ -137,7 +137,8 @@ async fn runs_in_an_image_root_see_the_image_and_nothing_of_the_host() {
             let first = sh(
                 &ws,
                 "cat /etc/image-file; cat hello.txt; pwd; echo $HOME; ls /; \
-                 echo hi > /dev/null && head -c 5 /dev/urandom | wc -c; id -u"
+                 echo hi > /dev/null && head -c 5 /dev/urandom | wc -c; id -u; \
+                 cat /proc/self/mountinfo >&2; wc -l < /proc/self/mountinfo"
                     .into(),
             )
             .await;
@@ -170,14 +171,16 @@ async fn runs_in_an_image_root_see_the_image_and_nothing_of_the_host() {
             ["from the image", "hello repo", "/codegym/repo", "/codegym"],
             "{first:?}"
         );
-        let listing: Vec<&str> = out[4..out.len() - 2].to_vec();
+        let listing: Vec<&str> = out[4..out.len() - 3].to_vec();
         assert_eq!(
             listing,
             ["bin", "codegym", "dev", "etc", "proc", "tmp"],
             "{first:?}"
         );
-        assert_eq!(out[out.len() - 2], "5", "{first:?}");
-        assert_ne!(out[out.len() - 1], "0", "runs as root: {first:?}");
+        assert_eq!(out[out.len() - 3], "5", "{first:?}");
+        assert_ne!(out[out.len() - 2], "0", "runs as root: {first:?}");
+        // The image, /proc, /dev, /tmp, the work dir and its repository: no mount of the host's.
+        assert_eq!(out[out.len() - 1], "6", "{first:?}");
         for bad in [
             "READ-MARKER",
             "HOST-MARKER",

@@ -336,6 +336,12 @@ impl Sandbox {
         Workspace::create(self.inner.clone(), layers, None)
     }
 
+    /// The layer store of this sandbox's images, in its work root (root-only, hidden from runs
+    /// like the workspace layers); opened (created) on each call.
+    pub fn layer_store(&self) -> Result<image::LayerStore, image::ImageError> {
+        image::LayerStore::open(self.inner.work_root.join("images"))
+    }
+
     /// `image` (from a [`LayerStore`](image::LayerStore)) prepared as the root filesystem of
     /// runs: see `image/root.rs`.
     pub fn image_root(&self, image: &image::Image) -> Result<Arc<image::ImageRoot>, SandboxError> {

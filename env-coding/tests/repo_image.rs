@@ -2,12 +2,17 @@
 //! a small image from a rootfs made here (a static busybox and the host's git with its
 //! libraries) and saves it as an oci-archive; the task's setup, an episode's commands and
 //! scoring then run in that image's filesystem, with no podman process running, and see nothing
-//! of the host's. The gold patch resolves the task, the unpatched repository does not.
+//! of the host's. The gold patch resolves the task, the unpatched repository does not; through
+//! `codegym/Repo-v0`, an agent's `bash` calls run in the image and its submission is scored there.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use env_coding::repo::REPO_ENV_ID;
 use env_coding::tasks::RepoTaskSet;
+use env_coding::{CodingConfig, register};
+use env_core::{Kwargs, Registry, Value};
+use serde_json::json;
 
 #[path = "support/repo.rs"]
 mod repo_support;
@@ -81,8 +86,8 @@ fn rootfs_tar(path: &Path) {
 /// podman's oci-archive of an image imported from `rootfs`; the image is removed from podman's
 /// storage at once (the archive is all the task needs).
 #[allow(clippy::disallowed_methods)] // podman builds the task's image: the test's input
-fn podman_archive(rootfs: &Path, archive: &Path) {
-    let tag = format!("localhost/codegym-repo-image-test:{}", std::process::id());
+fn podman_archive(rootfs: &Path, archive: &Path, name: &str) {
+    let tag = format!("localhost/codegym-repo-image-{name}:{}", std::process::id());
     let podman = |args: &[&str]| {
         let out = std::process::Command::new("podman")
             .args(args)
@@ -106,21 +111,27 @@ fn podman_archive(rootfs: &Path, archive: &Path) {
     podman(&["rmi", &tag]);
 }
 
-fn podman_running() -> bool {
+/// Whether a podman process of this test (`name`) is running.
+fn podman_running(name: &str) -> bool {
+    let tag = format!("codegym-repo-image-{name}:{}", std::process::id());
     std::fs::read_dir("/proc")
         .expect("/proc")
         .flatten()
-        .any(|e| std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.trim() == "podman"))
+        .any(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&tag))
+        })
 }
 
-fn task_set(dir: &Path) -> PathBuf {
+/// The task set in `dir`; `name` keeps the podman tags of tests in one process apart.
+fn task_set(dir: &Path, name: &str) -> PathBuf {
     std::fs::create_dir_all(dir.join("repo")).expect("repo");
     std::fs::write(dir.join("repo/calc.sh"), CALC).expect("calc");
     std::fs::create_dir_all(dir.join("hidden")).expect("hidden");
     std::fs::write(dir.join("hidden/test_calc.sh"), TEST).expect("test");
     std::fs::write(dir.join("fix.diff"), PATCH).expect("patch");
     rootfs_tar(&dir.join("rootfs.tar"));
-    podman_archive(&dir.join("rootfs.tar"), &dir.join("image.tar"));
+    podman_archive(&dir.join("rootfs.tar"), &dir.join("image.tar"), name);
     let line = serde_json::json!({
         "version": 2, "id": "calc/add", "repository": "repo", "environment": "image.tar",
         "setup": ["echo set-up > .setup-done"],
@@ -140,8 +151,8 @@ async fn a_task_with_an_image_environment_is_set_up_run_and_scored_in_it() {
         .prefix("codegym-repo-image-")
         .tempdir()
         .expect("tmp");
-    let set = RepoTaskSet::load(&task_set(dir.path())).expect("task set");
-    assert!(!podman_running(), "podman is still running");
+    let set = RepoTaskSet::load(&task_set(dir.path(), "scorer")).expect("task set");
+    assert!(!podman_running("scorer"), "podman is still running");
     let scorer = repo_support::scorer(2_900_000, 0);
     let task = Arc::new(set.tasks[0].clone());
     let prepared = scorer.prepare(task.clone()).await.expect("prepare");
@@ -190,4 +201,40 @@ async fn a_task_with_an_image_environment_is_set_up_run_and_scored_in_it() {
         !unpatched.resolved && unpatched.reward == 0.0,
         "{unpatched:?}"
     );
+}
+
+fn kwargs(v: serde_json::Value) -> Kwargs {
+    v.as_object().cloned().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repo_v0_runs_an_agents_tools_and_scores_it_in_the_image() {
+    let dir = tempfile::Builder::new()
+        .prefix("codegym-repo-image-")
+        .tempdir()
+        .expect("tmp");
+    let tasks = task_set(dir.path(), "env");
+    assert!(!podman_running("env"), "podman is still running");
+    let mut reg = Registry::new();
+    let config = CodingConfig {
+        task_dirs: vec![dir.path().canonicalize().expect("dir")],
+        ..repo_support::config(2_900_000, 1)
+    };
+    register(&mut reg, config).unwrap_or_else(|e| panic!("register: {e}"));
+    let args = kwargs(json!({"tasks": tasks.display().to_string()}));
+    let mut env = reg.make_async(REPO_ENV_ID, &args).await.expect("make");
+    env.reset(None, kwargs(json!({"task_id": "calc/add"})))
+        .await
+        .expect("reset");
+    let call = json!({"tool": "bash", "command": "cat /etc/os-release; sed -i '1s/-/+/' calc.sh"});
+    let step = env.step(Value::Json(call)).await.expect("bash");
+    let Value::Text(obs) = step.obs else {
+        panic!("text observation")
+    };
+    assert!(obs.contains("ID=codegym-env-test"), "{obs}");
+    let done = env
+        .step(Value::Json(json!({"tool": "submit"})))
+        .await
+        .expect("submit");
+    assert!(done.terminated && done.reward == 1.0, "{:?}", done.info);
 }

@@ -130,6 +130,9 @@ fn layers_stack_as_an_overlay_with_the_images_deletions() {
             .collect::<Vec<_>>(),
         digests
     );
+    // Reopening closes a store root someone opened up.
+    std::fs::set_permissions(store.root(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let store = LayerStore::open(store.root()).expect("reopen");
     let root_meta = std::fs::metadata(store.root()).expect("store root");
     assert_eq!((root_meta.uid(), root_meta.mode() & 0o7777), (0, 0o700));
 

@@ -26,7 +26,7 @@ mod unpack;
 
 pub use root::{ImageRoot, WORK_DIR};
 
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest as _, Sha256};
@@ -141,6 +141,9 @@ impl LayerStore {
             private_dir(&dir)?;
         }
         private_dir(&root.join("tmp"))?;
+        // An existing root is closed too: its layers are reachable through it by path.
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700))
+            .map_err(io_err(&root))?;
         Ok(LayerStore { root })
     }
 

@@ -217,3 +217,57 @@ async fn runs_in_an_image_root_see_the_image_and_nothing_of_the_host() {
     drop(sandbox);
     let _ = std::fs::remove_dir_all(root);
 }
+
+/// An image whose mount points are symlinks out of it (`tmp -> HOST_DIR`, `dev -> /etc`, ...):
+/// the generated layer's dirs win over them, so every mount lands in the image root, and the run
+/// starts in its own work dir.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_images_symlinked_mount_points_are_the_generated_layers_dirs() {
+    let (sandbox, root) = sandbox("links");
+    let t = tempfile::Builder::new()
+        .prefix("codegym-img-")
+        .tempdir()
+        .expect("tempdir");
+    let host = t.path().join("host-dir");
+    std::fs::create_dir(&host).expect("host dir");
+    let host_s = host.display().to_string();
+    let mut layer = oci::busybox_layer();
+    for (name, target) in [
+        ("tmp", host_s.as_str()),
+        ("dev", "/etc"),
+        ("proc", "/"),
+        ("codegym", host_s.as_str()),
+    ] {
+        layer = layer.entry(name, tar::EntryType::Symlink, 0o777, b"", target);
+    }
+    let layout = t.path().join("layout");
+    oci::write_layout(&layout, &[(oci::TAR, layer.bytes())]);
+    let store = LayerStore::open(t.path().join("store")).expect("store");
+    let image = store.import(&layout).expect("import");
+    let image_root = sandbox.image_root(&image).expect("image root");
+    let repo = t.path().join("repo");
+    std::fs::create_dir(&repo).expect("repo");
+    std::fs::write(repo.join("f"), "repo\n").expect("repo file");
+    let layer = sandbox.import_layer(&repo).await.expect("repo layer");
+    let ws = sandbox
+        .workspace_in(vec![layer], image_root)
+        .expect("workspace");
+    let r = sh(
+        &ws,
+        "cat f; pwd; echo t > /tmp/t && cat /tmp/t; ls /dev; ls /proc/1/ >/dev/null && echo proc"
+            .into(),
+    )
+    .await;
+    assert_eq!(
+        r.stdout, "repo\n/codegym/repo\nt\nfull\nnull\nrandom\nurandom\nzero\nproc\n",
+        "{r:?}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&host).expect("host dir").collect();
+    assert!(
+        left.is_empty(),
+        "written through the image's link: {left:?}"
+    );
+    drop(ws);
+    drop(sandbox);
+    let _ = std::fs::remove_dir_all(root);
+}

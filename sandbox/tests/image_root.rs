@@ -81,6 +81,15 @@ fn snapshot(dir: &Path, out: &mut Vec<String>) {
     }
 }
 
+/// Removes a host file when the test ends, passed or not.
+struct Remove(PathBuf);
+
+impl Drop for Remove {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// Host processes whose command line contains `token`.
 fn processes_with(token: &str) -> Vec<String> {
     let mut found = Vec::new();
@@ -108,6 +117,7 @@ async fn runs_in_an_image_root_see_the_image_and_nothing_of_the_host() {
         std::process::id()
     ));
     std::fs::write(&marker, "HOST-MARKER").expect("marker");
+    let _remove = Remove(marker.clone());
     let layout = t.path().join("layout");
     oci::write_layout(&layout, &[(oci::TAR_GZ, oci::busybox_layer().gzip())]);
     let store = LayerStore::open(t.path().join("store")).expect("store");
@@ -213,7 +223,6 @@ async fn runs_in_an_image_root_see_the_image_and_nothing_of_the_host() {
     snapshot(store.root(), &mut after);
     assert_eq!(before, after, "the image's layers changed");
     drop(image_root);
-    std::fs::remove_file(&marker).expect("marker");
     drop(sandbox);
     let _ = std::fs::remove_dir_all(root);
 }

@@ -11,7 +11,7 @@ use tar::EntryType;
 
 #[path = "support/oci.rs"]
 mod oci;
-use oci::{LayerTar, TAR, TAR_GZ, blob_path, write_layout};
+use oci::{LayerTar, TAR, TAR_GZ, TAR_ZSTD, blob_path, write_layout};
 
 fn two_layers() -> Vec<(&'static str, Vec<u8>)> {
     let base = LayerTar::default()
@@ -34,7 +34,11 @@ fn two_layers() -> Vec<(&'static str, Vec<u8>)> {
         .dir("tmp/")
         .entry("tmp/", EntryType::Directory, 0o1777, b"", "")
         .gzip();
-    vec![(TAR, base), (TAR_GZ, top)]
+    let zstd = LayerTar::default()
+        .file("etc/zstd", "from a zstd layer")
+        .file("d/zstd", "zstd")
+        .zstd();
+    vec![(TAR, base), (TAR_GZ, top), (TAR_ZSTD, zstd)]
 }
 
 fn tree_names(dir: &Path, out: &mut Vec<String>) {
@@ -80,7 +84,8 @@ fn read_merged(image: &Image, at: &Path) -> Vec<(String, Option<String>)> {
         .expect("overlay");
         let mut out = Vec::new();
         for p in [
-            "etc/keep", "etc/gone", "etc/hard", "d/old", "d/sub", "d/new", "bin/tool",
+            "etc/keep", "etc/gone", "etc/hard", "d/old", "d/sub", "d/new", "bin/tool", "etc/zstd",
+            "d/zstd",
         ] {
             let full = at.join(p);
             let seen = std::fs::symlink_metadata(&full).is_ok();
@@ -175,6 +180,8 @@ fn layers_stack_as_an_overlay_with_the_images_deletions() {
         ("d/sub", None),
         ("d/new", Some("new")),
         ("bin/tool", Some("#!/bin/sh\n")),
+        ("etc/zstd", Some("from a zstd layer")),
+        ("d/zstd", Some("zstd")),
         ("etc/link", Some("keep")),
     ]
     .iter()
@@ -348,7 +355,7 @@ fn concurrent_imports_of_one_image_unpack_each_layer_once_and_whole() {
     let stored = std::fs::read_dir(store.root().join("layers/sha256"))
         .expect("layers")
         .count();
-    assert_eq!(stored, 2);
+    assert_eq!(stored, 3);
     assert_eq!(
         std::fs::read_to_string(images[0].layers[1].dir.join("d/new")).expect("d/new"),
         "new"

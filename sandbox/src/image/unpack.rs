@@ -22,13 +22,16 @@ use super::{Digest, ImageError, io_err};
 pub(crate) enum Compression {
     None,
     Gzip,
+    Zstd,
 }
 
 impl Compression {
-    /// `None` for a type this store cannot read (zstd, or not a layer).
+    /// `None` for a type this store cannot read (not a layer).
     pub(crate) fn of(media_type: &str) -> Option<Compression> {
         if media_type.ends_with("+gzip") || media_type.ends_with(".tar.gzip") {
             Some(Compression::Gzip)
+        } else if media_type.ends_with("+zstd") {
+            Some(Compression::Zstd)
         } else if media_type.ends_with(".tar") {
             Some(Compression::None)
         } else {
@@ -55,6 +58,11 @@ pub(crate) fn unpack(
     let reader: Box<dyn Read + '_> = match compression {
         Compression::None => Box::new(blob),
         Compression::Gzip => Box::new(flate2::read::GzDecoder::new(blob)),
+        Compression::Zstd => Box::new(ZstdFrames {
+            source: std::io::BufReader::new(blob),
+            decoder: ruzstd::decoding::FrameDecoder::new(),
+            in_frame: false,
+        }),
     };
     let mut u = Unpacker {
         tree,
@@ -341,4 +349,52 @@ fn set_mtime(path: &Path, mtime: i64) -> Result<(), ImageError> {
         return Err(io_err(path)(std::io::Error::last_os_error()));
     }
     Ok(())
+}
+
+/// A zstd stream of any number of frames (a layer compressed in chunks has several, and skippable
+/// frames of metadata), decoded frame after frame until the input ends.
+struct ZstdFrames<R: std::io::BufRead> {
+    source: R,
+    decoder: ruzstd::decoding::FrameDecoder,
+    in_frame: bool,
+}
+
+impl<R: std::io::BufRead> Read for ZstdFrames<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use ruzstd::decoding::BlockDecodingStrategy;
+        use ruzstd::decoding::errors::{FrameDecoderError, ReadFrameHeaderError};
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        loop {
+            if self.in_frame {
+                let d = &mut self.decoder;
+                // As ruzstd's own `StreamingDecoder`: decode until a buffer's worth is ready.
+                while d.can_collect() < buf.len() && !d.is_finished() {
+                    let more = BlockDecodingStrategy::UptoBytes(buf.len() - d.can_collect());
+                    d.decode_blocks(&mut self.source, more)
+                        .map_err(|e| std::io::Error::other(format!("zstd: {e}")))?;
+                }
+                let n = d.read(buf)?;
+                if n > 0 {
+                    return Ok(n);
+                }
+                self.in_frame = false;
+            }
+            if self.source.fill_buf()?.is_empty() {
+                return Ok(0);
+            }
+            match self.decoder.init(&mut self.source) {
+                Ok(()) => self.in_frame = true,
+                Err(FrameDecoderError::ReadFrameHeaderError(ReadFrameHeaderError::SkipFrame {
+                    length,
+                    ..
+                })) => {
+                    let mut skipped = (&mut self.source).take(u64::from(length));
+                    std::io::copy(&mut skipped, &mut std::io::sink())?;
+                }
+                Err(e) => return Err(std::io::Error::other(format!("zstd: {e}"))),
+            }
+        }
+    }
 }

@@ -12,6 +12,7 @@ use tar::EntryType;
 
 pub const TAR: &str = "application/vnd.oci.image.layer.v1.tar";
 pub const TAR_GZ: &str = "application/vnd.oci.image.layer.v1.tar+gzip";
+pub const TAR_ZSTD: &str = "application/vnd.oci.image.layer.v1.tar+zstd";
 
 /// A layer's entries, written with raw names (the `tar` crate's own checks would refuse the
 /// hostile ones this file needs).
@@ -58,6 +59,18 @@ impl LayerTar {
     }
     pub fn bytes(self) -> Vec<u8> {
         self.b.into_inner().expect("tar")
+    }
+    /// zstd in two frames with a skippable frame between them, as chunked compressors write.
+    pub fn zstd(self) -> Vec<u8> {
+        use ruzstd::encoding::{CompressionLevel, compress_to_vec};
+        let data = self.bytes();
+        let (a, b) = data.split_at(data.len() / 2);
+        let mut out = compress_to_vec(a, CompressionLevel::Fastest);
+        out.extend_from_slice(&0x184D_2A50u32.to_le_bytes());
+        out.extend_from_slice(&4u32.to_le_bytes());
+        out.extend_from_slice(b"meta");
+        out.extend(compress_to_vec(b, CompressionLevel::Fastest));
+        out
     }
     pub fn gzip(self) -> Vec<u8> {
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());

@@ -9,6 +9,8 @@
 //!   complete and verified, so concurrent imports of one digest are safe (the second rename
 //!   finds the first's dir and drops its own copy) and a dir of the store is always whole. A
 //!   digest already in the store is not unpacked (or read) again: its content was verified.
+//! - Layers are plain, gzip or zstd (any number of frames) tar streams. A docker-archive (`docker
+//!   save`'s format) is not read.
 //! - The unpacker (`unpack.rs`) writes entry by entry (never a spawned `tar`, never the crate's
 //!   own `unpack`): OCI whiteouts become overlayfs's (`.wh.NAME` a character device 0/0,
 //!   `.wh..wh..opq` the `trusted.overlay.opaque` xattr on its dir), so the layers stack as

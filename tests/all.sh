@@ -43,6 +43,9 @@ declare -A TOOLCHAIN_PACKAGES=(
     [/usr/bin/ruby]=ruby [/usr/bin/php]=php-cli [/usr/bin/lua5.4]=lua5.4 [/usr/bin/perl]=perl
     # MultiPL-E's Perl tests use Test::Deep (env-coding/tests/multipl_e.rs; ~100 kB).
     [/usr/share/perl5/Test/Deep.pm]=libtest-deep-perl
+    # OCI images as a task's environment (sandbox/tests/image*.rs, env-coding/tests/repo_image.rs):
+    # a static busybox as the test images' shell; podman imports and saves them (runs nothing).
+    [/bin/busybox]=busybox-static [/usr/bin/podman]=podman
 )
 MISSING_PACKAGES=()
 for tool in "${!TOOLCHAIN_PACKAGES[@]}"; do

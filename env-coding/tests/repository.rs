@@ -182,8 +182,24 @@ fn format_errors_name_the_file_and_line() {
     assert_eq!(set.tasks[0].limits.disk_mib, Some(64));
     for (line, wanted) in [
         (
-            ok.replace("\"version\": 1", "\"version\": 2"),
-            "version 2 is not supported",
+            ok.replace("\"version\": 1", "\"version\": 3"),
+            "version 3 is not supported",
+        ),
+        (
+            ok.replace("\"id\"", "\"environment\": \"repo\", \"id\""),
+            "`environment` needs `\"version\": 2`",
+        ),
+        (
+            ok.replace("\"version\": 1", "\"version\": 2").replace(
+                "\"id\"",
+                "\"environment\": \"repo\", \"requirements\": [\"pytest\"], \"id\"",
+            ),
+            "the image brings the task's packages",
+        ),
+        (
+            ok.replace("\"version\": 1", "\"version\": 2")
+                .replace("\"id\"", "\"environment\": \"../image\", \"id\""),
+            "must be a relative path beneath",
         ),
         (ok.replace("\"version\": 1, ", ""), "missing `version`"),
         (
@@ -218,6 +234,15 @@ fn format_errors_name_the_file_and_line() {
         );
         assert!(text.contains(wanted), "{text} (wanted {wanted})");
     }
+    // Version 2: an environment, resolved against the task file's directory.
+    let v2 = ok
+        .replace("\"version\": 1", "\"version\": 2")
+        .replace("\"id\"", "\"environment\": \"repo\", \"id\"");
+    let set = RepoTaskSet::load(&write_set(dir.path(), &v2)).expect("version 2");
+    let repo = dir.path().join("repo").canonicalize().expect("repo");
+    assert_eq!(set.tasks[0].environment.as_deref(), Some(repo.as_path()));
+    let set = RepoTaskSet::load(&write_set(dir.path(), ok)).expect("version 1");
+    assert_eq!(set.tasks[0].environment, None);
     // Outside the task file's directory through a link.
     std::os::unix::fs::symlink("/etc", dir.path().join("etc")).expect("link");
     let path = write_set(dir.path(), &ok.replace("\"repo\"", "\"etc\""));

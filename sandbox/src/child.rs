@@ -46,6 +46,22 @@ pub(crate) enum MountOp {
         src: CString,
         target: CString,
     },
+    /// Any mount of a kernel filesystem (an image root's overlay, its `/proc`, `/dev`, `/tmp`).
+    Mount {
+        fstype: &'static std::ffi::CStr,
+        target: CString,
+        flags: libc::c_ulong,
+        data: CString,
+    },
+    /// A character device node (an image root's `/dev/null` and the like, in its own tmpfs).
+    CharDev {
+        path: CString,
+        major: u32,
+        minor: u32,
+    },
+    /// `pivot_root` into a mounted dir, the old root detached: nothing of the host's root stays
+    /// reachable (`image/root.rs`).
+    PivotRoot(CString),
 }
 
 /// Everything the child needs, prepared by the parent.
@@ -69,7 +85,13 @@ pub(crate) struct ChildPlan {
     pub extra_fds: Vec<(OwnedFd, RawFd)>,
     /// How the child gets into its run's cgroups (before it is released).
     pub cgroup: Join,
+    /// Landlock rules on paths of the run's own mount namespace (an image root's), opened by the
+    /// child once its mounts are done: (path, access). At most [`MAX_CHILD_RULES`].
+    pub landlock_paths: Vec<(CString, u64)>,
 }
+
+/// How many [`ChildPlan::landlock_paths`] a child opens (a fixed array: it allocates nothing).
+pub(crate) const MAX_CHILD_RULES: usize = 12;
 
 /// A path as the child takes it (`None` if it contains a NUL). Parent side: allocates.
 pub(crate) fn cstr(p: &Path) -> Option<CString> {
@@ -236,6 +258,39 @@ pub(crate) unsafe fn child_main(ctx: &ChildCtx<'_>) -> ! {
                     libc::MS_BIND,
                     std::ptr::null(),
                 ),
+                MountOp::Mount {
+                    fstype,
+                    target,
+                    flags,
+                    data,
+                } => libc::mount(
+                    fstype.as_ptr(),
+                    target.as_ptr(),
+                    fstype.as_ptr(),
+                    *flags,
+                    data.as_ptr() as *const c_void,
+                ),
+                // chmod: mknod's mode passes through the inherited umask.
+                MountOp::CharDev { path, major, minor } => {
+                    let dev = libc::makedev(*major, *minor);
+                    if libc::mknod(path.as_ptr(), libc::S_IFCHR | 0o666, dev) < 0 {
+                        -1
+                    } else {
+                        libc::chmod(path.as_ptr(), 0o666)
+                    }
+                }
+                // pivot_root(".", "."): the old root stacks under the new one and is detached
+                // at once, so no dir of the image is needed to park it.
+                MountOp::PivotRoot(dir) => {
+                    if libc::chdir(dir.as_ptr()) < 0
+                        || libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) < 0
+                        || libc::umount2(c".".as_ptr(), libc::MNT_DETACH) < 0
+                    {
+                        -1
+                    } else {
+                        libc::chdir(c"/".as_ptr())
+                    }
+                }
                 MountOp::Bind {
                     held: idx,
                     dst,
@@ -292,6 +347,12 @@ pub(crate) unsafe fn child_main(ctx: &ChildCtx<'_>) -> ! {
             }
             _ => -1,
         };
+        let mut rule_fds = [-1 as c_int; MAX_CHILD_RULES];
+        for (i, (path, _)) in p.landlock_paths.iter().take(MAX_CHILD_RULES).enumerate() {
+            let fd = libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
+            check!(12, fd);
+            rule_fds[i] = fd;
+        }
         for &(res, soft, hard) in &p.rlimits {
             let rl = libc::rlimit {
                 rlim_cur: soft,
@@ -315,6 +376,22 @@ pub(crate) unsafe fn child_main(ctx: &ChildCtx<'_>) -> ! {
                 let attr = LandlockPathBeneath {
                     allowed_access: *proc_access,
                     parent_fd: proc_fd,
+                };
+                check!(
+                    12,
+                    libc::syscall(
+                        libc::SYS_landlock_add_rule,
+                        ruleset.as_raw_fd(),
+                        1, // LANDLOCK_RULE_PATH_BENEATH
+                        &attr as *const LandlockPathBeneath,
+                        0
+                    )
+                );
+            }
+            for (i, (_, access)) in p.landlock_paths.iter().take(MAX_CHILD_RULES).enumerate() {
+                let attr = LandlockPathBeneath {
+                    allowed_access: *access,
+                    parent_fd: rule_fds[i],
                 };
                 check!(
                     12,

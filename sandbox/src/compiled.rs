@@ -124,6 +124,7 @@ pub(crate) async fn run(
         args: Vec::new(),
         python_path: None,
         overlay: None,
+        image_root: None,
     };
     let started =
         fresh::start_command(inner, id, &layout, &limits, command, Vec::new(), with_stdin).await?;
@@ -171,6 +172,7 @@ async fn compile(
         args: Vec::new(),
         python_path: None,
         overlay: None,
+        image_root: None,
     };
     let started =
         fresh::start_command(inner, id, &layout, &limits, command, Vec::new(), false).await?;

@@ -179,17 +179,25 @@ pub(crate) async fn start_command(
     let (err_r, err_w) = prepare::pipe_pair()?;
     let (in_r, in_w) = prepare::stdin_pair(with_stdin)?;
     // A workspace run starts in its repository, mounted in the run's own mount namespace.
-    let mut mounts = layers.mounts.clone();
-    let cwd = match &layout.overlay {
-        Some(overlay) => {
-            let repo = workdir.join(crate::workspace::REPO_DIR);
-            overlay.insert_into(&mut mounts, &repo)?;
-            repo
+    let (mounts, run_dir, mut envp, landlock_paths) = match &layout.image_root {
+        Some(root) => {
+            let plan = root.plan(inner, &workdir, layout.overlay.as_ref())?;
+            (plan.mounts, plan.workdir, plan.envp, plan.landlock_paths)
         }
-        None => workdir.clone(),
+        None => {
+            let mut mounts = layers.mounts.clone();
+            if let Some(overlay) = &layout.overlay {
+                overlay.insert_into(&mut mounts, &workdir.join(crate::workspace::REPO_DIR))?;
+            }
+            let envp = prepare::environment(inner, &workdir);
+            (mounts, workdir.clone(), envp, Vec::new())
+        }
+    };
+    let cwd = match &layout.overlay {
+        Some(_) => run_dir.join(crate::workspace::REPO_DIR),
+        None => run_dir,
     };
     let wd = cstr(&cwd).ok_or_else(|| SandboxError::InvalidPath(cwd.display().to_string()))?;
-    let mut envp = prepare::environment(inner, &workdir);
     // Data tasks (issue 13): the task's package site dir leads `PYTHONPATH`.
     if let Some(site) = &layout.python_path {
         let old = envp
@@ -225,6 +233,7 @@ pub(crate) async fn start_command(
         stderr: err_w,
         extra_fds,
         cgroup: guard.cgroup.as_ref().map(|c| c.join()).unwrap_or_default(),
+        landlock_paths,
     };
     let spawned = tokio::task::spawn_blocking(move || spawn::spawn_blocking(plan))
         .await

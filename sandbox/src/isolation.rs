@@ -141,6 +141,43 @@ pub(crate) fn proc_access() -> u64 {
     (AccessFs::Execute | AccessFs::ReadFile | AccessFs::ReadDir).bits()
 }
 
+/// Landlock access on an image root's paths (`image/root.rs`): read (the image), all (`/tmp`),
+/// read and write a file (the device files).
+pub(crate) struct ImageRootAccess {
+    pub read: u64,
+    pub all: u64,
+    pub device: u64,
+}
+
+/// The rights are those of the kernel's Landlock ABI (at most [`LANDLOCK_ABI`]): the child adds
+/// these rules with raw syscalls to a ruleset made best-effort, and a right the kernel does not
+/// know would fail the run (`EINVAL`).
+pub(crate) fn image_root_access() -> ImageRootAccess {
+    // SAFETY: LANDLOCK_CREATE_RULESET_VERSION (1) with no attributes only returns the ABI version.
+    let version = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            1u32,
+        )
+    };
+    let abi = match version {
+        ..=1 => ABI::V1,
+        2 => ABI::V2,
+        3 => ABI::V3,
+        4 => ABI::V4,
+        5 => ABI::V5,
+        _ => LANDLOCK_ABI,
+    };
+    let read = AccessFs::from_read(abi);
+    ImageRootAccess {
+        read: read.bits(),
+        all: AccessFs::from_all(abi).bits(),
+        device: ((read | AccessFs::WriteFile) & AccessFs::from_file(abi)).bits(),
+    }
+}
+
 /// The read-only part of every run's Landlock rules (system dirs, the interpreter's trees, the
 /// writable device files), opened once per sandbox: each run then opens only its work dir, instead
 /// of opening and checking ~15 paths (~60 syscalls) on its critical path (issue 17). An `O_PATH`

@@ -45,6 +45,7 @@ mod compiled;
 mod config;
 mod fresh;
 pub mod host_tool;
+pub mod image;
 mod isolation;
 pub mod lang;
 pub mod metrics;
@@ -256,6 +257,7 @@ impl Sandbox {
             args: req.data.argv.clone(),
             python_path: req.data.site_dir.clone(),
             overlay: None,
+            image_root: None,
         };
         let outputs = req.data.outputs;
         let queued = metrics::Level::enter(metrics::QUEUE_DEPTH);
@@ -336,7 +338,30 @@ impl Sandbox {
         layers: Vec<Arc<FsLayer>>,
         disk_mib: Option<u64>,
     ) -> Result<Workspace, SandboxError> {
-        Workspace::create(self.inner.clone(), layers, disk_mib)
+        Workspace::create(self.inner.clone(), layers, disk_mib, None)
+    }
+
+    /// The layer store of this sandbox's images, in its work root (root-only, hidden from runs
+    /// like the workspace layers); opened (created) on each call.
+    pub fn layer_store(&self) -> Result<image::LayerStore, image::ImageError> {
+        image::LayerStore::open(self.inner.work_root.join("images"))
+    }
+
+    /// `image` (from a [`LayerStore`](image::LayerStore)) prepared as the root filesystem of
+    /// runs: see `image/root.rs`.
+    pub fn image_root(&self, image: &image::Image) -> Result<Arc<image::ImageRoot>, SandboxError> {
+        image::ImageRoot::create(&self.inner, image).map(Arc::new)
+    }
+
+    /// A workspace like [`workspace`](Self::workspace) whose runs see `root`'s image as their
+    /// whole filesystem (the repository at `image::WORK_DIR/repo`), nothing of the host's.
+    pub fn workspace_in(
+        &self,
+        layers: Vec<Arc<FsLayer>>,
+        root: Arc<image::ImageRoot>,
+        disk_mib: Option<u64>,
+    ) -> Result<Workspace, SandboxError> {
+        Workspace::create(self.inner.clone(), layers, disk_mib, Some(root))
     }
 
     /// Which backend runs scripts: `"warm fork"` or `"fresh"`.
@@ -400,6 +425,7 @@ impl Sandbox {
             outputs_dir: data.outputs.is_some(),
             python_path: data.site_dir.clone(),
             overlay: None,
+            image_root: None,
             args: data.argv.clone(),
             ..RunLayout::default()
         };

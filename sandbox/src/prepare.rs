@@ -197,6 +197,8 @@ pub(crate) struct RunLayout<'a> {
     pub python_path: Option<PathBuf>,
     /// A workspace run: the overlay mounted at `REPO_DIR` in the work dir, the run's cwd.
     pub overlay: Option<crate::workspace::OverlayMount>,
+    /// The run's root filesystem is this image's (`image/root.rs`), not the host's.
+    pub image_root: Option<Arc<crate::image::ImageRoot>>,
 }
 
 /// Bytes read from a pipe at a time. Small on purpose: a zeroed allocation of 16 KiB or more is a

@@ -21,6 +21,9 @@
 //!   (`limits.disk_mib`, else the sandbox's default; the sandbox's `workspace/quota.rs`). An
 //!   agent's command that hits it fails with `ENOSPC` like any failing command, and the episode
 //!   goes on; a setup that hits it is a failed setup (a [`RepoError`]).
+//! - A task with an `environment` (an OCI image) runs all of the above in that image's filesystem
+//!   instead of the host's: its image is imported into the sandbox's layer store and every
+//!   workspace of the task is made with it as root (`Sandbox::workspace_in`).
 //! - Auditing: attacks derived from each task ([`attacks`]) are scored like any patch.
 
 pub mod attacks;
@@ -35,6 +38,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use codegym_sandbox::image::ImageRoot;
 use codegym_sandbox::packages::PackageCache;
 use codegym_sandbox::{FsLayer, Limits, Sandbox, SandboxError, Workspace, WorkspaceRun};
 use env_core::ExecutionResult;
@@ -65,6 +69,11 @@ pub enum RepoError {
     Setup { task: String, detail: String },
     #[error("task {task}: the test command left no JUnit report: {detail}")]
     Report { task: String, detail: String },
+    #[error("task {task}: environment: {source}")]
+    Environment {
+        task: String,
+        source: codegym_sandbox::image::ImageError,
+    },
 }
 
 /// A task's prepared state: its frozen layers, base commit and package dir.
@@ -75,6 +84,8 @@ pub struct Prepared {
     /// The commit diffs are taken against.
     pub base_commit: String,
     site_dir: Option<PathBuf>,
+    /// The task's environment: its runs' root filesystem (`None`: the host's).
+    root: Option<Arc<ImageRoot>>,
 }
 
 /// How a patch fared.
@@ -156,11 +167,13 @@ impl RepoScorer {
                     });
                 }
             };
+        let root = match &task.environment {
+            Some(image) => Some(self.environment(&task, image).await?),
+            None => None,
+        };
         let base = self.sandbox.import_layer(&task.repository).await?;
         // The setup's copy has the task's quota too: a setup that fills it fails (`Setup`).
-        let ws = self
-            .sandbox
-            .workspace(vec![base.clone()], task.limits.disk_mib)?;
+        let ws = self.workspace(vec![base.clone()], root.as_ref(), task.limits.disk_mib)?;
         let mut script = format!("{GIT_ENV}set -e\n");
         for command in &task.setup {
             script.push_str(command);
@@ -194,15 +207,46 @@ impl RepoScorer {
             layers: vec![base, setup],
             base_commit,
             site_dir,
+            root,
         }))
+    }
+
+    /// The task's image imported into the sandbox's layer store (each layer unpacked once per
+    /// store) and prepared as a root filesystem.
+    async fn environment(
+        &self,
+        task: &RepoTask,
+        image: &std::path::Path,
+    ) -> Result<Arc<ImageRoot>, RepoError> {
+        let env_err = |source| RepoError::Environment {
+            task: task.id.clone(),
+            source,
+        };
+        let store = self.sandbox.layer_store().map_err(env_err)?;
+        let image = store.import_async(image).await.map_err(env_err)?;
+        Ok(self.sandbox.image_root(&image)?)
+    }
+
+    fn workspace(
+        &self,
+        layers: Vec<Arc<FsLayer>>,
+        root: Option<&Arc<ImageRoot>>,
+        disk_mib: Option<u64>,
+    ) -> Result<Workspace, RepoError> {
+        Ok(match root {
+            Some(root) => self.sandbox.workspace_in(layers, root.clone(), disk_mib)?,
+            None => self.sandbox.workspace(layers, disk_mib)?,
+        })
     }
 
     /// A new episode: its own writable copy of the prepared state, with the task's disk quota
     /// (also each scoring copy's).
     pub fn episode(&self, prepared: &Prepared) -> Result<Workspace, RepoError> {
-        Ok(self
-            .sandbox
-            .workspace(prepared.layers.clone(), prepared.task.limits.disk_mib)?)
+        self.workspace(
+            prepared.layers.clone(),
+            prepared.root.as_ref(),
+            prepared.task.limits.disk_mib,
+        )
     }
 
     /// One shell command of an agent in its episode's copy (`limits`: the sandbox's default).

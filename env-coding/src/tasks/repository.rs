@@ -1,11 +1,15 @@
-//! Repository (SWE-style) task sets, format version 1: a repository at a state, setup commands, a
+//! Repository (SWE-style) task sets, format version 2: a repository at a state, setup commands, a
 //! problem statement, a test command, hidden tests, the test ids that must start passing
-//! (`fail_to_pass`) and keep passing (`pass_to_pass`), a reference patch and limits. Scoring them
-//! is [`crate::repo`]'s; `docs/repository-tasks.md` describes the format for users.
+//! (`fail_to_pass`) and keep passing (`pass_to_pass`), a reference patch, limits, and (new in
+//! version 2) an optional `environment`: an OCI image whose filesystem the task's runs see instead
+//! of the host's. Scoring them is [`crate::repo`]'s; `docs/repository-tasks.md` describes the
+//! format for users, with its changelog.
 //!
-//! JSON Lines, one task a line, each with `"version": 1`; blank lines and lines starting with `//`
-//! are skipped; unknown fields are refused. Paths (`repository`, `hidden_tests`, `patch`) are
-//! relative to the task file's directory and stay beneath it. Errors name `FILE:LINE`.
+//! JSON Lines, one task a line, each with `"version": 1` or `2` (version 1 files stay readable: a
+//! version 1 line is a version 2 line without `environment`); blank lines and lines starting with
+//! `//` are skipped; unknown fields are refused. Paths (`repository`, `hidden_tests`, `patch`,
+//! `environment`) are relative to the task file's directory and stay beneath it. Errors name
+//! `FILE:LINE`.
 
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
@@ -14,8 +18,8 @@ use serde::Deserialize;
 
 use super::TaskError;
 
-/// The format version this loader reads.
-pub const REPOSITORY_FORMAT_VERSION: u32 = 1;
+/// The format version this loader writes about (it reads every version from 1 up to it).
+pub const REPOSITORY_FORMAT_VERSION: u32 = 2;
 
 /// One task line as written.
 #[derive(Debug, Deserialize)]
@@ -39,6 +43,9 @@ struct Line {
     limits: RepoLimits,
     #[serde(default)]
     known_weak: BTreeMap<String, String>,
+    /// Version 2: an OCI image layout dir or oci-archive.
+    #[serde(default)]
+    environment: Option<String>,
 }
 
 /// Limits of a task's runs: `test` bounds the scoring run of the test command (its wall clock is
@@ -93,6 +100,9 @@ pub struct RepoTask {
     /// Derived attacks (by name, see `repo::attacks`) known to resolve the task, and why: the
     /// audit reports them but does not fail on them.
     pub known_weak: BTreeMap<String, String>,
+    /// The OCI image (layout dir or oci-archive, absolute) whose filesystem the task's runs see
+    /// (setup, the agent's commands, scoring); `None`: the host's, read-only.
+    pub environment: Option<PathBuf>,
 }
 
 /// A repository task file.
@@ -163,16 +173,27 @@ impl RepoTaskSet {
 fn parse_line(text: &str, base: &Path) -> Result<RepoTask, String> {
     let value: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
     match value.get("version").and_then(serde_json::Value::as_u64) {
-        Some(v) if v == u64::from(REPOSITORY_FORMAT_VERSION) => {}
+        Some(v) if (1..=u64::from(REPOSITORY_FORMAT_VERSION)).contains(&v) => {}
         Some(v) => {
             return Err(format!(
-                "repository task format version {v} is not supported (this reads {REPOSITORY_FORMAT_VERSION})"
+                "repository task format version {v} is not supported (this reads 1 to {REPOSITORY_FORMAT_VERSION})"
             ));
         }
-        None => return Err("missing `version` (the repository task format's is 1)".into()),
+        None => {
+            return Err(format!(
+                "missing `version` (the repository task format's is {REPOSITORY_FORMAT_VERSION})"
+            ));
+        }
     }
     let line: Line = serde_json::from_value(value).map_err(|e| e.to_string())?;
-    debug_assert_eq!(line.version, REPOSITORY_FORMAT_VERSION);
+    if line.environment.is_some() && line.version < 2 {
+        return Err("`environment` needs `\"version\": 2`".into());
+    }
+    if line.environment.is_some() && !line.requirements.is_empty() {
+        return Err(
+            "`requirements` with an `environment`: the image brings the task's packages".into(),
+        );
+    }
     if line.id.trim().is_empty() {
         return Err("empty `id`".into());
     }
@@ -211,6 +232,10 @@ fn parse_line(text: &str, base: &Path) -> Result<RepoTask, String> {
             hidden_dir.display()
         ));
     }
+    let environment = match &line.environment {
+        Some(rel) => Some(beneath(base, rel, "environment")?),
+        None => None,
+    };
     Ok(RepoTask {
         id: line.id,
         repository,
@@ -224,6 +249,7 @@ fn parse_line(text: &str, base: &Path) -> Result<RepoTask, String> {
         patch,
         limits: line.limits,
         known_weak: line.known_weak,
+        environment,
     })
 }
 

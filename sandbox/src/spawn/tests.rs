@@ -38,6 +38,7 @@ fn plan(argv: &[&str], stdout: OwnedFd, cgroup: Join) -> ChildPlan {
         stderr: devnull(),
         extra_fds: Vec::new(),
         cgroup,
+        landlock_paths: Vec::new(),
     }
 }
 

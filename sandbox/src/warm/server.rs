@@ -164,6 +164,7 @@ impl ForkServer {
             stderr: err_w,
             extra_fds: vec![(theirs, 3), (fork_loop()?, 4)],
             cgroup: guard.cgroup.as_ref().map(|c| c.join()).unwrap_or_default(),
+            landlock_paths: Vec::new(),
         };
         guard.child = Some(spawn::spawn_blocking(child_plan)?);
         log_stderr(err_r);

@@ -122,6 +122,8 @@ pub struct Workspace {
     /// The overlay at `merged/`, then the tmpfs under it: detached in this order on drop.
     overlay: Option<quota::Mount>,
     quota: Option<quota::Mount>,
+    /// The image whose files are the runs' root filesystem (`None`: the host's, read-only).
+    root: Option<Arc<crate::image::ImageRoot>>,
     one_at_a_time: tokio::sync::Mutex<()>,
 }
 
@@ -164,6 +166,7 @@ impl Workspace {
         inner: Arc<Inner>,
         layers: Vec<Arc<FsLayer>>,
         disk_mib: Option<u64>,
+        root: Option<Arc<crate::image::ImageRoot>>,
     ) -> Result<Workspace, SandboxError> {
         if layers.is_empty() {
             return Err(SandboxError::InvalidPath(
@@ -198,6 +201,7 @@ impl Workspace {
             uid,
             overlay: None,
             quota: None,
+            root,
             one_at_a_time: tokio::sync::Mutex::new(()),
         };
         ws.quota = Some(quota::Mount::tmpfs(&ws.dir, mib, None)?);
@@ -254,6 +258,7 @@ impl Workspace {
                 uid: self.uid.as_ref().map(RunUid::get),
                 disk_mib: self.disk_mib,
             }),
+            image_root: self.root.clone(),
             ..RunLayout::default()
         };
         let command = Command {

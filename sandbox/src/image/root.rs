@@ -1,0 +1,210 @@
+//! An image as a run's root filesystem ([`ImageRoot`]): the image's layers from the
+//! [`LayerStore`](super::LayerStore) under a small generated layer, mounted read-only as an
+//! overlay in the run's own mount namespace, with a fresh `/proc`, a minimal `/dev` (null, zero,
+//! full, random, urandom in a tmpfs of its own), a tmpfs `/tmp`, the run's work dir bound at
+//! [`WORK_DIR`] (a workspace's repository overlay riding along at `WORK_DIR/repo`), then
+//! `pivot_root` into it, the host's root detached: nothing of the host's filesystem is reachable.
+//!
+//! - The generated layer (root-owned, in the sandbox's work root) holds the mount points the
+//!   image may lack (`proc`, `dev`, `tmp`, `codegym`), so no image layer is ever written; it is
+//!   the top layer, so its dirs win over an image's files of those names.
+//! - The overlay has no upper dir and is mounted read-only: there is no writable path into the
+//!   layers. Writable: the run's work dir and `/tmp` (a tmpfs charged to the run's memory cgroup).
+//! - Every other layer still applies (uid, namespaces, rlimits, cgroups, seccomp, no network).
+//!   Landlock's rules for the host's system dirs point at inodes the run no longer reaches; the
+//!   run gets rules for the image's own paths instead (read on `/`, read and write on `/tmp` and
+//!   the device files), opened by the child once it has pivoted. A machine without mount and PID
+//!   namespaces cannot run an image root: the run fails, it never falls back to the host's root.
+//! - The environment is the image's, not the host interpreter's: a standard `PATH`, `HOME` the
+//!   work dir, `TMPDIR=/tmp`.
+
+use std::ffi::CString;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+
+use super::Image;
+use crate::child::{MountOp, cstr};
+use crate::prepare::Inner;
+use crate::request::SandboxError;
+use crate::workspace::OverlayMount;
+
+/// Where a run's work dir is in an image root (its cwd, or `WORK_DIR/repo` for a workspace).
+pub const WORK_DIR: &str = "/codegym";
+
+/// Mount points of every image root (dirs of the generated layer).
+const MOUNT_POINTS: [&str; 4] = ["proc", "dev", "tmp", "codegym"];
+
+/// `/dev`'s device files: (name, major, minor), the same as a container runtime's minimal set.
+const DEVICES: [(&str, u32, u32); 5] = [
+    ("null", 1, 3),
+    ("zero", 1, 5),
+    ("full", 1, 7),
+    ("random", 1, 8),
+    ("urandom", 1, 9),
+];
+
+/// The largest overlay option string the kernel takes (one page).
+const MAX_OPTIONS: usize = 4095;
+
+/// An image prepared as a root filesystem; its generated layer is removed on drop.
+#[derive(Debug)]
+pub struct ImageRoot {
+    /// The image's layer dirs, bottom first (owned by the store).
+    layers: Vec<PathBuf>,
+    /// `gen/` (the generated layer) and `mnt/` (the mount point), root-owned, 0700.
+    dir: PathBuf,
+}
+
+impl Drop for ImageRoot {
+    fn drop(&mut self) {
+        crate::workdir::remove(&self.dir);
+    }
+}
+
+/// What a run in an image root is given instead of the host's mount plan.
+pub(crate) struct RootPlan {
+    pub mounts: Vec<MountOp>,
+    pub workdir: PathBuf,
+    pub envp: Vec<CString>,
+    pub landlock_paths: Vec<(CString, u64)>,
+}
+
+fn wd_err(path: &Path) -> impl FnOnce(std::io::Error) -> SandboxError + '_ {
+    move |source| SandboxError::WorkDir {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn c(p: &Path) -> Result<CString, SandboxError> {
+    cstr(p).ok_or_else(|| SandboxError::InvalidPath(p.display().to_string()))
+}
+
+impl ImageRoot {
+    /// Prepares `image` under the sandbox's work root (blocking: a few mkdirs).
+    pub(crate) fn create(inner: &Inner, image: &Image) -> Result<ImageRoot, SandboxError> {
+        let dir = inner.work_root.join(format!("root-{}", inner.next_id()));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(wd_err(&dir))?;
+        let root = ImageRoot {
+            layers: image.layers.iter().map(|l| l.dir.clone()).collect(),
+            dir,
+        };
+        let made = root.dir.join("gen");
+        let mut b = std::fs::DirBuilder::new();
+        b.mode(0o755);
+        b.create(&made).map_err(wd_err(&made))?;
+        for d in MOUNT_POINTS {
+            b.create(made.join(d)).map_err(wd_err(&made))?;
+        }
+        b.create(root.dir.join("mnt")).map_err(wd_err(&root.dir))?;
+        Ok(root)
+    }
+
+    /// The mount plan of one run whose host work dir is `workdir` (`repo`: a workspace's overlay,
+    /// mounted at `workdir/repo` first and bound into the root with it).
+    pub(crate) fn plan(
+        &self,
+        inner: &Inner,
+        workdir: &Path,
+        repo: Option<&OverlayMount>,
+    ) -> Result<RootPlan, SandboxError> {
+        let flags = inner.layers.clone_flags;
+        let private = inner
+            .layers
+            .mounts
+            .iter()
+            .any(|m| matches!(m, MountOp::MakePrivate));
+        if !private || flags & libc::CLONE_NEWPID as u64 == 0 {
+            return Err(SandboxError::Setup {
+                stage: "image root",
+                source: std::io::Error::other("no mount and PID namespaces on this machine"),
+            });
+        }
+        let mnt = self.dir.join("mnt");
+        let mut lowers = vec![self.dir.join("gen").display().to_string()];
+        lowers.extend(self.layers.iter().rev().map(|l| l.display().to_string()));
+        if lowers.iter().any(|p| p.contains([',', ':', '\\'])) {
+            return Err(SandboxError::InvalidPath(lowers.join(" ")));
+        }
+        let options = format!("lowerdir={}", lowers.join(":"));
+        if options.len() > MAX_OPTIONS {
+            return Err(SandboxError::InvalidPath(format!(
+                "an image of {} layers (its overlay options exceed a page)",
+                self.layers.len()
+            )));
+        }
+        let mut mounts = vec![MountOp::MakePrivate, MountOp::Hold(c(workdir)?)];
+        if let Some(repo) = repo {
+            repo.insert_into(&mut mounts, &workdir.join(crate::workspace::REPO_DIR))?;
+        }
+        let mount = |fstype, at: &str, flags, data: &str| -> Result<MountOp, SandboxError> {
+            Ok(MountOp::Mount {
+                fstype,
+                target: c(&mnt.join(at))?,
+                flags,
+                data: CString::new(data).map_err(|e| SandboxError::InvalidPath(e.to_string()))?,
+            })
+        };
+        let (nosuid, nodev, noexec) = (libc::MS_NOSUID, libc::MS_NODEV, libc::MS_NOEXEC);
+        mounts.push(mount(
+            c"overlay",
+            "",
+            libc::MS_RDONLY | nosuid | nodev,
+            &options,
+        )?);
+        mounts.push(mount(c"proc", "proc", nosuid | nodev | noexec, "")?);
+        mounts.push(mount(
+            c"tmpfs",
+            "dev",
+            nosuid | noexec,
+            "mode=0755,size=64k",
+        )?);
+        for (name, major, minor) in DEVICES {
+            mounts.push(MountOp::CharDev {
+                path: c(&mnt.join("dev").join(name))?,
+                major,
+                minor,
+            });
+        }
+        let tmp_size = format!(
+            "mode=1777,size={}",
+            inner.config.limits.memory_bytes.max(1 << 20)
+        );
+        mounts.push(mount(c"tmpfs", "tmp", nosuid | nodev, &tmp_size)?);
+        mounts.push(MountOp::Bind {
+            held: 0,
+            dst: c(&mnt.join(WORK_DIR.trim_start_matches('/')))?,
+            read_only: false,
+        });
+        mounts.push(MountOp::PivotRoot(c(&mnt)?));
+
+        let access = crate::isolation::image_root_access();
+        let mut landlock_paths = vec![
+            (c"/".to_owned(), access.read),
+            (c"/proc".to_owned(), crate::isolation::proc_access()),
+            (c"/tmp".to_owned(), access.all),
+        ];
+        for (name, _, _) in DEVICES {
+            landlock_paths.push((c(&Path::new("/dev").join(name))?, access.device));
+        }
+        let envp = [
+            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_string(),
+            format!("HOME={WORK_DIR}"),
+            "TMPDIR=/tmp".to_string(),
+            "LANG=C.UTF-8".to_string(),
+            "OMP_NUM_THREADS=1".to_string(),
+        ]
+        .into_iter()
+        .filter_map(|s| CString::new(s).ok())
+        .collect();
+        Ok(RootPlan {
+            mounts,
+            workdir: PathBuf::from(WORK_DIR),
+            envp,
+            landlock_paths,
+        })
+    }
+}

@@ -245,6 +245,42 @@ async fn assert_episodes(records: Vec<serde_json::Value>) {
     );
 }
 
+/// The readers of rollout datasets on repository episodes: `export` (RL rows with the episodes'
+/// rewards, SFT rows of the solved one) and `report` handle them; `rescore`, which replays coding-env
+/// programs, refuses them and says why.
+async fn exports_and_refusals(run: &Path, dir: &Path) {
+    let run = run.display().to_string();
+    for (format, rows) in [("rl", 2), ("sft", 1)] {
+        let file = dir.join(format!("{format}.jsonl"));
+        let (code, stdout, stderr) = finish(spawn([
+            "export",
+            "--in",
+            &run,
+            "--format",
+            format,
+            "--out",
+            &file.display().to_string(),
+        ]))
+        .await;
+        assert_eq!(code, 0, "{format}: {stdout}\n{stderr}");
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert_eq!(text.lines().count(), rows, "{format}: {text}");
+        assert!(text.contains("str_replace"), "{format}: {text}");
+    }
+    let html = dir.join("report.html");
+    let (code, stdout, stderr) =
+        finish(spawn(["report", &run, "-o", &html.display().to_string()])).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(std::fs::read_to_string(&html).unwrap().contains(FIXED));
+    let rescored = dir.join("rescored.jsonl").display().to_string();
+    let (code, _, stderr) = finish(spawn(["rescore", &run, "-o", &rescored])).await;
+    assert_ne!(code, 0);
+    assert!(
+        stderr.contains("codegym/Repo-v0") && stderr.contains("cannot replay repository"),
+        "{stderr}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agents_on_repository_tasks_in_process_and_resume() {
     let model = FakeLlm::start(agent()).await.unwrap();
@@ -253,6 +289,7 @@ async fn agents_on_repository_tasks_in_process_and_resume() {
     let (code, stdout, stderr) = finish(spawn(args(&model.base_url(), &out))).await;
     assert_eq!(code, 0, "stdout: {stdout}\nstderr: {stderr}");
     assert_episodes(lines(&out)).await;
+    exports_and_refusals(&out, dir.path()).await;
 
     // A run whose first episode failed (the model's endpoint answered 500 and said not to retry):
     // `--resume` runs that one again, and only that one.

@@ -361,6 +361,7 @@ async fn modes_that_make_no_sense_for_repositories_are_refused() {
         (vec!["--mode", "autocoder"], "tools mode"),
         (vec!["--mode", "program-of-thought"], "tools mode"),
         (vec!["--cross-check", "0.5"], "cross-check"),
+        (vec!["--env-mode", "session"], "--env-mode"),
     ] {
         let mut a = args("http://127.0.0.1:9", &out);
         match extra[0] {

@@ -232,6 +232,14 @@ impl RolloutConfig {
                         .unwrap_or_default()
                 )));
             }
+            // Its only kwarg is the task file (the caller's `tasks`): a coding env's `mode`
+            // (--env-mode) would fail every episode's make instead of the run.
+            if let Some(k) = self.env_kwargs.keys().find(|k| *k != "tasks") {
+                return Err(ConfigError(format!(
+                    "{REPO_ENV_ID} takes no env kwarg {k:?} (--env-mode is the coding envs'): its \
+                     only kwarg is the repository task file (--tasks)"
+                )));
+            }
             if !self.cross_check.is_off() {
                 return Err(ConfigError(format!(
                     "{REPO_ENV_ID} has no cross-check (--cross-check): a repository answer is a \

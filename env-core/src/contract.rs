@@ -6,9 +6,13 @@
 //! (which produces the info and parses the calls), the rollout engine and the server (which read
 //! and send them). The Python package's copy (`codegym/_contract.py`) is tested equal to
 //! `contract.json` beside this crate's manifest, which `tests/contract.rs` keeps equal to
-//! [`to_json`]: a change here fails a test until both copies follow.
+//! [`to_json`]: a change here fails a test until both copies follow. [`repo`]: the repository
+//! tools' calls as types, their one decoder (the env's and the rollout engine's) and what their
+//! fields mean.
 
 use serde_json::{Value, json};
+
+pub mod repo;
 
 /// The contract's version in `contract.json`. Changelog: 1, the first contract; 2, the repository
 /// env's tools (`repo_tools`).

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use env_core::contract::repo::REPO_ENV_ID;
 use trajectory::record::{EpisodeMode, OnDisagreement};
 
 use crate::backend::pool::EnvPoolConfig;
@@ -217,6 +218,34 @@ impl RolloutConfig {
         self.env_pool.validate().map_err(ConfigError)?;
         if self.output.out.as_os_str().is_empty() {
             return bad("no output file");
+        }
+        // The repository env's actions are its tool calls, and its answer is a diff: no code
+        // block to extract, no program to cross-check against a reference.
+        if self.env_id == REPO_ENV_ID {
+            if self.episode.mode != EpisodeMode::Tools {
+                return Err(ConfigError(format!(
+                    "{REPO_ENV_ID} is played in tools mode (--mode tools): its actions are tool \
+                     calls, not {} answers",
+                    serde_json::to_value(self.episode.mode)
+                        .ok()
+                        .and_then(|m| m.as_str().map(str::to_string))
+                        .unwrap_or_default()
+                )));
+            }
+            // Its only kwarg is the task file (the caller's `tasks`): a coding env's `mode`
+            // (--env-mode) would fail every episode's make instead of the run.
+            if let Some(k) = self.env_kwargs.keys().find(|k| *k != "tasks") {
+                return Err(ConfigError(format!(
+                    "{REPO_ENV_ID} takes no env kwarg {k:?} (--env-mode is the coding envs'): its \
+                     only kwarg is the repository task file (--tasks)"
+                )));
+            }
+            if !self.cross_check.is_off() {
+                return Err(ConfigError(format!(
+                    "{REPO_ENV_ID} has no cross-check (--cross-check): a repository answer is a \
+                     diff scored by the task's hidden tests, with no reference program to compare"
+                )));
+            }
         }
         // Issue 12: the engine serves host tools only to the envs it makes in process.
         if self.episode.mode == EpisodeMode::ProgramOfThought && !self.env_servers.is_empty() {

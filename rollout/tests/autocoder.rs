@@ -154,7 +154,7 @@ fn final_code(r: &TrajectoryRecord) -> String {
 }
 
 fn assert_common(r: &TrajectoryRecord) {
-    assert_eq!(r.schema_version, 2);
+    assert_eq!(r.schema_version, rollout::dataset::record::SCHEMA_VERSION);
     assert_eq!(r.mode, EpisodeMode::Autocoder);
     // The model's test runs never carry reward: only the final step does.
     let steps: Vec<_> = r.turns.iter().flat_map(|t| &t.env_steps).collect();

@@ -17,6 +17,7 @@ mod metrics;
 mod report;
 mod rescore;
 mod rollout;
+mod rollout_tasks;
 mod run;
 mod scoring;
 mod serve;

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use env_coding::rescore::{Rescorer, Turns};
 use env_coding::tasks::BUILTIN_EXAMPLES_NAME;
+use env_core::contract::repo::REPO_ENV_ID;
 use trajectory::TrajectoryRecord;
 
 #[derive(Debug, clap::Args)]
@@ -51,6 +52,17 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let input = args.input.clone();
     let records =
         tokio::task::spawn_blocking(move || trajectory::read::read_latest(&input)).await??;
+    // Rescoring replays programs through the coding env; a repository episode's answer is a diff,
+    // scored once by the hidden tests its record keeps (`repository.verdict`).
+    if let Some(r) = records.iter().find(|r| r.env_id == REPO_ENV_ID) {
+        anyhow::bail!(
+            "{} holds episodes of the repository env {REPO_ENV_ID} (episode {}): rescore replays \
+             coding-env programs and cannot replay repository tool calls; their verdicts are in \
+             each record's `repository.verdict`, and `codegym tasks check` checks the task set",
+            args.input.display(),
+            r.episode_id
+        );
+    }
     let tasks = match &args.tasks {
         Some(t) => t.clone(),
         None => recorded_tasks(&args.input, &records),

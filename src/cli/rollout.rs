@@ -14,6 +14,8 @@ use rollout::dataset::record::EpisodeMode;
 use rollout::{EnvBackend, backend::RemoteBackend};
 use tokio_util::sync::CancellationToken;
 
+use super::rollout_tasks::RolloutTasks;
+
 #[derive(Debug, clap::Args)]
 pub struct Args {
     // Boxed: the flags are many, and `Command` should stay small.
@@ -50,7 +52,9 @@ struct Flags {
     /// OPENAI_API_KEY for any other; no key is ever sent to another endpoint.
     #[arg(long = "api-key-env")]
     api_key_env: Vec<String>,
-    /// Task file (native JSONL, HumanEval, MBPP) or `builtin:examples`.
+    /// Task file (native JSONL, HumanEval, MBPP) or `builtin:examples`; with `--env-id
+    /// codegym/Repo-v0` a repository task file (with --env-server: in a `--tasks-dir` of every
+    /// server, at the same path).
     #[arg(long, default_value = "builtin:examples")]
     tasks: String,
     /// Only these task ids (comma-separated); default: every task in the file.
@@ -115,7 +119,8 @@ struct Flags {
     rpm: Option<u32>,
     /// `codegym serve` address (`http://host:port`, repeatable; a name with several addresses is
     /// several servers); default: environments in-process. Sessions go to the least-loaded healthy
-    /// server and tasks are sent inline, so the servers need no task files.
+    /// server and tasks are sent inline, so the servers need no task files (repository tasks are
+    /// not: see --tasks).
     #[arg(long = "env-server")]
     env_servers: Vec<String>,
     /// The JSONL dataset to write (`FILE.manifest.json` and `FILE.summary.json` go beside it).
@@ -176,18 +181,15 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => RolloutConfig::default(),
     };
     apply_flags(&args, &mut config)?;
-    let task_set = env_coding::tasks::TaskSet::load(&args.tasks)
-        .with_context(|| format!("cannot load tasks {}", args.tasks))?;
+    let task_set = RolloutTasks::load(&config.env_id, &args.tasks)?;
     if config.tasks.is_empty() {
-        config.tasks = task_set.ids().map(String::from).collect();
-    } else if let Some(missing) = config.tasks.iter().find(|t| task_set.get(t).is_none()) {
+        config.tasks = task_set.ids();
+    } else if let Some(missing) = config.tasks.iter().find(|t| !task_set.contains(t)) {
         anyhow::bail!("task {missing:?} is not in {}", args.tasks);
     }
     let remote = !config.env_servers.is_empty();
-    if args.tasks != env_coding::tasks::BUILTIN_EXAMPLES_NAME && !remote {
+    if let Some(path) = task_set.env_file(&args.tasks, remote) {
         // The env loads the same file.
-        let path =
-            std::fs::canonicalize(&args.tasks).unwrap_or_else(|_| PathBuf::from(&args.tasks));
         config.env_kwargs.insert(
             "tasks".into(),
             serde_json::json!(path.display().to_string()),
@@ -222,7 +224,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         // AutoCoder mode: the model's tests need pytest and its own requirements from
         // the package cache; in process the machine is the user's own, as with `serve --packages`.
-        if config.episode.mode == EpisodeMode::Autocoder {
+        // A repository task's requirements (its test runner) come from the package cache too.
+        if config.episode.mode == EpisodeMode::Autocoder
+            || matches!(task_set, RolloutTasks::Repository(..))
+        {
             coding.packages.enabled = true;
         }
         // Probing the sandbox blocks for tens of milliseconds: not on the runtime.
@@ -232,17 +237,13 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .context("cannot set up the environments")?;
         (EnvBackend::in_process(Arc::new(registry)), Some(scorer))
     } else {
-        // Every task travels inline in `reset`: the servers need neither the file nor a
-        // `--tasks-dir`, and a server on another machine sees exactly the tasks loaded here.
-        let inline = config
-            .tasks
-            .iter()
-            .filter_map(|id| task_set.get(id).map(|t| (id.clone(), t.to_json())))
-            .collect();
         let pool = RemoteBackend::connect(&config.env_servers, config.env_pool.clone())
             .await
             .context("cannot set up the env servers")?;
-        (EnvBackend::Remote(pool.with_inline_tasks(inline)), None)
+        let pool = task_set
+            .remote(pool, &config.tasks, &config.env_id, &config.env_kwargs)
+            .await?;
+        (EnvBackend::Remote(pool), None)
     };
     let checker = if config.cross_check.is_off() {
         None
@@ -256,7 +257,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 Arc::new(super::scoring::scorer(coding).await?)
             }
         };
-        Some(super::cross_check::EnvChecker::shared(scorer, task_set))
+        // `validate` refused cross-checks of repository tasks.
+        let set = task_set
+            .coding()
+            .context("cross-checks need coding tasks")?
+            .clone();
+        Some(super::cross_check::EnvChecker::shared(scorer, set))
     };
     let cancel = CancellationToken::new();
     tokio::spawn(watch_signals(cancel.clone()));

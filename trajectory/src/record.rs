@@ -85,6 +85,10 @@ pub struct TrajectoryRecord {
     /// turn with the same seed; the record's messages and turns are the last attempt's only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub restarts: Vec<RestartRecord>,
+    /// Schema 3: an episode of a repository env (`codegym/Repo-v0`) that submitted: its diff and
+    /// the hidden tests' verdict (the submit step's `info["patch"]` and `info["verdict"]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository: Option<RepoOutcome>,
     /// Written by `codegym rescore`: the record's outcome fields as the rollout recorded them
     /// (its `final_reward`, `total_reward` and `solved` are then the rescored ones).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -133,6 +137,18 @@ impl TrajectoryRecord {
     }
 }
 
+/// What a repository episode submitted and what its hidden tests found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RepoOutcome {
+    /// The episode's diff against the task's base commit (absent when it could not be read; the
+    /// verdict says why).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patch: Option<String>,
+    /// The verdict as the env reported it (`resolved`, `reward`, `applied`, `reason`,
+    /// `fail_to_pass` and `pass_to_pass` as `{test: status}`, `wall_ms`, `dropped`).
+    pub verdict: serde_json::Value,
+}
+
 /// Identity of an episode within a run: one task, one sample index.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct EpisodeKey {
@@ -155,7 +171,8 @@ pub enum EpisodeMode {
     #[default]
     CodeBlock,
     /// OpenAI function calling with the `run_python` (issue 14: `run_code` in an episode in
-    /// another language; and in session mode `write_file`, `read_file`) tools.
+    /// another language; and in session mode `write_file`, `read_file`) tools, or a repository
+    /// env's tools (schema 3).
     Tools,
     /// Issue 12: the model's code runs in session mode with the task's context injected as the
     /// variable `context`; it may call `llm_query`/`llm_query_batched` (answered by the policy's

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use trajectory::aggregate::Tally;
 use trajectory::read::read;
-use trajectory::record::{CrossCheckOutcome, DriftReason, OnDisagreement};
+use trajectory::record::{ActionRecord, CrossCheckOutcome, DriftReason, OnDisagreement};
 use trajectory::{OLDEST_READABLE_VERSION, SCHEMA_VERSION, TrajectoryRecord};
 
 fn fixture(version: u32) -> PathBuf {
@@ -100,4 +100,32 @@ fn version_2_reads_every_addition_and_leaves_errored_episodes_out() {
         autocoder.autocoder.as_ref().unwrap().requirements,
         ["tabulate==0.9.0"]
     );
+}
+
+#[test]
+fn version_3_reads_repository_episodes() {
+    let records = read(&fixture(3)).unwrap().records;
+    let by_id = |id: &str| records.iter().find(|r| r.episode_id == id).unwrap();
+    let fixed = by_id("inflection/ordinal-teens#0");
+    assert_eq!(fixed.env_id, "codegym/Repo-v0");
+    let steps: Vec<_> = fixed.turns.iter().flat_map(|t| &t.env_steps).collect();
+    assert!(matches!(&steps[0].action, ActionRecord::Invalid { name, .. } if name == "view"));
+    let tools: Vec<&str> = steps[1..]
+        .iter()
+        .map(|s| match &s.action {
+            ActionRecord::RepoTool { tool, .. } => tool.as_str(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(tools, ["view", "str_replace", "bash", "submit"]);
+    // No program: nothing for `codegym run --solution` to run.
+    assert_eq!(fixed.last_program(), None);
+    let outcome = fixed.repository.as_ref().unwrap();
+    assert!(outcome.patch.as_deref().unwrap().contains("number % 100"));
+    assert_eq!(outcome.verdict["resolved"], true);
+    let idle = by_id("inflection/humanize-inner-id#0");
+    assert_eq!(idle.repository.as_ref().unwrap().verdict["resolved"], false);
+    let a = Tally::of_records(&records).aggregate();
+    assert_eq!((a.episodes, a.sampled_episodes, a.solved), (2, 2, 1));
+    assert!((a.mean_final_reward - 0.5).abs() < 1e-12);
 }

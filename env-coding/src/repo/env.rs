@@ -23,8 +23,8 @@ use crate::shared::Shared;
 use crate::tasks::RepoTaskSet;
 use codegym_sandbox::Workspace;
 
-/// The id of the repository env.
-pub const REPO_ENV_ID: &str = "codegym/Repo-v0";
+/// The id of the repository env (the contract's, which the rollout engine reads too).
+pub use env_core::contract::repo::REPO_ENV_ID;
 
 /// Steps per episode (tool calls, the submit included): agents on repositories take many turns,
 /// unlike the coding env's few.

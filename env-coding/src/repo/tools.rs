@@ -6,57 +6,21 @@
 //! sandboxed run in the episode's copy; what a file tool writes goes in as a file beside the
 //! repository, never through the command line.
 
-use env_core::contract::REPO_TOOLS;
+use env_core::contract::repo::{self, shapes};
 use env_core::{EnvError, Value};
-use serde::Deserialize;
 
-/// A decoded tool call.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(tag = "tool", rename_all = "snake_case", deny_unknown_fields)]
-pub enum ToolCall {
-    Bash {
-        command: String,
-    },
-    View {
-        path: String,
-        #[serde(default)]
-        start: Option<u64>,
-        #[serde(default)]
-        end: Option<u64>,
-    },
-    Create {
-        path: String,
-        content: String,
-    },
-    StrReplace {
-        path: String,
-        old: String,
-        new: String,
-    },
-    Submit {},
-}
+/// A decoded tool call: the contract's type (`env_core::contract::repo`), whose decoder the
+/// rollout engine shares.
+pub use env_core::contract::repo::RepoToolCall as ToolCall;
 
 /// The tools as the reset's info lists them: each tool of the contract's table
 /// (`env_core::contract::REPO_TOOLS`) with what its fields mean.
 pub fn described() -> serde_json::Value {
-    let meaning = |field: &str| match field {
-        "command" => "a shell command, run in the repository",
-        "path" => "a file or directory of the repository",
-        "start" => "first line (optional)",
-        "end" => "last line (optional)",
-        "content" => "the file's whole content",
-        "old" => "a string found exactly once",
-        "new" => "its replacement",
-        _ => "",
-    };
-    REPO_TOOLS
-        .iter()
-        .map(|t| {
-            let fields: serde_json::Map<String, serde_json::Value> = t
-                .required
+    shapes()
+        .map(|(t, fields)| {
+            let fields: serde_json::Map<String, serde_json::Value> = fields
                 .iter()
-                .chain(t.optional)
-                .map(|f| (f.to_string(), meaning(f).into()))
+                .map(|f| (f.to_string(), repo::field_meaning(f).into()))
                 .collect();
             serde_json::json!({"tool": t.name, "fields": fields})
         })
@@ -76,7 +40,7 @@ pub fn decode(action: Value) -> Result<ToolCall, EnvError> {
             )));
         }
     };
-    serde_json::from_value(json).map_err(|e| EnvError::InvalidAction(format!("tool call: {e}")))
+    ToolCall::decode(json).map_err(|e| EnvError::InvalidAction(format!("tool call: {e}")))
 }
 
 fn quote(s: &str) -> String {
@@ -165,36 +129,9 @@ mod tests {
         }
     }
 
-    /// The serde shape of [`ToolCall`] is the contract's table: every tool decodes with its
-    /// required fields (and its optional ones), and not without one of them.
+    /// The reset's info lists the contract's tools, in its order.
     #[test]
-    fn the_decoder_is_the_contracts_table() {
-        let value = |field: &str| match field {
-            "start" | "end" => serde_json::json!(1),
-            _ => serde_json::json!("x"),
-        };
-        for t in REPO_TOOLS {
-            let mut call = serde_json::json!({"tool": t.name});
-            for f in t.required.iter().chain(t.optional) {
-                call[*f] = value(f);
-            }
-            decode(Value::Json(call.clone())).unwrap_or_else(|e| panic!("{call}: {e}"));
-            for f in t.required {
-                let mut short = call.clone();
-                short.as_object_mut().expect("object").remove(*f);
-                assert!(
-                    decode(Value::Json(short)).is_err(),
-                    "{} without {f}",
-                    t.name
-                );
-            }
-            for f in t.optional {
-                let mut short = call.clone();
-                short.as_object_mut().expect("object").remove(*f);
-                decode(Value::Json(short))
-                    .unwrap_or_else(|e| panic!("{} without {f}: {e}", t.name));
-            }
-        }
+    fn the_listed_tools_are_the_contracts() {
         let listed: Vec<String> = described()
             .as_array()
             .expect("array")

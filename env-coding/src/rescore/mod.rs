@@ -353,7 +353,9 @@ fn env_action(action: &ActionRecord) -> Option<Value> {
         ActionRecord::ReadFile { path } => {
             json!({contract::tool::KEY: contract::tool::READ_FILE, "path": path})
         }
-        ActionRecord::Invalid { .. } | ActionRecord::ModelTests { .. } => return None,
+        ActionRecord::Invalid { .. }
+        | ActionRecord::ModelTests { .. }
+        | ActionRecord::RepoTool { .. } => return None,
     };
     Some(Value::Json(call))
 }

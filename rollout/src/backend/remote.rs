@@ -37,6 +37,16 @@ impl RemoteBackend {
         self
     }
 
+    /// Makes `env_id` with `kwargs` on each server and closes it (see [`Pool::make_on_each`]): the
+    /// server that refused, and why.
+    pub async fn make_on_each(
+        &self,
+        env_id: &str,
+        kwargs: &Kwargs,
+    ) -> Result<(), (SocketAddr, EnvError)> {
+        self.pool.make_on_each(env_id, kwargs).await
+    }
+
     /// The pool.
     pub fn pool(&self) -> &Pool {
         &self.pool

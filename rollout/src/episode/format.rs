@@ -1,8 +1,9 @@
 //! Text shown to the model besides the templates (which are the `prompts` crate's): execution
 //! feedback (long output cut in the middle so both the start and the traceback at the end
-//! survive), and the tool definitions of tools mode.
+//! survive), and the tool definitions of tools mode (the coding env's, and the repository env's
+//! from the contract's table).
 
-use env_core::contract::{field, tool};
+use env_core::contract::{field, repo, tool};
 use env_core::{ExecutionResult, Value};
 use prompts::render;
 use serde_json::json;
@@ -150,9 +151,46 @@ pub fn tool_definitions(session: bool, language: Option<&str>) -> serde_json::Va
     serde_json::Value::Array(tools)
 }
 
+/// OpenAI tool definitions of the repository env's tools: the contract's table
+/// (`env_core::contract::REPO_TOOLS`), each field with its type and meaning.
+pub fn repo_tool_definitions() -> serde_json::Value {
+    repo::shapes()
+        .map(|(t, fields)| {
+            let properties: serde_json::Map<String, serde_json::Value> = fields
+                .iter()
+                .map(|f| {
+                    let schema = json!({"type": repo::field_type(f),
+                                        "description": repo::field_meaning(f)});
+                    (f.to_string(), schema)
+                })
+                .collect();
+            json!({"type": "function", "function": {"name": t.name,
+                "description": repo::tool_meaning(t.name),
+                "parameters": {"type": "object", "properties": properties,
+                               "required": t.required, "additionalProperties": false}}})
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn repository_tools_are_offered_from_the_contracts_table() {
+        let tools = repo_tool_definitions();
+        let names: Vec<&str> = tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["bash", "view", "create", "str_replace", "submit"]);
+        let view = &tools[1]["function"]["parameters"];
+        assert_eq!(view["required"], json!(["path"]));
+        assert_eq!(view["properties"]["start"]["type"], "integer");
+        assert_eq!(tools[4]["function"]["parameters"]["required"], json!([]));
+    }
 
     #[test]
     fn truncates_in_the_middle_on_char_boundaries() {

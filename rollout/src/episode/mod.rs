@@ -6,7 +6,8 @@
 //! Layers, bottom up: [`state`] (the context, plan, state and ending every mode shares) and
 //! [`format`](mod@format) (text shown to the model); `primitives` (open the episode, call the
 //! model, step the env, the actions that run a program); one module per episode mode on top of
-//! them (`code_block`, `tools`, `pot` for program-of-thought, `autocoder`); this module, which
+//! them (`code_block`, `tools` with `repo_tools` for a repository env, `pot` for
+//! program-of-thought, `autocoder`); this module, which
 //! picks the mode once and owns the episode's lifetime (deadline, cancellation, restarts on another
 //! env server, the record, which waits for the cross-checks its steps started).
 
@@ -15,6 +16,7 @@ mod code_block;
 pub mod format;
 mod pot;
 mod primitives;
+mod repo_tools;
 pub mod state;
 mod tools;
 
@@ -165,6 +167,7 @@ pub async fn run_episode(
         restarts,
         rescore: None,
         autocoder: st.autocoder,
+        repository: st.repository,
     };
     // The cross-checks ran beside the episode; the record carries them (and their penalties).
     checks.finish(&mut record, cancel).await;

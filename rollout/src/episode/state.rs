@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use env_core::EnvError;
 use trajectory::record::{
-    AutoCoderSummary, ChatMessage, ErrorKind, ErrorRecord, StopReason, TurnRecord, Usage,
+    AutoCoderSummary, ChatMessage, ErrorKind, ErrorRecord, RepoOutcome, StopReason, TurnRecord,
+    Usage,
 };
 
 use crate::backend::{EnvBackend, EnvSession};
@@ -88,4 +89,6 @@ pub(super) struct EpisodeState {
     pub language: Option<String>,
     /// Cross-checks of this attempt's rewarded steps, started as they are recorded.
     pub checks: EpisodeChecks,
+    /// A repository episode that submitted: its diff and verdict.
+    pub repository: Option<RepoOutcome>,
 }

@@ -1,6 +1,8 @@
 //! Tools mode: the model calls the env's tools (`run_python` or `run_code`, and in session mode
-//! `write_file` / `read_file`) as chat function calls; each call is one env step answered with a
-//! tool message, until the model answers without a call.
+//! `write_file` / `read_file`; a repository env's `bash`, `view`, `create`, `str_replace` and
+//! `submit`, through `repo_tools`) as chat function calls; each call is one env step answered
+//! with a tool message, until the env ends the episode (solved, or a repository's `submit`) or
+//! the model answers without a call.
 
 use env_core::Value;
 use env_core::contract::{field, tool};
@@ -11,6 +13,7 @@ use trajectory::record::{
 
 use super::format;
 use super::primitives::{StepResult, call_model, env_step, push_failed_step};
+use super::repo_tools;
 use super::state::{Ending, EpisodeContext, EpisodePlan, EpisodeState};
 
 /// Plays the episode in tools mode, after its opening.
@@ -26,8 +29,12 @@ pub(super) async fn play(
         .get("mode")
         .and_then(serde_json::Value::as_str)
         == Some("session");
+    let repo = repo_tools::is_repo(ctx);
     // An episode in another language gets `run_code` instead of `run_python`.
-    let tools = format::tool_definitions(session, st.language.as_deref());
+    let tools = match repo {
+        true => format::repo_tool_definitions(),
+        false => format::tool_definitions(session, st.language.as_deref()),
+    };
     for _ in 0..ep.max_turns {
         let completion = match call_model(ctx, plan, st, Some(&tools)).await {
             Ok(c) => c,
@@ -38,7 +45,11 @@ pub(super) async fn play(
             return Ending::new(StopReason::NoCode);
         }
         for call in calls {
-            let (action, record) = match decode_tool_call(&call, st.language.as_deref()) {
+            let decoded = match repo {
+                true => repo_tools::decode(&call),
+                false => decode_tool_call(&call, st.language.as_deref()),
+            };
+            let (action, record) = match decoded {
                 Ok(decoded) => decoded,
                 Err(why) => {
                     record_invalid_call(st, &call, &why);
@@ -46,7 +57,12 @@ pub(super) async fn play(
                 }
             };
             match env_step(st, action, record, Some(call.id.clone())).await {
-                Ok(StepResult::Done(ending)) => return ending,
+                Ok(StepResult::Done(ending)) => {
+                    if repo {
+                        repo_tools::keep_outcome(st);
+                    }
+                    return ending;
+                }
                 Ok(StepResult::Continue { obs }) => {
                     let (obs, _) = *obs;
                     let text = format::tool_result(&obs, false, ep.feedback_max_chars);

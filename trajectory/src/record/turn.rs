@@ -164,6 +164,13 @@ pub enum ActionRecord {
         tests: String,
         requirements: Vec<String>,
     },
+    /// Schema 3: a repository env's tool call (`bash`, `view`, `create`, `str_replace`, `submit`),
+    /// its arguments as the model gave them, decoded from their JSON text (the env's action is
+    /// these fields with the tool's name).
+    RepoTool {
+        tool: String,
+        arguments: serde_json::Map<String, serde_json::Value>,
+    },
 }
 
 impl ActionRecord {

@@ -6,7 +6,7 @@
 //! unknown fields, new readers default missing ones); renaming or retyping a field does.
 
 /// Version of the record layout written in every record's `schema_version`: see `CHANGELOG.md`.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// The oldest `schema_version` this build still reads.
 pub const OLDEST_READABLE_VERSION: u32 = 1;

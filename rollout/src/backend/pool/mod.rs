@@ -220,6 +220,33 @@ impl Pool {
             started.elapsed()
         )))
     }
+
+    /// Makes `env_id` with `kwargs` on every server known now, and closes it again: whether each
+    /// server can (a run whose every episode needs a file on the servers checks it before it
+    /// starts). A server that refuses the make itself is the error, with its address; one that is
+    /// unreachable or full now is skipped, as the run's placement would skip it.
+    pub async fn make_on_each(
+        &self,
+        env_id: &str,
+        kwargs: &Kwargs,
+    ) -> Result<(), (SocketAddr, EnvError)> {
+        let call_timeout = EnvPoolConfig::secs(self.config.call_timeout_secs);
+        for server in self.servers.snapshot() {
+            let lease = Servers::lease(&server);
+            match PooledSession::open(lease, env_id, kwargs, call_timeout).await {
+                Ok(session) => {
+                    if let Err(e) = session.close().await {
+                        tracing::debug!(server = %server.addr, error = %e, "closing a checked session");
+                    }
+                }
+                Err(OpenFailure::Fatal(e)) => return Err((server.addr, e)),
+                Err(OpenFailure::Busy(why) | OpenFailure::Unavailable(why)) => {
+                    tracing::warn!(server = %server.addr, %why, "env server not checked now");
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A lazily connected channel to one server. Keep-alive pings find a peer that vanished without

@@ -156,6 +156,14 @@ impl Servers {
         Some(Lease { server })
     }
 
+    /// Leases `server` itself, whatever its load and health (a check that must reach each server).
+    pub fn lease(server: &Arc<Server>) -> Lease {
+        server.load.fetch_add(1, Ordering::Relaxed);
+        Lease {
+            server: server.clone(),
+        }
+    }
+
     /// Whether any server is eligible apart from `exclude` (so that trying again is useful).
     pub fn any_serving(&self) -> bool {
         lock(&self.list)

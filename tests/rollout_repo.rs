@@ -1,0 +1,389 @@
+//! `codegym rollout` over repository tasks (`codegym/Repo-v0`) in tools mode, end to end: the real
+//! binary, the real sandbox and the shipped repository set, the fake model scripting an agent. One
+//! agent views the buggy file (after a malformed call, recorded as invalid), fixes it with
+//! `str_replace` (the reference fix), runs the tests with `bash` and submits: reward 1, the verdict
+//! `codegym tasks check` gives the reference patch. Another submits at once: reward 0, the empty
+//! patch's verdict. The same through `codegym serve --tasks-dir` over TCP, a server without the
+//! file refused by name, `--resume` completing each episode once, and the modes that make no sense
+//! for the repository env refused.
+
+#[path = "support/codegym_bin.rs"]
+mod codegym_bin;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use codegym_bin::{Serve, finish, spawn};
+use fake_llm::{FakeLlm, FakeScript, Fault, FaultRule, Reply, Rule};
+use rollout::dataset::record::SCHEMA_VERSION;
+use serde_json::json;
+
+const FIXED: &str = "inflection/ordinal-teens";
+const IDLE: &str = "inflection/humanize-inner-id";
+const FILE: &str = "inflection/__init__.py";
+
+fn repo_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("env-coding/tasks/repository")
+}
+
+fn task_file() -> String {
+    repo_dir().join("tasks.jsonl").display().to_string()
+}
+
+fn call(name: &str, arguments: serde_json::Value) -> Reply {
+    Reply::ToolCall {
+        name: name.into(),
+        arguments,
+    }
+}
+
+fn at(prompt: &str, turn: usize, reply: Reply) -> Rule {
+    Rule {
+        prompt_contains: Some(prompt.into()),
+        turn: Some(turn),
+        reply,
+    }
+}
+
+/// The fixing agent on `FIXED` (a malformed call and a `view`, then `str_replace` with the
+/// reference fix, `bash` running the repository's tests, `submit`); the idle one on `IDLE`.
+fn agent() -> FakeScript {
+    let fixed = "ordinalize(111)";
+    let idle = "user_identity_card";
+    let rules = vec![
+        at(
+            fixed,
+            0,
+            Reply::RawToolCalls(vec![
+                (
+                    "view".into(),
+                    r#"{"path": "inflection/__init__.py", "start": "#.into(),
+                ),
+                (
+                    "view".into(),
+                    json!({"path": FILE, "start": 224, "end": 227}).to_string(),
+                ),
+            ]),
+        ),
+        at(
+            fixed,
+            1,
+            call(
+                "str_replace",
+                json!({"path": FILE, "old": "if number in (11, 12, 13):",
+                       "new": "if number % 100 in (11, 12, 13):"}),
+            ),
+        ),
+        at(
+            fixed,
+            2,
+            call(
+                "bash",
+                json!({"command": "python -m pytest -q -p no:cacheprovider test_inflection.py"}),
+            ),
+        ),
+        at(fixed, 3, call("submit", json!({}))),
+        at(idle, 0, call("submit", json!({}))),
+    ];
+    FakeScript {
+        rules,
+        ..FakeScript::default()
+    }
+}
+
+fn args(base_url: &str, out: &Path) -> Vec<String> {
+    [
+        "rollout",
+        "--model",
+        "test-org/test-model:fastest",
+        "--base-url",
+        base_url,
+        "--api-key-env",
+        "CODEGYM_TEST_UNSET_KEY",
+        "--env-id",
+        "codegym/Repo-v0",
+        "--tasks",
+        &task_file(),
+        "--task-ids",
+        &format!("{FIXED},{IDLE}"),
+        "--mode",
+        "tools",
+        "--max-turns",
+        "6",
+        "--concurrency",
+        "1",
+        "--progress",
+        "off",
+        "--out",
+        &out.display().to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+type Checked = HashMap<String, (serde_json::Value, serde_json::Value)>;
+
+/// `codegym tasks check --json` on the shipped set (once per test binary): each task's
+/// (reference, empty) verdicts.
+async fn checked() -> &'static Checked {
+    static CHECKED: tokio::sync::OnceCell<Checked> = tokio::sync::OnceCell::const_new();
+    CHECKED.get_or_init(check).await
+}
+
+async fn check() -> Checked {
+    let file = task_file();
+    let (code, stdout, stderr) =
+        finish(spawn(["tasks", "check", "--json", "--packages", &file])).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v.get("task_id").is_some())
+        .map(|v| {
+            let id = v["task_id"].as_str().expect("task id").to_string();
+            (id, (v["reference"].clone(), v["empty"].clone()))
+        })
+        .collect()
+}
+
+/// What a verdict says, without its timing.
+fn outcome(verdict: &serde_json::Value) -> serde_json::Value {
+    json!({
+        "resolved": verdict["resolved"],
+        "reward": verdict["reward"],
+        "fail_to_pass": verdict["fail_to_pass"],
+        "pass_to_pass": verdict["pass_to_pass"],
+    })
+}
+
+/// The dataset's lines as JSON (read as written, so that what is asserted is the file format).
+fn lines(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
+}
+
+/// The latest record of each task.
+fn by_task(records: Vec<serde_json::Value>) -> HashMap<String, serde_json::Value> {
+    records
+        .into_iter()
+        .map(|r| (r["task_id"].as_str().expect("task id").to_string(), r))
+        .collect()
+}
+
+/// The two episodes' records say what the agents did and what the hidden tests found, and equal
+/// `tasks check`'s verdicts of the reference and the empty patch.
+async fn assert_episodes(records: Vec<serde_json::Value>) {
+    let records = by_task(records);
+    assert_eq!(records.len(), 2);
+    let fixed = &records[FIXED];
+    assert_eq!(fixed["env_id"], "codegym/Repo-v0");
+    assert_eq!(fixed["schema_version"], SCHEMA_VERSION);
+    assert_eq!(
+        (
+            &fixed["final_reward"],
+            &fixed["solved"],
+            &fixed["stop_reason"]
+        ),
+        (&json!(1.0), &json!(true), &json!("solved")),
+        "{fixed:#}"
+    );
+    let steps: Vec<&serde_json::Value> = fixed["turns"]
+        .as_array()
+        .expect("turns")
+        .iter()
+        .flat_map(|t| t["env_steps"].as_array().expect("steps"))
+        .collect();
+    let names: Vec<String> = steps
+        .iter()
+        .map(|s| match s["action"]["kind"].as_str() {
+            Some("repo_tool") => s["action"]["tool"].as_str().expect("tool").to_string(),
+            Some("invalid") => format!("invalid {}", s["action"]["name"]),
+            _ => panic!("not a repository tool call: {s:#}"),
+        })
+        .collect();
+    assert_eq!(
+        names,
+        ["invalid \"view\"", "view", "str_replace", "bash", "submit"]
+    );
+    // The malformed call is recorded as given, with why, and the episode went on.
+    assert!(steps[0]["error"]["message"].is_string(), "{:#}", steps[0]);
+    assert_eq!(
+        steps[2]["action"]["arguments"]["new"],
+        "if number % 100 in (11, 12, 13):"
+    );
+    let shown = |i: usize| steps[i]["observation"].as_str().unwrap_or("").to_string();
+    assert!(
+        shown(1).contains("226\t    if number in (11, 12, 13):"),
+        "{}",
+        shown(1)
+    );
+    assert!(shown(3).contains("passed"), "{}", shown(3));
+    let repo = &fixed["repository"];
+    assert!(
+        repo["patch"]
+            .as_str()
+            .is_some_and(|p| p.contains("+    if number % 100 in (11, 12, 13):")),
+        "{fixed:#}"
+    );
+
+    let idle = &records[IDLE];
+    assert_eq!(
+        (&idle["final_reward"], &idle["solved"], &idle["stop_reason"]),
+        (&json!(0.0), &json!(false), &json!("env_done")),
+        "{idle:#}"
+    );
+
+    let checks = checked().await;
+    assert_eq!(outcome(&repo["verdict"]), outcome(&checks[FIXED].0));
+    assert_eq!(
+        outcome(&idle["repository"]["verdict"]),
+        outcome(&checks[IDLE].1)
+    );
+}
+
+/// The readers of rollout datasets on repository episodes: `export` (RL rows with the episodes'
+/// rewards, SFT rows of the solved one) and `report` handle them; `rescore`, which replays coding-env
+/// programs, refuses them and says why.
+async fn exports_and_refusals(run: &Path, dir: &Path) {
+    let run = run.display().to_string();
+    for (format, rows) in [("rl", 2), ("sft", 1)] {
+        let file = dir.join(format!("{format}.jsonl"));
+        let (code, stdout, stderr) = finish(spawn([
+            "export",
+            "--in",
+            &run,
+            "--format",
+            format,
+            "--out",
+            &file.display().to_string(),
+        ]))
+        .await;
+        assert_eq!(code, 0, "{format}: {stdout}\n{stderr}");
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert_eq!(text.lines().count(), rows, "{format}: {text}");
+        assert!(text.contains("str_replace"), "{format}: {text}");
+    }
+    let html = dir.join("report.html");
+    let (code, stdout, stderr) =
+        finish(spawn(["report", &run, "-o", &html.display().to_string()])).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(std::fs::read_to_string(&html).unwrap().contains(FIXED));
+    let rescored = dir.join("rescored.jsonl").display().to_string();
+    let (code, _, stderr) = finish(spawn(["rescore", &run, "-o", &rescored])).await;
+    assert_ne!(code, 0);
+    assert!(
+        stderr.contains("codegym/Repo-v0") && stderr.contains("cannot replay repository"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_on_repository_tasks_in_process_and_resume() {
+    let model = FakeLlm::start(agent()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("repo.jsonl");
+    let (code, stdout, stderr) = finish(spawn(args(&model.base_url(), &out))).await;
+    assert_eq!(code, 0, "stdout: {stdout}\nstderr: {stderr}");
+    assert_episodes(lines(&out)).await;
+    exports_and_refusals(&out, dir.path()).await;
+
+    // A run whose first episode failed (the model's endpoint answered 500 and said not to retry):
+    // `--resume` runs that one again, and only that one.
+    let mut script = agent();
+    script.faults = vec![FaultRule::at(Fault::NoRetryHeader, [0])];
+    let model = FakeLlm::start(script).await.unwrap();
+    let out = dir.path().join("resumed.jsonl");
+    let (code, stdout, stderr) = finish(spawn(args(&model.base_url(), &out))).await;
+    assert_eq!(code, 0, "stdout: {stdout}\nstderr: {stderr}");
+    let first = lines(&out);
+    assert_eq!(first.len(), 2);
+    let errored = |r: &&serde_json::Value| r["stop_reason"] == "error";
+    assert_eq!(first.iter().filter(errored).count(), 1);
+    let mut again = args(&model.base_url(), &out);
+    again.push("--resume".into());
+    let (code, stdout, stderr) = finish(spawn(again)).await;
+    assert_eq!(code, 0, "stdout: {stdout}\nstderr: {stderr}");
+    let all = lines(&out);
+    assert_eq!(all.len(), 3, "one episode re-run");
+    // The re-run is the errored episode's, and each episode is complete once.
+    assert_eq!(
+        all[2]["episode_id"],
+        first.iter().find(errored).unwrap()["episode_id"]
+    );
+    assert_episodes(all).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_on_repository_tasks_through_env_servers() {
+    let dir = repo_dir().display().to_string();
+    let server = Serve::start(["--addr", "127.0.0.1:0", "--packages", "--tasks-dir", &dir]).await;
+    let model = FakeLlm::start(agent()).await.unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("remote.jsonl");
+    let mut a = args(&model.base_url(), &out);
+    a.extend(["--env-server".into(), server.url()]);
+    let (code, stdout, stderr) = finish(spawn(a)).await;
+    assert_eq!(code, 0, "stdout: {stdout}\nstderr: {stderr}");
+    let records = lines(&out);
+    assert!(
+        records
+            .iter()
+            .all(|r| r["env_server"] == server.addr.as_str()),
+        "{records:?}"
+    );
+    assert_eq!(records[0]["env_kwargs"]["tasks"], json!(task_file()));
+    assert_episodes(records).await;
+
+    // A server that may not read the file: the run does not start, and says which file and server.
+    let bare = Serve::start(["--addr", "127.0.0.1:0", "--packages"]).await;
+    let out = tmp.path().join("refused.jsonl");
+    let mut a = args(&model.base_url(), &out);
+    a.extend(["--env-server".into(), bare.url()]);
+    let (code, stdout, stderr) = finish(spawn(a)).await;
+    assert_ne!(code, 0, "stdout: {stdout}\nstderr: {stderr}");
+    assert!(
+        stderr.contains(&task_file()) && stderr.contains(&bare.addr),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--tasks-dir"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modes_that_make_no_sense_for_repositories_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("never.jsonl");
+    for (extra, expected) in [
+        (vec!["--mode", "code-block"], "tools mode"),
+        (vec!["--mode", "autocoder"], "tools mode"),
+        (vec!["--mode", "program-of-thought"], "tools mode"),
+        (vec!["--cross-check", "0.5"], "cross-check"),
+        (vec!["--env-mode", "session"], "--env-mode"),
+    ] {
+        let mut a = args("http://127.0.0.1:9", &out);
+        match extra[0] {
+            "--mode" => {
+                let at = a.iter().position(|x| x == "--mode").unwrap();
+                a[at + 1] = extra[1].into();
+            }
+            _ => a.extend(extra.iter().map(|s| s.to_string())),
+        }
+        let (code, stdout, stderr) = finish(spawn(a)).await;
+        assert_ne!(code, 0, "{extra:?}: {stdout}");
+        assert!(
+            stderr.contains("codegym/Repo-v0") && stderr.contains(expected),
+            "{extra:?}: {stderr}"
+        );
+        assert!(!out.exists(), "{extra:?}: no dataset is started");
+    }
+    // A repository task file with the coding env is not a coding task set.
+    let mut a = args("http://127.0.0.1:9", &out);
+    let at = a.iter().position(|x| x == "--env-id").unwrap();
+    a[at + 1] = "codegym/Code-v0".into();
+    let (code, _, stderr) = finish(spawn(a)).await;
+    assert_ne!(code, 0);
+    assert!(stderr.contains("codegym/Repo-v0"), "{stderr}");
+}

@@ -280,3 +280,55 @@ async fn an_images_symlinked_mount_points_are_the_generated_layers_dirs() {
     drop(sandbox);
     let _ = std::fs::remove_dir_all(root);
 }
+
+/// A workspace in an image root has the same hard disk quota as one over the host's root: the
+/// repository (the workspace's upper dir) and the run's work dir stop at it, and deleting frees it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workspace_in_an_image_has_its_disk_quota() {
+    const QUOTA_MIB: u64 = 8;
+    let (sandbox, root) = sandbox("quota");
+    let t = tempfile::tempdir().expect("tempdir");
+    let layout = t.path().join("layout");
+    oci::write_layout(&layout, &[(oci::TAR, oci::busybox_layer().bytes())]);
+    let store = LayerStore::open(t.path().join("store")).expect("store");
+    let image = store.import(&layout).expect("import");
+    let image_root = sandbox.image_root(&image).expect("image root");
+    let repo = t.path().join("repo");
+    std::fs::create_dir(&repo).expect("repo");
+    std::fs::write(repo.join("f"), "repo\n").expect("repo file");
+    let layer = sandbox.import_layer(&repo).await.expect("repo layer");
+    let ws = sandbox
+        .workspace_in(vec![layer], image_root, Some(QUOTA_MIB))
+        .expect("workspace");
+    // Twice the quota, in the repository and in the work dir (`$HOME`); `ls -s` gives KiB used.
+    let r = sh(
+        &ws,
+        "dd if=/dev/zero of=big bs=1M count=16 2>/dev/null; echo repo=$?; \
+         dd if=/dev/zero of=$HOME/big bs=1M count=16 2>/dev/null; echo home=$?; \
+         ls -s big $HOME/big"
+            .into(),
+    )
+    .await;
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert!(
+        lines.len() == 4 && lines[0] != "repo=0" && lines[1] != "home=0",
+        "writes past the quota succeeded: {r:?}"
+    );
+    for line in &lines[2..] {
+        let kib: u64 = line
+            .split_whitespace()
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("ls -s: {r:?}"));
+        assert!(kib <= QUOTA_MIB << 10, "{line}: more than the quota: {r:?}");
+    }
+    let r = sh(
+        &ws,
+        "rm big && dd if=/dev/zero of=small bs=1M count=2 2>/dev/null && echo again".into(),
+    )
+    .await;
+    assert_eq!(r.stdout, "again\n", "{r:?}");
+    drop(ws);
+    drop(sandbox);
+    let _ = std::fs::remove_dir_all(root);
+}

@@ -14,6 +14,8 @@ use env_coding::{CodingConfig, register};
 use env_core::{Kwargs, Registry, Value};
 use serde_json::json;
 
+#[path = "../../sandbox/tests/support/podman.rs"]
+mod podman;
 #[path = "support/repo.rs"]
 mod repo_support;
 
@@ -83,34 +85,6 @@ fn rootfs_tar(path: &Path) {
     b.finish().expect("rootfs");
 }
 
-/// podman's oci-archive of an image imported from `rootfs`; the image is removed from podman's
-/// storage at once (the archive is all the task needs).
-#[allow(clippy::disallowed_methods)] // podman builds the task's image: the test's input
-fn podman_archive(rootfs: &Path, archive: &Path, name: &str) {
-    let tag = format!("localhost/codegym-repo-image-{name}:{}", std::process::id());
-    let podman = |args: &[&str]| {
-        let out = std::process::Command::new("podman")
-            .args(args)
-            .output()
-            .expect("podman");
-        assert!(
-            out.status.success(),
-            "podman {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    podman(&["import", rootfs.to_str().expect("path"), &tag]);
-    podman(&[
-        "save",
-        "--format",
-        "oci-archive",
-        "-o",
-        archive.to_str().expect("path"),
-        &tag,
-    ]);
-    podman(&["rmi", &tag]);
-}
-
 /// Whether a podman process of this test (`name`) is running.
 fn podman_running(name: &str) -> bool {
     let tag = format!("codegym-repo-image-{name}:{}", std::process::id());
@@ -131,7 +105,7 @@ fn task_set(dir: &Path, name: &str) -> PathBuf {
     std::fs::write(dir.join("hidden/test_calc.sh"), TEST).expect("test");
     std::fs::write(dir.join("fix.diff"), PATCH).expect("patch");
     rootfs_tar(&dir.join("rootfs.tar"));
-    podman_archive(&dir.join("rootfs.tar"), &dir.join("image.tar"), name);
+    podman::oci_archive(&dir.join("rootfs.tar"), &dir.join("image.tar"), name);
     let line = serde_json::json!({
         "version": 2, "id": "calc/add", "repository": "repo", "environment": "image.tar",
         "setup": ["echo set-up > .setup-done"],

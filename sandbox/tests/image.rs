@@ -11,6 +11,8 @@ use tar::EntryType;
 
 #[path = "support/oci.rs"]
 mod oci;
+#[path = "support/podman.rs"]
+mod podman;
 use oci::{LayerTar, TAR, TAR_GZ, TAR_ZSTD, blob_path, write_layout};
 
 fn two_layers() -> Vec<(&'static str, Vec<u8>)> {
@@ -395,7 +397,6 @@ fn an_oci_archive_imports_like_its_layout() {
 
 /// podman's own oci-archive of an image it imported from a rootfs tar made here.
 #[test]
-#[allow(clippy::disallowed_methods)] // podman builds and saves the image: the test's input
 fn podmans_oci_archive_imports() {
     let t = temp();
     let rootfs = t.path().join("rootfs.tar");
@@ -407,29 +408,8 @@ fn podmans_oci_archive_imports() {
             .bytes(),
     )
     .expect("rootfs");
-    let tag = format!("localhost/codegym-image-test:{}", std::process::id());
     let archive = t.path().join("podman.tar");
-    let podman = |args: &[&str]| {
-        let out = std::process::Command::new("podman")
-            .args(args)
-            .output()
-            .expect("podman");
-        assert!(
-            out.status.success(),
-            "podman {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    podman(&["import", rootfs.to_str().expect("path"), &tag]);
-    podman(&[
-        "save",
-        "--format",
-        "oci-archive",
-        "-o",
-        archive.to_str().expect("path"),
-        &tag,
-    ]);
-    podman(&["rmi", &tag]);
+    podman::oci_archive(&rootfs, &archive, "image");
     let store = LayerStore::open(t.path().join("store")).expect("store");
     let image = store.import(&archive).expect("podman's archive");
     assert_eq!(image.layers.len(), 1);

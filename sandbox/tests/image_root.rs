@@ -8,42 +8,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use codegym_sandbox::image::LayerStore;
-use codegym_sandbox::{Backend, Limits, Sandbox, SandboxConfig, Workspace, WorkspaceRun};
-use env_core::ExecutionResult;
 use sha2::{Digest as _, Sha256};
 
 #[path = "support/oci.rs"]
 mod oci;
+#[path = "support/workspace.rs"]
+mod support;
+use support::{sandbox, sh};
 
 const EPISODES: usize = 12;
-
-fn sandbox(tag: &str) -> (Sandbox, PathBuf) {
-    let root = PathBuf::from(format!("/dev/shm/codegym-img-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&root).expect("work root");
-    let config = SandboxConfig {
-        work_root: Some(root.clone()),
-        limits: Limits {
-            cpu_ms: 2000,
-            wall_ms: 20_000,
-            memory_bytes: 256 << 20,
-            max_processes: 32,
-            ..Limits::default()
-        },
-        uid_base: 2_700_000 + (std::process::id() % 1000) * 64,
-        uid_count: 64,
-        backend: Backend::Fresh,
-        ..SandboxConfig::default()
-    };
-    (Sandbox::new(config).expect("sandbox"), root)
-}
-
-async fn sh(ws: &Workspace, command: String) -> ExecutionResult {
-    let run = WorkspaceRun {
-        command,
-        ..WorkspaceRun::default()
-    };
-    ws.run(run).await.expect("workspace run").0
-}
 
 /// Every entry under `dir`: path, type and mode bits, owner, and content (or link target) hash.
 fn snapshot(dir: &Path, out: &mut Vec<String>) {

@@ -1,5 +1,6 @@
 //! The workspace tests' sandbox, repository and shell step (`tests/workspace.rs`,
-//! `tests/workspace_quota.rs`).
+//! `tests/workspace_quota.rs`, `tests/image_root.rs`: each uses part of it).
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 

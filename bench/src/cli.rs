@@ -37,6 +37,25 @@ pub enum Command {
         #[arg(long, default_value_t = 64)]
         batch: usize,
     },
+    /// G copies of one prepared repository task at once: codegym's copy-on-write workspaces,
+    /// one podman container per sample and a bare fork+exec, round by round (needs root).
+    RepoCopies {
+        /// Copies (samples of one GRPO group) at once.
+        #[arg(long, default_value_t = 16)]
+        copies: usize,
+        /// Rounds; each runs codegym, podman and the floor in turn.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// A repository task set (default: the shipped one); its first task is used.
+        #[arg(long)]
+        tasks: Option<PathBuf>,
+        /// podman's image (default: the newest `localhost/codegym-base:bookworm-toolchains-*`).
+        #[arg(long)]
+        image: Option<String>,
+        /// Measure codegym and the floor only.
+        #[arg(long)]
+        no_podman: bool,
+    },
     /// Sandboxed executions in process: env steps and batch evaluation vs a naive `python3 -c`.
     Exec {
         /// Comma-separated concurrent caller counts.
@@ -211,6 +230,19 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             .await?
         }
         Command::Tools { calls, backend } => crate::tools::run(calls, backend).await?,
+        Command::RepoCopies {
+            copies,
+            rounds,
+            tasks,
+            image,
+            no_podman,
+        } => {
+            anyhow::ensure!(
+                copies > 0 && rounds > 0,
+                "--copies and --rounds must be positive"
+            );
+            crate::repo_copies::run(copies, rounds, tasks, image, !no_podman).await?
+        }
         Command::Exec {
             callers,
             seconds: s,

@@ -15,6 +15,8 @@ mod http;
 mod lang;
 mod latency;
 mod pool;
+mod repo_copies;
+mod repo_copies_table;
 mod rollout;
 mod rollout_harness;
 mod tools;

@@ -305,3 +305,47 @@ async fn a_workspace_in_an_image_has_its_disk_quota() {
     drop(sandbox);
     let _ = std::fs::remove_dir_all(root);
 }
+
+/// A run in an image root has the image config's environment (its `PATH`, where an image's tools
+/// are), except what the sandbox decides (`HOME`, `TMPDIR`); a malformed `Env` fails the import.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_have_the_images_environment() {
+    let (sandbox, root) = sandbox("env");
+    let t = tempfile::tempdir().expect("tempdir");
+    let layout = t.path().join("layout");
+    let env = serde_json::json!(["PATH=/bin:/opt/tool/bin", "FOO=from-image", "HOME=/root"]);
+    oci::write_layout_with_env(&layout, &[(oci::TAR, oci::busybox_layer().bytes())], env);
+    let store = LayerStore::open(t.path().join("store")).expect("store");
+    let image = store.import(&layout).expect("import");
+    let image_root = sandbox.image_root(&image).expect("image root");
+    let repo = t.path().join("repo");
+    std::fs::create_dir(&repo).expect("repo");
+    let layer = sandbox.import_layer(&repo).await.expect("repo layer");
+    let ws = sandbox
+        .workspace_in(vec![layer], image_root, None)
+        .expect("workspace");
+    let r = sh(&ws, "echo \"$PATH|$FOO|$HOME|$TMPDIR\"".into()).await;
+    assert_eq!(
+        r.stdout, "/bin:/opt/tool/bin|from-image|/codegym|/tmp\n",
+        "{r:?}"
+    );
+    for bad in [
+        serde_json::json!(["=x"]),
+        serde_json::json!(["A B=1"]),
+        serde_json::json!([3]),
+        serde_json::json!("PATH=/bin"),
+    ] {
+        let layout = t.path().join("bad");
+        let _ = std::fs::remove_dir_all(&layout);
+        oci::write_layout_with_env(
+            &layout,
+            &[(oci::TAR, oci::busybox_layer().bytes())],
+            bad.clone(),
+        );
+        let err = store.import(&layout).expect_err("a malformed Env");
+        assert!(err.to_string().contains("config.Env"), "{bad}: {err}");
+    }
+    drop(ws);
+    drop(sandbox);
+    let _ = std::fs::remove_dir_all(root);
+}

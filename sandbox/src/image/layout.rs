@@ -152,7 +152,8 @@ impl Layout {
     /// Verifies the manifest and config and unpacks every layer not yet in `store`.
     pub(crate) fn import(&self, store: &LayerStore) -> Result<Image, ImageError> {
         let (manifest_digest, manifest) = self.manifest()?;
-        let _config: serde_json::Value = self.json(&manifest.config)?;
+        let config: serde_json::Value = self.json(&manifest.config)?;
+        let env = self.config_env(&config)?;
         let mut layers = Vec::with_capacity(manifest.layers.len());
         for desc in &manifest.layers {
             let digest = self.digest(desc)?;
@@ -171,7 +172,37 @@ impl Layout {
         Ok(Image {
             manifest: manifest_digest,
             layers,
+            env,
         })
+    }
+
+    /// The config's `config.Env` (absent: none). Each entry must be `NAME=value` with a name of
+    /// letters, digits and `_` and no NUL: anything else is a malformed image, not a run's problem.
+    fn config_env(&self, config: &serde_json::Value) -> Result<Vec<String>, ImageError> {
+        let Some(env) = config.pointer("/config/Env") else {
+            return Ok(Vec::new());
+        };
+        if env.is_null() {
+            return Ok(Vec::new());
+        }
+        let entries = env
+            .as_array()
+            .ok_or_else(|| self.bad("config.Env is not a list"))?;
+        let mut out = Vec::with_capacity(entries.len());
+        for e in entries {
+            let entry = e
+                .as_str()
+                .ok_or_else(|| self.bad(format!("config.Env entry {e} is not a string")))?;
+            let name = entry.split_once('=').map(|(n, _)| n);
+            let good = name.is_some_and(|n| {
+                !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            }) && !entry.contains('\0');
+            if !good {
+                return Err(self.bad(format!("config.Env entry {entry:?} is not NAME=value")));
+            }
+            out.push(entry.to_string());
+        }
+        Ok(out)
     }
 
     fn unpack_layer(

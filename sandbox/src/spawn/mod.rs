@@ -95,7 +95,8 @@ fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-fn dup_high(fd: OwnedFd) -> io::Result<OwnedFd> {
+/// A copy of `fd` at a number far above any the child `dup2()`s into.
+fn dup_high(fd: &OwnedFd) -> io::Result<OwnedFd> {
     // SAFETY: F_DUPFD_CLOEXEC on a valid fd returns a new fd that we own.
     let n = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 100) };
     if n < 0 {
@@ -103,6 +104,36 @@ fn dup_high(fd: OwnedFd) -> io::Result<OwnedFd> {
     }
     // SAFETY: fresh fd from fcntl.
     Ok(unsafe { OwnedFd::from_raw_fd(n) })
+}
+
+/// Moves every descriptor the child reads after its `dup2()`s (onto 0-2 and the extra fds'
+/// numbers) out of the numbers those write: a source sitting at a target would be replaced
+/// before it is used (a Landlock ruleset at fd 3 became a session's control pipe: EBADFD).
+/// A host's descriptors are rarely that low, so this is usually no syscall at all.
+fn lift_sources(plan: &mut ChildPlan) -> io::Result<()> {
+    let top = plan
+        .extra_fds
+        .iter()
+        .map(|&(_, t)| t)
+        .max()
+        .unwrap_or(2)
+        .max(2);
+    let lift = |fd: &mut OwnedFd| -> io::Result<()> {
+        if fd.as_raw_fd() <= top {
+            *fd = dup_high(fd)?;
+        }
+        Ok(())
+    };
+    lift(&mut plan.stdin)?;
+    lift(&mut plan.stdout)?;
+    lift(&mut plan.stderr)?;
+    for (fd, _) in &mut plan.extra_fds {
+        lift(fd)?;
+    }
+    if let Some((ruleset, _)) = &mut plan.landlock {
+        lift(ruleset)?;
+    }
+    Ok(())
 }
 
 fn cptrs(v: &[CString]) -> Vec<*const c_char> {
@@ -117,25 +148,19 @@ fn spawn_now(plan: ChildPlan) -> Result<Spawned, SandboxError> {
     // `CLONE_VFORK` parent sleeps until the child's exec. Every other child shares this address
     // space until its exec (`clone_vm`).
     let shared = !matches!(plan.cgroup, Join::Attach(_));
-    let (err_r, err_w) = pipe_cloexec().map_err(SandboxError::setup("error pipe"))?;
+    let (err_r, err_w_low) = pipe_cloexec().map_err(SandboxError::setup("error pipe"))?;
     // Far above the fd numbers the child dup2()s into, so no dup2 clobbers a source.
-    let err_w = dup_high(err_w).map_err(SandboxError::setup("error pipe"))?;
+    let err_w = dup_high(&err_w_low).map_err(SandboxError::setup("error pipe"))?;
+    drop(err_w_low);
     let sync = match shared {
         true => None,
         false => {
             let (r, w) = pipe_cloexec().map_err(SandboxError::setup("sync pipe"))?;
-            Some((dup_high(r).map_err(SandboxError::setup("sync pipe"))?, w))
+            Some((dup_high(&r).map_err(SandboxError::setup("sync pipe"))?, w))
         }
     };
     let mut plan = plan;
-    for (fd, _) in &mut plan.extra_fds {
-        let taken = std::mem::replace(
-            fd,
-            dup_high(fd.try_clone().map_err(SandboxError::setup("extra fd"))?)
-                .map_err(SandboxError::setup("extra fd"))?,
-        );
-        drop(taken);
-    }
+    lift_sources(&mut plan).map_err(SandboxError::setup("fd numbers"))?;
     let argv = cptrs(&plan.argv);
     let envp = cptrs(&plan.envp);
     let fprogs: Vec<libc::sock_fprog> = plan

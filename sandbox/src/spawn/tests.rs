@@ -109,3 +109,45 @@ fn a_failed_exec_is_reported_with_its_stage() {
         }
     }
 }
+
+/// A fresh Landlock ruleset handling only file creation (so the child can still exec).
+fn ruleset() -> OwnedFd {
+    #[repr(C)]
+    struct Attr {
+        handled_access_fs: u64,
+    }
+    let attr = Attr {
+        handled_access_fs: 1 << 8, // LANDLOCK_ACCESS_FS_MAKE_REG
+    };
+    // SAFETY: a valid attribute struct of the size given; the result is a new fd we own.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            &attr as *const Attr,
+            std::mem::size_of::<Attr>(),
+            0,
+        )
+    };
+    assert!(fd >= 0, "landlock: {}", std::io::Error::last_os_error());
+    // SAFETY: fresh fd from the kernel.
+    unsafe { OwnedFd::from_raw_fd(fd as i32) }
+}
+
+/// Where a descriptor the child still needs sits at a number it `dup2()`s a session's control
+/// pipe into (it happens when a host has few descriptors open), the run must not lose it.
+#[test]
+fn a_landlock_ruleset_at_a_target_fd_number_survives_the_childs_dup2s() {
+    for (kind, join) in both() {
+        let ruleset = ruleset();
+        let target = ruleset.as_raw_fd();
+        let mut p = plan(&["/bin/true"], devnull(), join());
+        p.landlock = Some((ruleset, 0));
+        p.extra_fds = vec![(devnull(), target)];
+        let spawned = spawn_now(p).unwrap_or_else(|e| panic!("{kind}: {e}"));
+        let status = wait(&spawned);
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "{kind}: {status}"
+        );
+    }
+}

@@ -249,3 +249,21 @@ fn format_errors_name_the_file_and_line() {
     let err = RepoTaskSet::load(&path).expect_err("escape");
     assert!(err.to_string().contains("leads outside"), "{err}");
 }
+
+/// An agent's command runs under the task's limits (what its test command gets), not the
+/// sandbox's defaults: here a CPU limit of half a second stops a loop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_command_runs_under_the_tasks_limits() {
+    let set = RepoTaskSet::load(&shipped()).unwrap_or_else(|e| panic!("{e}"));
+    let mut task = set.tasks[0].clone();
+    task.limits.test_cpu_ms = 500;
+    let repo = scorer(2);
+    let prepared = repo.prepare(Arc::new(task)).await.expect("prepare");
+    let ws = repo.episode(&prepared).expect("episode");
+    let spun = repo
+        .run(&ws, &prepared, "python3 -c 'while True: pass'", None)
+        .await
+        .expect("run");
+    assert_ne!(spun.exit_code, Some(0), "{spun:?}");
+    assert!(spun.cpu_ms < 2_000, "ran past the task's CPU limit: {spun:?}");
+}

@@ -128,6 +128,11 @@ pub struct RepoScorer {
     packages: Option<Arc<PackageCache>>,
 }
 
+/// An agent's command: the task's test limits (its wall clock, CPU and memory).
+fn command_limits(task: &RepoTask) -> Limits {
+    limits(task, task.limits.test_wall_ms)
+}
+
 fn limits(task: &RepoTask, wall_ms: u64) -> Limits {
     Limits {
         wall_ms,
@@ -249,7 +254,8 @@ impl RepoScorer {
         )
     }
 
-    /// One shell command of an agent in its episode's copy (`limits`: the sandbox's default).
+    /// One shell command of an agent in its episode's copy (`limits`: the task's, as its test
+    /// command gets: an agent runs the test suite too).
     pub async fn run(
         &self,
         ws: &Workspace,
@@ -259,7 +265,7 @@ impl RepoScorer {
     ) -> Result<ExecutionResult, RepoError> {
         let run = WorkspaceRun {
             command: format!("{GIT_ENV}{command}"),
-            limits,
+            limits: Some(limits.unwrap_or_else(|| command_limits(&prepared.task))),
             site_dir: prepared.site_dir.clone(),
             ..WorkspaceRun::default()
         };
@@ -277,6 +283,7 @@ impl RepoScorer {
         let run = WorkspaceRun {
             command: format!("{GIT_ENV}{command}"),
             files,
+            limits: Some(command_limits(&prepared.task)),
             site_dir: prepared.site_dir.clone(),
             ..WorkspaceRun::default()
         };

@@ -265,5 +265,8 @@ async fn an_agents_command_runs_under_the_tasks_limits() {
         .await
         .expect("run");
     assert_ne!(spun.exit_code, Some(0), "{spun:?}");
-    assert!(spun.cpu_ms < 2_000, "ran past the task's CPU limit: {spun:?}");
+    assert!(
+        spun.cpu_ms < 2_000,
+        "ran past the task's CPU limit: {spun:?}"
+    );
 }

@@ -395,51 +395,31 @@ fn an_oci_archive_imports_like_its_layout() {
     assert_store_clean(&store);
 }
 
-/// podman's own oci-archive of an image it imported from a rootfs tar made here.
+/// podman's own archives of an image it imported from a rootfs tar made here: its oci-archive,
+/// and its default `save` format, a docker-archive (the layer verified against the config's diff
+/// id and stored under it).
 #[test]
-fn podmans_oci_archive_imports() {
-    let t = temp();
-    let rootfs = t.path().join("rootfs.tar");
-    std::fs::write(
-        &rootfs,
-        LayerTar::default()
-            .dir("etc/")
-            .file("etc/os-release", "ID=codegym-test\n")
-            .bytes(),
-    )
-    .expect("rootfs");
-    let archive = t.path().join("podman.tar");
-    podman::oci_archive(&rootfs, &archive, "image");
-    let store = LayerStore::open(t.path().join("store")).expect("store");
-    let image = store.import(&archive).expect("podman's archive");
-    assert_eq!(image.layers.len(), 1);
-    let os = std::fs::read_to_string(image.layers[0].dir.join("etc/os-release")).expect("file");
-    assert_eq!(os, "ID=codegym-test\n");
-    assert_store_clean(&store);
-}
-
-/// podman's default `save` format, a docker-archive, of the same kind of image: its one layer
-/// verified against the config's diff id and stored under it.
-#[test]
-fn podmans_docker_archive_imports() {
-    let t = temp();
-    let rootfs = t.path().join("rootfs.tar");
-    std::fs::write(
-        &rootfs,
-        LayerTar::default()
-            .dir("etc/")
-            .file("etc/os-release", "ID=codegym-test\n")
-            .bytes(),
-    )
-    .expect("rootfs");
-    let archive = t.path().join("podman.tar");
-    podman::save(&rootfs, &archive, "docker", "docker-archive");
-    let store = LayerStore::open(t.path().join("store")).expect("store");
-    let image = store.import(&archive).expect("podman's docker-archive");
-    assert_eq!(image.layers.len(), 1);
-    let os = std::fs::read_to_string(image.layers[0].dir.join("etc/os-release")).expect("file");
-    assert_eq!(os, "ID=codegym-test\n");
-    assert_store_clean(&store);
+fn podmans_archives_import() {
+    for format in ["oci-archive", "docker-archive"] {
+        let t = temp();
+        let rootfs = t.path().join("rootfs.tar");
+        std::fs::write(
+            &rootfs,
+            LayerTar::default()
+                .dir("etc/")
+                .file("etc/os-release", "ID=codegym-test\n")
+                .bytes(),
+        )
+        .expect("rootfs");
+        let archive = t.path().join("podman.tar");
+        podman::save(&rootfs, &archive, "image", format);
+        let store = LayerStore::open(t.path().join("store")).expect("store");
+        let image = store.import(&archive).expect(format);
+        assert_eq!(image.layers.len(), 1, "{format}");
+        let os = std::fs::read_to_string(image.layers[0].dir.join("etc/os-release")).expect("file");
+        assert_eq!(os, "ID=codegym-test\n", "{format}");
+        assert_store_clean(&store);
+    }
 }
 
 /// A docker-archive written here: `manifest.json`, the config named by its sha256 (holding the

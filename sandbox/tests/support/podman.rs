@@ -5,14 +5,9 @@
 
 use std::path::Path;
 
-/// podman's oci-archive at `archive` of an image imported from `rootfs`; the image is removed
-/// from podman's storage at once (the archive is all a test needs). `name` keeps the tags of
-/// tests running at once apart.
-pub fn oci_archive(rootfs: &Path, archive: &Path, name: &str) {
-    save(rootfs, archive, name, "oci-archive");
-}
-
-/// [`oci_archive`] in another of `podman save`'s formats (`docker-archive`: its default).
+/// podman's archive at `archive` (`format`: `oci-archive`, or `docker-archive`, its default) of
+/// an image imported from `rootfs`; the image is removed from podman's storage at once (the
+/// archive is all a test needs). `name` keeps the tags of tests running at once apart.
 #[allow(clippy::disallowed_methods)] // podman builds the test's input
 pub fn save(rootfs: &Path, archive: &Path, name: &str, format: &str) {
     let tag = format!("localhost/codegym-test-{name}:{}", std::process::id());

@@ -260,16 +260,7 @@ impl Sandbox {
             image_root: None,
         };
         let outputs = req.data.outputs;
-        let queued = metrics::Level::enter(metrics::QUEUE_DEPTH);
-        let _permit = self
-            .inner
-            .permits
-            .acquire()
-            .await
-            .map_err(|_| SandboxError::Closed)?;
-        drop(queued);
-        let _in_flight = metrics::Level::enter(metrics::IN_FLIGHT);
-        let admitted = std::time::Instant::now();
+        let admitted = metrics::admit(&self.inner.permits).await?;
         // Issue 12: host tools travel over the report channel, so they imply one.
         let spec = req
             .report
@@ -279,10 +270,7 @@ impl Sandbox {
         let out = self
             .run_admitted(&layout, &limits, req.stdin, fetch, outputs, report)
             .await;
-        metrics::finished(
-            out.as_ref().map(|(r, _)| r).map_err(|_| ()),
-            admitted.elapsed(),
-        );
+        admitted.finished(out.as_ref().map(|(r, _)| r).map_err(|_| ()));
         out
     }
 

@@ -50,7 +50,7 @@ use super::fresh::{self, Command};
 use super::prepare::{Inner, RunLayout};
 use super::request::SandboxError;
 use super::uids::{self, RunUid};
-use super::{supervise, workdir};
+use super::{metrics, supervise, workdir};
 
 /// Where a workspace run finds its repository, relative to its work dir (and its cwd).
 pub const REPO_DIR: &str = "repo";
@@ -270,25 +270,25 @@ impl Workspace {
             extra_env: Vec::new(),
             address_space: None,
         };
-        let _permit = self
-            .inner
-            .permits
-            .acquire()
-            .await
-            .map_err(|_| SandboxError::Closed)?;
+        let admitted = metrics::admit(&self.inner.permits).await?;
         let id = self.inner.next_id();
         let with_stdin = run.stdin.is_some();
-        let started = fresh::start_command(
-            &self.inner,
-            id,
-            &layout,
-            &limits,
-            command,
-            Vec::new(),
-            with_stdin,
-        )
-        .await?;
-        supervise::script(started, run.stdin, &limits, run.fetch, None).await
+        let out = async {
+            let started = fresh::start_command(
+                &self.inner,
+                id,
+                &layout,
+                &limits,
+                command,
+                Vec::new(),
+                with_stdin,
+            )
+            .await?;
+            supervise::script(started, run.stdin, &limits, run.fetch, None).await
+        }
+        .await;
+        admitted.finished(out.as_ref().map(|(r, _)| r).map_err(|_| ()));
+        out
     }
 
     /// The workspace's changes as a new layer (to stack on its own layers); the workspace ends.

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use env_core::ExecutionResult;
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 
-/// Script runs finished (not session-mode cells), by `outcome`: `success`, `exit_nonzero`, `signal`, `timeout`,
+/// Runs finished (a program in any language, one that did not compile, a workspace's command;
+/// not session-mode cells), by `outcome`: `success`, `exit_nonzero`, `signal`, `timeout`,
 /// `memory_exceeded`, or `error` (the machinery failed; no program outcome).
 pub const EXECUTIONS: &str = "codegym_sandbox_executions_total";
 /// Seconds from a run's admission (after the queue) to its result.

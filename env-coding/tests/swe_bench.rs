@@ -23,8 +23,10 @@ fn scorer(n: u32) -> RepoScorer {
 const CALC_BUGGY: &str = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n";
 const TEST_CALC: &str = "from calc import mul\n\n\ndef test_mul():\n    assert mul(3, 4) == 12\n";
 const TEST_CALC_MORE: &str = "from calc import add, mul\n\n\ndef test_mul():\n    assert mul(3, 4) == 12\n\n\ndef test_add():\n    assert add(2, 3) == 5\n";
-const TEST_NEW: &str =
-    "from calc import add\n\n\ndef test_add_negative():\n    assert add(-2, -3) == -5\n";
+const TEST_NEW: &str = "from calc import add\nfrom helpers import NEGATIVE\n\n\n\
+    def test_add_negative():\n    assert add(*NEGATIVE) == -5\n";
+/// A test helper the test patch adds: no test id names its file.
+const HELPERS: &str = "NEGATIVE = (-2, -3)\n";
 
 /// The host's git in `dir` (the test's input: the repository a user would bundle).
 #[allow(clippy::disallowed_methods)] // the test builds its input with the host's git
@@ -51,7 +53,8 @@ fn git(dir: &Path, args: &[&str]) -> String {
 }
 
 /// The project: `calc` (at the base, `add` subtracts) with `tests/test_calc.py`; a second commit
-/// fixes `add` and adds tests (to `tests/test_calc.py` and a new `tests/test_new.py`).
+/// fixes `add` and adds tests (to `tests/test_calc.py`, and a new `tests/test_new.py` using a
+/// new `tests/helpers.py`).
 struct Project {
     dir: PathBuf,
     base: String,
@@ -73,6 +76,7 @@ fn project(root: &Path) -> Project {
     std::fs::write(dir.join("calc.py"), CALC_BUGGY.replace("a - b", "a + b")).expect("fix");
     std::fs::write(dir.join("tests/test_calc.py"), TEST_CALC_MORE).expect("test");
     std::fs::write(dir.join("tests/test_new.py"), TEST_NEW).expect("test");
+    std::fs::write(dir.join("tests/helpers.py"), HELPERS).expect("helpers");
     git(&dir, &["add", "-A"]);
     git(&dir, &["commit", "-q", "-m", "fix add, with tests"]);
     let patch = git(&dir, &["diff", &base, "HEAD", "--", "calc.py"]);
@@ -148,11 +152,15 @@ async fn an_imported_swe_bench_instance_resolves_with_its_gold_patch_only() {
     assert!(task.hidden_tests.is_empty());
     assert_eq!(
         task.test_patch_paths,
-        ["tests/test_calc.py", "tests/test_new.py"]
+        [
+            "tests/helpers.py",
+            "tests/test_calc.py",
+            "tests/test_new.py"
+        ]
     );
     assert!(
         task.test_command
-            .ends_with("'tests/test_calc.py' 'tests/test_new.py'"),
+            .ends_with("'tests/helpers.py' 'tests/test_calc.py' 'tests/test_new.py'"),
         "{}",
         task.test_command
     );
@@ -265,8 +273,9 @@ async fn the_agent_never_sees_the_test_patch_nor_keeps_edits_to_its_files() {
     assert!(!look.stdout.contains("fix add"), "{}", look.stdout);
     assert!(!look.stdout.contains(".codegym"), "{}", look.stdout);
     assert!(!look.stdout.contains("/test_new.py"), "{}", look.stdout);
-    // The fix, plus forged versions of the test patch's files (every test trivially passing).
-    let forge = "sed -i 's/a - b/a + b/' calc.py && \
+    // The fix, plus forged versions of the test patch's files (every test trivially passing),
+    // including its helper, which no test id names.
+    let forge = "sed -i 's/a - b/a + b/' calc.py && echo 'NEGATIVE = (0, 0)' > tests/helpers.py && \
         printf 'def test_add_negative():\\n    pass\\n' > tests/test_new.py && \
         printf 'def test_mul():\\n    pass\\n\\ndef test_add():\\n    pass\\n' > tests/test_calc.py";
     let ran = repo.run(&ws, &prepared, forge, None).await.expect("run");
@@ -279,7 +288,11 @@ async fn the_agent_never_sees_the_test_patch_nor_keeps_edits_to_its_files() {
     let verdict = repo.score(&prepared, &diff).await.expect("score");
     assert_eq!(
         verdict.dropped,
-        ["tests/test_calc.py", "tests/test_new.py"],
+        [
+            "tests/helpers.py",
+            "tests/test_calc.py",
+            "tests/test_new.py"
+        ],
         "{verdict:?}"
     );
     assert!(verdict.resolved, "{verdict:?}");

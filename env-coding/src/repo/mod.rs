@@ -273,7 +273,16 @@ impl RepoScorer {
     ) -> Result<(), RepoError> {
         let c = shell_quote(commit);
         let script = format!(
-            "{GIT_ENV}src=\"$HOME/src\"\n             git init -q \"$src\" && git -C \"$src\" bundle unbundle \"$PWD/{BUNDLE_NAME}\" >/dev/null              || exit {BUNDLE_UNREADABLE}\n             git -C \"$src\" cat-file -e {c}^{{commit}} 2>/dev/null || exit {COMMIT_MISSING}\n             set -e\ngit -C \"$src\" update-ref refs/codegym/base {c}\nrm -f {BUNDLE_NAME}\n             git init -q\ngit fetch -q --no-tags \"$src\" refs/codegym/base\n             git checkout -q --detach FETCH_HEAD\n"
+            "{GIT_ENV}src=\"$HOME/src\"\n\
+             git init -q \"$src\" && git -C \"$src\" bundle unbundle \"$PWD/{BUNDLE_NAME}\" \
+             >/dev/null || exit {BUNDLE_UNREADABLE}\n\
+             git -C \"$src\" cat-file -e {c}^{{commit}} 2>/dev/null || exit {COMMIT_MISSING}\n\
+             set -e\n\
+             git -C \"$src\" update-ref refs/codegym/base {c}\n\
+             rm -f {BUNDLE_NAME}\n\
+             git init -q\n\
+             git fetch -q --no-tags \"$src\" refs/codegym/base\n\
+             git checkout -q --detach FETCH_HEAD\n"
         );
         let run = WorkspaceRun {
             command: script,

@@ -14,8 +14,9 @@
 //! a set `tasks check` reads.
 //!
 //! The test command: SWE-bench's harness maps each repository and version to its own; here one
-//! command serves every instance of an import, `{test_files}` in it replaced by the files the
-//! instance's test patch leaves (shell-quoted). The default is pytest over those files, writing
+//! command serves every instance of an import, `{test_files}` in it replaced by the Python files
+//! the instance's test patch leaves (shell-quoted; data files left out, as SWE-bench's harness
+//! leaves them out of its test directives). The default is pytest over those files, writing
 //! JUnit XML with node ids (`-o junit_family=xunit1`), the ids SWE-bench's pytest instances list.
 //! Errors about an instance name the input file and line.
 
@@ -27,7 +28,7 @@ use serde::Deserialize;
 use super::TaskError;
 use super::repository::{REPOSITORY_FORMAT_VERSION, RepoTaskSet, diff_headers};
 
-/// The default test command (`{test_files}`: the files the test patch leaves).
+/// The default test command (`{test_files}`: the Python files the test patch leaves).
 pub const SWE_BENCH_TEST_COMMAND: &str = "python -m pytest -q -p no:cacheprovider \
     -o junit_family=xunit1 --junitxml=\"$CODEGYM_JUNIT\" {test_files}";
 
@@ -185,13 +186,16 @@ fn task_line(
         Some(list) => list.ids("PASS_TO_PASS")?,
         None => Vec::new(),
     };
+    // As SWE-bench's harness picks its test directives: the test patch's files, less data files.
     let test_files: Vec<String> = diff_headers(&instance.test_patch)
         .into_iter()
-        .filter(|(new, _)| *new)
+        .filter(|(new, path)| *new && path.ends_with(".py"))
         .map(|(_, path)| path)
         .collect();
-    if test_files.is_empty() {
-        return Err("`test_patch` is not a unified diff that leaves a file".into());
+    if test_files.is_empty() && command.contains("{test_files}") {
+        return Err(
+            "`test_patch` leaves no Python file to run (`{test_files}` would be empty)".into(),
+        );
     }
     let quoted: Vec<String> = test_files
         .iter()

@@ -111,7 +111,8 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             // Reading and writing files (bundles copied when not linked): off the runtime.
             let (tasks, n) =
                 tokio::task::spawn_blocking(move || import_swe_bench(&import)).await??;
-            println!("imported {n} SWE-bench instances into {}", tasks.display());
+            let noun = if n == 1 { "task" } else { "tasks" };
+            println!("{n} repository {noun} written to {}", tasks.display());
             Ok(ExitCode::SUCCESS)
         }
         Command::List(args) => {

@@ -403,7 +403,7 @@ async fn bad_repositories_and_test_patches_fail_before_any_reward() {
     );
     // A tar entry escaping the archive's root.
     let evil = set_dir.join("evil.tar");
-    std::fs::write(&evil, tar_with_entry("../escaped.txt")).expect("tar");
+    std::fs::write(&evil, tar_with(b"../escaped.txt", tar::EntryType::Regular)).expect("tar");
     let err =
         prepare_err(serde_json::json!({"repository": "evil.tar", "test_patch": "tests.diff"}))
             .await;
@@ -413,6 +413,16 @@ async fn bad_repositories_and_test_patches_fail_before_any_reward() {
         "{err}"
     );
     assert!(!set_dir.join("escaped.txt").exists());
+    // A device node in an archive (an image's layer drops one; a repository has none).
+    let dev = set_dir.join("dev.tar");
+    std::fs::write(&dev, tar_with(b"calc/null", tar::EntryType::Char)).expect("tar");
+    let err =
+        prepare_err(serde_json::json!({"repository": "dev.tar", "test_patch": "tests.diff"})).await;
+    assert!(
+        err.starts_with("task bad: repository: ")
+            && err.contains("\"calc/null\" is a device node or FIFO"),
+        "{err}"
+    );
 
     // The importer: an instance's errors name the input file and line.
     let mut second = instance(&p);
@@ -445,17 +455,24 @@ async fn bad_repositories_and_test_patches_fail_before_any_reward() {
 }
 
 /// A one-entry tar whose entry's name is `name` as given (the `tar` crate refuses to write `..`).
-fn tar_with_entry(name: &str) -> Vec<u8> {
+fn tar_with(name: &[u8], kind: tar::EntryType) -> Vec<u8> {
     let mut header = tar::Header::new_old();
-    header.as_old_mut().name[..name.len()].copy_from_slice(name.as_bytes());
-    header.set_size(3);
+    header.as_old_mut().name[..name.len()].copy_from_slice(name);
+    let size = if kind == tar::EntryType::Regular {
+        3
+    } else {
+        0
+    };
+    header.set_size(size);
     header.set_mode(0o644);
-    header.set_entry_type(tar::EntryType::Regular);
+    header.set_entry_type(kind);
     header.set_cksum();
     let mut out = header.as_bytes().to_vec();
-    let mut data = b"hi\n".to_vec();
-    data.resize(512, 0);
-    out.extend(data);
+    if size > 0 {
+        let mut data = b"hi\n".to_vec();
+        data.resize(512, 0);
+        out.extend(data);
+    }
     out.extend([0u8; 1024]);
     out
 }

@@ -494,3 +494,25 @@ fn read_tree(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) -> st
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::diff_headers;
+
+    #[test]
+    fn a_diffs_paths_are_its_headers_not_its_hunks_lines() {
+        let diff = "diff --git a/t.py b/t.py\n--- a/t.py\n+++ b/t.py\n@@ -1 +1 @@\n\
+            --- not/a/header\n+++ nor/this\n--- /dev/null\n+++ b/new.py\n@@ -0,0 +1 @@\n+x\n\
+            diff --git a/old.py b/moved.py\nsimilarity index 100%\nrename from old.py\nrename to moved.py\n";
+        assert_eq!(
+            diff_headers(diff),
+            [
+                (false, "t.py".to_string()),
+                (true, "t.py".to_string()),
+                (true, "new.py".to_string()),
+                (false, "old.py".to_string()),
+                (true, "moved.py".to_string()),
+            ]
+        );
+    }
+}

@@ -145,6 +145,18 @@ async fn an_imported_swe_bench_instance_resolves_with_its_gold_patch_only() {
     let (instances, repos) = swe_bench_input(tmp.path(), &p, &[instance(&p)]);
     let (tasks, n) = import(tmp.path(), &instances, &repos).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(n, 1);
+    let written = std::fs::read_to_string(&tasks).expect("tasks");
+    let wanted = format!(
+        "{{\"version\":3,\"id\":\"acme__calc-1\",\"repository\":\"repos/acme__calc.bundle\",\"commit\":\"{}\",\"requirements\":[\"pytest==8.3.4\"],",
+        p.base
+    );
+    assert!(
+        written
+            .lines()
+            .nth(1)
+            .is_some_and(|l| l.starts_with(&wanted)),
+        "{written}"
+    );
     let set = RepoTaskSet::load(&tasks).unwrap_or_else(|e| panic!("{e}"));
     let task = &set.tasks[0];
     assert_eq!(task.repository_kind, RepositoryKind::Bundle);

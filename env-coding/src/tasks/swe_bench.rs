@@ -23,7 +23,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::TaskError;
 use super::repository::{REPOSITORY_FORMAT_VERSION, RepoTaskSet, diff_headers};
@@ -47,6 +47,25 @@ pub struct SweBenchImport {
     pub environment: Option<PathBuf>,
     /// Python packages the test command needs (without an environment: pytest, at least).
     pub requirements: Vec<String>,
+}
+
+/// One task line as written (the fields in the format's order).
+#[derive(Serialize)]
+struct TaskLine<'a> {
+    version: u32,
+    id: &'a str,
+    repository: String,
+    commit: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    environment: Option<&'a str>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    requirements: &'a [String],
+    problem_statement: &'a str,
+    test_command: String,
+    test_patch: String,
+    fail_to_pass: Vec<String>,
+    pass_to_pass: Vec<String>,
+    patch: String,
 }
 
 /// One instance as SWE-bench stores it.
@@ -212,25 +231,21 @@ fn task_line(
         trajectory::atomic::write_atomic(&path, text.as_bytes())
             .map_err(|e| format!("{}: {e}", path.display()))?;
     }
-    let mut task = serde_json::json!({
-        "version": REPOSITORY_FORMAT_VERSION,
-        "id": id,
-        "repository": format!("repos/{repo_file}"),
-        "commit": instance.base_commit,
-        "problem_statement": instance.problem_statement,
-        "test_command": command.replace("{test_files}", &quoted.join(" ")),
-        "test_patch": test_patch,
-        "fail_to_pass": fail_to_pass,
-        "pass_to_pass": pass_to_pass,
-        "patch": patch,
-    });
-    if let Some(image) = environment {
-        task["environment"] = image.into();
-    }
-    if !opts.requirements.is_empty() {
-        task["requirements"] = opts.requirements.clone().into();
-    }
-    Ok(task.to_string())
+    let task = TaskLine {
+        version: REPOSITORY_FORMAT_VERSION,
+        id,
+        repository: format!("repos/{repo_file}"),
+        commit: &instance.base_commit,
+        environment,
+        requirements: &opts.requirements,
+        problem_statement: &instance.problem_statement,
+        test_command: command.replace("{test_files}", &quoted.join(" ")),
+        test_patch,
+        fail_to_pass,
+        pass_to_pass,
+        patch,
+    };
+    serde_json::to_string(&task).map_err(|e| e.to_string())
 }
 
 /// `s` as one file name: characters other than letters, digits, `.`, `_` and `-` become `_`,

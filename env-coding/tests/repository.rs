@@ -182,8 +182,8 @@ fn format_errors_name_the_file_and_line() {
     assert_eq!(set.tasks[0].limits.disk_mib, Some(64));
     for (line, wanted) in [
         (
-            ok.replace("\"version\": 1", "\"version\": 3"),
-            "version 3 is not supported",
+            ok.replace("\"version\": 1", "\"version\": 4"),
+            "version 4 is not supported",
         ),
         (
             ok.replace("\"id\"", "\"environment\": \"repo\", \"id\""),
@@ -222,6 +222,32 @@ fn format_errors_name_the_file_and_line() {
         (
             ok.replace("}", ", \"limits\": {\"disk_gib\": 1}}"),
             "unknown field `disk_gib`",
+        ),
+        // Version 3's fields need it, and mean something only together.
+        (
+            ok.replace("\"id\"", "\"test_patch\": \"fix.diff\", \"id\""),
+            "`test_patch` needs `\"version\": 3`",
+        ),
+        (
+            ok.replace("\"version\": 1", "\"version\": 3").replace(
+                "\"id\"",
+                &format!("\"commit\": \"{}\", \"id\"", "a".repeat(40)),
+            ),
+            "`commit` is only for a bundle `repository`",
+        ),
+        (
+            ok.replace("\"version\": 1", "\"version\": 3")
+                .replace("\"hidden_tests\": \"hidden\", ", ""),
+            "a task needs `hidden_tests`, `test_patch` or both",
+        ),
+        (
+            ok.replace("\"version\": 1", "\"version\": 3")
+                .replace("\"id\"", "\"test_patch\": \"hidden/test_h.py\", \"id\""),
+            "is not a unified diff (it names no file)",
+        ),
+        (
+            ok.replace("\"repo\"", "\"hidden/test_h.py\""),
+            "is neither a directory, a tar archive",
         ),
     ] {
         let path = write_set(dir.path(), &line);

@@ -318,6 +318,26 @@ impl Sandbox {
         workspace::import_layer(&self.inner, src).await
     }
 
+    /// A layer holding the tar archive `src` (plain, gzip or zstd) unpacked by the image
+    /// unpacker: an entry leaving the archive's root, a hard link outside it or a device node
+    /// fails it; when every entry lies under one top-level dir (an sdist, `git archive
+    /// --prefix`), that dir is the layer's root.
+    pub async fn import_archive_layer(
+        &self,
+        src: &Path,
+    ) -> Result<Arc<FsLayer>, image::ImageError> {
+        workspace::import_archive_layer(&self.inner, src).await
+    }
+
+    /// A layer holding one file, a copy of `src` named `name`.
+    pub async fn import_file_layer(
+        &self,
+        src: &Path,
+        name: &str,
+    ) -> Result<Arc<FsLayer>, SandboxError> {
+        workspace::import_file_layer(&self.inner, src, name).await
+    }
+
     /// A copy-on-write workspace over `layers` (bottom first): an episode's own copy of a
     /// prepared state, whose runs start fresh, on a tmpfs of `disk_mib` MiB (`None`: the config's
     /// `workspace_disk_mib`; above `workspace_disk_max_mib`: an error). See `workspace/`.

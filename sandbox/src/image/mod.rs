@@ -29,6 +29,7 @@ mod root;
 mod unpack;
 
 pub use root::{ImageRoot, WORK_DIR};
+pub(crate) use unpack::unpack_archive;
 
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -58,6 +59,12 @@ pub enum ImageError {
         digest: String,
         path: String,
         why: &'static str,
+    },
+    #[error("archive {archive}: entry {path:?} {why}")]
+    ArchiveEntry {
+        archive: PathBuf,
+        path: String,
+        why: String,
     },
     #[error("layer {digest}: {source}")]
     Layer {

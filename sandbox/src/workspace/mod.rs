@@ -321,6 +321,53 @@ impl Drop for Workspace {
     }
 }
 
+/// A new layer holding the archive `src` unpacked (the image unpacker's rules: nothing outside
+/// the layer, no device node; one top-level dir holding everything stripped), then sealed.
+pub(crate) async fn import_archive_layer(
+    inner: &Inner,
+    src: &Path,
+) -> Result<Arc<FsLayer>, crate::image::ImageError> {
+    use crate::image::ImageError;
+    let failed = |path: &Path, e: &dyn std::fmt::Display| ImageError::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::other(e.to_string()),
+    };
+    let dir = inner.work_root.join(format!("layer-{}", inner.next_id()));
+    let from = src.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let layer = FsLayer { dir };
+        private_dir(&layer.dir).map_err(|e| failed(&from, &e))?;
+        let tree = layer.dir.join("tree");
+        crate::image::unpack_archive(&from, &tree)?;
+        layer::seal(&tree).map_err(|e| failed(&from, &e))?;
+        Ok(Arc::new(layer))
+    })
+    .await
+    .map_err(|e| failed(src, &e))?
+}
+
+/// A new layer holding one file: a copy of `src` named `name` (a bundle a setup reads).
+pub(crate) async fn import_file_layer(
+    inner: &Inner,
+    src: &Path,
+    name: &str,
+) -> Result<Arc<FsLayer>, SandboxError> {
+    let dir = inner.work_root.join(format!("layer-{}", inner.next_id()));
+    let (src, name) = (src.to_path_buf(), name.to_string());
+    tokio::task::spawn_blocking(move || {
+        let layer = FsLayer { dir };
+        private_dir(&layer.dir)?;
+        let tree = layer.dir.join("tree");
+        private_dir(&tree)?;
+        let to = tree.join(&name);
+        std::fs::copy(&src, &to).map_err(|source| SandboxError::WorkDir { path: src, source })?;
+        layer::seal(&tree)?;
+        Ok(Arc::new(layer))
+    })
+    .await
+    .map_err(|_| SandboxError::Closed)?
+}
+
 /// A new layer holding a copy of `src` (see [`layer::import`]) under `work_root`.
 pub(crate) async fn import_layer(inner: &Inner, src: &Path) -> Result<Arc<FsLayer>, SandboxError> {
     let dir = inner.work_root.join(format!("layer-{}", inner.next_id()));

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use codegym_bin::{BIN, command, finish};
 use tokio::io::{AsyncBufReadExt, BufReader};
-use trajectory::record::{Role, StopReason, TokenSource, TrajectoryRecord};
+use trajectory::record::{ActionRecord, Role, StopReason, TokenSource, TrajectoryRecord};
 
 /// What `--local-model` adds to every request: llama.cpp then returns every token id.
 const LLAMA_IDS: &str =
@@ -183,7 +183,8 @@ fn records(path: &Path) -> Vec<TrajectoryRecord> {
 /// over several, so on ASCII text that is one logprob per token. Returns the tokens checked.
 ///
 /// AutoCoder mode keeps the JSON it parsed out of an answer (without the ```json fence) as the
-/// message: there (`verbatim` false) the ids must detokenize to the logprob entries' bytes only.
+/// message, and llama.cpp strips such a fence from a structured tool call's content: there
+/// (`verbatim` false) the ids must detokenize to the logprob entries' bytes only.
 async fn check_tokens(records: &[TrajectoryRecord], llama: &Llama, verbatim: bool) -> u64 {
     let mut checked = 0;
     for r in records {
@@ -397,17 +398,16 @@ async fn repository_tools_mode_against_a_real_server() {
     let mut args = rollout_args("tools", "inflection/ordinal-teens", &out);
     let at = args.iter().position(|a| a == "--tasks").unwrap();
     args[at + 1] = tasks.display().to_string();
-    // One episode of one model call: the repository's prompt and tool schemas are long for this
+    // One episode of two model calls: the repository's prompt and tool schemas are long for this
     // model on two cores, and the pipeline is what is under test.
-    for (flag, value) in [
-        ("--samples", "1"),
-        ("--max-turns", "1"),
-        ("--concurrency", "1"),
-    ] {
+    for (flag, value) in [("--samples", "1"), ("--concurrency", "1")] {
         let at = args.iter().position(|a| a == flag).unwrap();
         args[at + 1] = value.into();
     }
     args.extend(["--env-id".into(), "codegym/Repo-v0".into()]);
+    // SmolLM2 has no function calling: each answer is one JSON call, held to the tools' schema by
+    // llama.cpp's grammar (`response_format`), so the model itself drives the tools.
+    args.extend(["--tool-calls".into(), "structured".into()]);
     args.extend(["--base-url".into(), format!("{}/v1", llama.url)]);
     args.extend(["--model".into(), "smollm2".into()]);
     args.extend(["--extra-body".into(), LLAMA_IDS.into()]);
@@ -419,13 +419,23 @@ async fn repository_tools_mode_against_a_real_server() {
     for r in &recs {
         assert!(r.error.is_none(), "{}: {:?}", r.episode_id, r.error);
         assert_ne!(r.stop_reason, StopReason::Error, "{}", r.episode_id);
-        let called = r.messages.iter().any(|m| m.tool_calls.is_some());
-        if !called {
-            assert_eq!(r.stop_reason, StopReason::NoCode, "{}", r.episode_id);
-            assert!(r.turns.iter().all(|t| t.env_steps.is_empty()));
-        }
+        let steps: Vec<_> = r.turns.iter().flat_map(|t| &t.env_steps).collect();
+        assert!(!steps.is_empty(), "{}: no call", r.episode_id);
+        // The model's calls ran in its copy of the repository, each answered.
+        let ran: Vec<_> = steps
+            .iter()
+            .filter(|s| matches!(s.action, ActionRecord::RepoTool { .. }))
+            .collect();
+        assert!(!ran.is_empty(), "{}: no tool ran: {steps:?}", r.episode_id);
+        assert!(
+            ran.iter().all(|s| s.error.is_none()),
+            "{}: {ran:?}",
+            r.episode_id
+        );
     }
-    let checked = check_tokens(&recs, &llama, true).await;
+    // llama.cpp strips a ```json fence the grammar let the model write around its call from the
+    // message's content (never from the ids): the ids are checked against the logprobs' bytes.
+    let checked = check_tokens(&recs, &llama, false).await;
     let predicted = llama.metric("tokens_predicted_total").await;
     assert_eq!(
         checked as f64, predicted,

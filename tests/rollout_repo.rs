@@ -387,3 +387,107 @@ async fn modes_that_make_no_sense_for_repositories_are_refused() {
     assert_ne!(code, 0);
     assert!(stderr.contains("codegym/Repo-v0"), "{stderr}");
 }
+
+/// A model without function calling (`--tool-calls structured`): the tools are described in the
+/// task's message and each answer is one JSON call (the fake model answers bare JSON when the
+/// request carries `response_format`, as an endpoint enforcing the schema does). An answer that
+/// is no call is recorded as invalid and the model told; the fix resolves the task with the
+/// verdict `tasks check` gives the reference patch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_without_function_calling_fixes_the_bug_with_structured_calls() {
+    let fixed = "ordinalize(111)";
+    let json_call = |name: &str, arguments: serde_json::Value| {
+        Reply::Json(json!({"name": name, "parameters": arguments}))
+    };
+    let rules = vec![
+        at(
+            fixed,
+            0,
+            Reply::Text("Let me look at the code first.".into()),
+        ),
+        at(
+            fixed,
+            1,
+            json_call("view", json!({"path": FILE, "start": 224, "end": 227})),
+        ),
+        at(
+            fixed,
+            2,
+            json_call(
+                "str_replace",
+                json!({"path": FILE, "old": "if number in (11, 12, 13):",
+                       "new": "if number % 100 in (11, 12, 13):"}),
+            ),
+        ),
+        at(
+            fixed,
+            3,
+            json_call(
+                "bash",
+                json!({"command": "python -m pytest -q -p no:cacheprovider test_inflection.py"}),
+            ),
+        ),
+        at(fixed, 4, json_call("submit", json!({}))),
+    ];
+    let model = FakeLlm::start(FakeScript {
+        rules,
+        ..FakeScript::default()
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("structured.jsonl");
+    let mut a = args(&model.base_url(), &out);
+    let at_ids = a.iter().position(|x| x == "--task-ids").unwrap();
+    a[at_ids + 1] = FIXED.into();
+    a.extend(["--tool-calls".into(), "structured".into()]);
+    let (code, stdout, stderr) = finish(spawn(a)).await;
+    assert_eq!(code, 0, "stdout: {stdout}\nstderr: {stderr}");
+    let records = lines(&out);
+    assert_eq!(records.len(), 1);
+    let r = &records[0];
+    assert_eq!(
+        (&r["final_reward"], &r["solved"]),
+        (&json!(1.0), &json!(true)),
+        "{r:#}"
+    );
+    let steps: Vec<&serde_json::Value> = r["turns"]
+        .as_array()
+        .expect("turns")
+        .iter()
+        .flat_map(|t| t["env_steps"].as_array().expect("steps"))
+        .collect();
+    let kinds: Vec<String> = steps
+        .iter()
+        .map(|s| match s["action"]["kind"].as_str() {
+            Some("repo_tool") => s["action"]["tool"].as_str().expect("tool").to_string(),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["Some(\"invalid\")", "view", "str_replace", "bash", "submit"]
+    );
+    let messages = r["messages"].as_array().expect("messages");
+    let task = messages
+        .iter()
+        .find(|m| m["role"] == "user")
+        .expect("task message");
+    assert!(
+        task["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("exactly one tool call") && c.contains("- str_replace: ")),
+        "{task:#}"
+    );
+    assert!(
+        messages
+            .iter()
+            .all(|m| m["role"] != "tool" && m.get("tool_calls").is_none()),
+        "no function calling in the conversation: {messages:#?}"
+    );
+    let checks = checked().await;
+    assert_eq!(
+        outcome(&r["repository"]["verdict"]),
+        outcome(&checks[FIXED].0)
+    );
+}

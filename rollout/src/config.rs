@@ -78,6 +78,9 @@ pub struct EpisodeConfig {
     pub max_history_messages: Option<usize>,
     /// Characters of stdout and of stderr shown to the model in feedback (head and tail kept).
     pub feedback_max_chars: usize,
+    /// How tools mode asks for tool calls: the endpoint's function calling, or a JSON answer
+    /// constrained by `response_format` (models without function calling).
+    pub tool_calls: ToolCalls,
     pub prompts: Prompts,
     /// AutoCoder mode (issue 13).
     pub autocoder: AutoCoderConfig,
@@ -90,10 +93,23 @@ impl Default for EpisodeConfig {
             max_turns: 3,
             max_history_messages: None,
             feedback_max_chars: 2_000,
+            tool_calls: ToolCalls::Native,
             prompts: Prompts::default(),
             autocoder: AutoCoderConfig::default(),
         }
     }
+}
+
+/// How tools mode gets the model's calls (`episode::structured_tools`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolCalls {
+    /// OpenAI function calling: the request's `tools`, the answer's `tool_calls`.
+    #[default]
+    Native,
+    /// The tools described in the task's message, one call per answer as JSON under
+    /// `response_format` (a schema an endpoint can enforce), results as user messages.
+    Structured,
 }
 
 /// AutoCoder mode (issue 13, `episode::autocoder`). There `max_turns` bounds the runs of the

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::ValueEnum;
-use rollout::config::{ProgressMode, RolloutConfig};
+use rollout::config::{ProgressMode, RolloutConfig, ToolCalls};
 use rollout::dataset::record::EpisodeMode;
 use rollout::{EnvBackend, backend::RemoteBackend};
 use tokio_util::sync::CancellationToken;
@@ -79,6 +79,10 @@ struct Flags {
     /// Environment id.
     #[arg(long)]
     env_id: Option<String>,
+    /// Tools mode: `native` function calling, or `structured` (the tools described in the
+    /// prompt, each answer one JSON call under `response_format`: models without function calling).
+    #[arg(long, value_enum)]
+    tool_calls: Option<ToolCallsArg>,
     /// Model calls per episode at most (autocoder mode: runs of the model's tests at most).
     #[arg(long)]
     max_turns: Option<u32>,
@@ -153,6 +157,12 @@ impl Args {
     pub fn otlp_endpoint(&self) -> Option<&str> {
         self.flags.otlp_endpoint.as_deref()
     }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ToolCallsArg {
+    Native,
+    Structured,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -374,6 +384,12 @@ fn apply_flags(a: &Flags, c: &mut RolloutConfig) -> anyhow::Result<()> {
     }
     if let Some(m) = &a.env_mode {
         c.env_kwargs.insert("mode".into(), serde_json::json!(m));
+    }
+    if let Some(t) = a.tool_calls {
+        c.episode.tool_calls = match t {
+            ToolCallsArg::Native => ToolCalls::Native,
+            ToolCallsArg::Structured => ToolCalls::Structured,
+        };
     }
     set(&mut c.episode.max_turns, &a.max_turns);
     if a.max_history_messages.is_some() {

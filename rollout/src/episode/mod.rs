@@ -18,6 +18,7 @@ mod pot;
 mod primitives;
 mod repo_tools;
 pub mod state;
+mod structured_tools;
 mod tools;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};

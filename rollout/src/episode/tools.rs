@@ -2,19 +2,21 @@
 //! `write_file` / `read_file`; a repository env's `bash`, `view`, `create`, `str_replace` and
 //! `submit`, through `repo_tools`) as chat function calls; each call is one env step answered
 //! with a tool message, until the env ends the episode (solved, or a repository's `submit`) or
-//! the model answers without a call.
+//! the model answers without a call. For models without function calling, `structured_tools`
+//! asks for each call as JSON instead.
 
 use env_core::Value;
 use env_core::contract::{field, tool};
 use serde_json::json;
 use trajectory::record::{
-    ActionRecord, ChatMessage, ChatToolCall, ErrorKind, ErrorRecord, StopReason,
+    ActionRecord, ChatMessage, ChatToolCall, ErrorKind, ErrorRecord, FunctionCall, Role, StopReason,
 };
 
 use super::format;
-use super::primitives::{StepResult, call_model, env_step, push_failed_step};
-use super::repo_tools;
+use super::primitives::{StepResult, call_model, call_model_with, env_step, push_failed_step};
 use super::state::{Ending, EpisodeContext, EpisodePlan, EpisodeState};
+use super::{repo_tools, structured_tools};
+use crate::config::ToolCalls;
 
 /// Plays the episode in tools mode, after its opening.
 pub(super) async fn play(
@@ -35,15 +37,48 @@ pub(super) async fn play(
         true => format::repo_tool_definitions(),
         false => format::tool_definitions(session, st.language.as_deref()),
     };
-    for _ in 0..ep.max_turns {
-        let completion = match call_model(ctx, plan, st, Some(&tools)).await {
+    // Without function calling: the tools in the task's message, each answer one JSON call.
+    let structured = (ep.tool_calls == ToolCalls::Structured).then(|| {
+        let told = structured_tools::instruction(&tools);
+        if let Some(task) = st.messages.iter_mut().rev().find(|m| m.role == Role::User) {
+            task.content.get_or_insert_default().push_str(&told);
+        }
+        structured_tools::response_format(&tools)
+    });
+    for turn in 0..ep.max_turns {
+        let called = match &structured {
+            Some(format) => call_model_with(ctx, plan, st, None, Some(format)).await,
+            None => call_model(ctx, plan, st, Some(&tools)).await,
+        };
+        let completion = match called {
             Ok(c) => c,
             Err(ending) => return ending,
         };
-        let calls = completion.message.tool_calls.unwrap_or_default();
+        let calls = match structured {
+            Some(_) => {
+                let content = completion.message.content.unwrap_or_default();
+                match structured_tools::parse(&content, format!("structured-{turn}")) {
+                    Ok(call) => vec![call],
+                    Err(why) => {
+                        let call = ChatToolCall {
+                            id: format!("structured-{turn}"),
+                            kind: "function".into(),
+                            function: FunctionCall {
+                                name: String::new(),
+                                arguments: content,
+                            },
+                        };
+                        record_invalid_call(st, &call, &why, true);
+                        continue;
+                    }
+                }
+            }
+            None => completion.message.tool_calls.unwrap_or_default(),
+        };
         if calls.is_empty() {
             return Ending::new(StopReason::NoCode);
         }
+        let native = structured.is_none();
         for call in calls {
             let decoded = match repo {
                 true => repo_tools::decode(&call),
@@ -52,11 +87,12 @@ pub(super) async fn play(
             let (action, record) = match decoded {
                 Ok(decoded) => decoded,
                 Err(why) => {
-                    record_invalid_call(st, &call, &why);
+                    record_invalid_call(st, &call, &why, !native);
                     continue;
                 }
             };
-            match env_step(st, action, record, Some(call.id.clone())).await {
+            let call_id = native.then(|| call.id.clone());
+            match env_step(st, action, record, call_id).await {
                 Ok(StepResult::Done(ending)) => {
                     if repo {
                         repo_tools::keep_outcome(st);
@@ -66,7 +102,10 @@ pub(super) async fn play(
                 Ok(StepResult::Continue { obs }) => {
                     let (obs, _) = *obs;
                     let text = format::tool_result(&obs, false, ep.feedback_max_chars);
-                    st.messages.push(ChatMessage::tool_result(call.id, text));
+                    st.messages.push(match native {
+                        true => ChatMessage::tool_result(call.id, text),
+                        false => ChatMessage::text(Role::User, text),
+                    });
                 }
                 Err(ending) => return ending,
             }
@@ -121,7 +160,9 @@ fn decode_tool_call(
     Ok((Value::Json(serde_json::Value::Object(action)), record))
 }
 
-fn record_invalid_call(st: &mut EpisodeState, call: &ChatToolCall, why: &str) {
+/// Records a call the env would refuse and tells the model why (`structured`: as a user message,
+/// there being no function call for a tool message to answer).
+fn record_invalid_call(st: &mut EpisodeState, call: &ChatToolCall, why: &str, structured: bool) {
     let error = ErrorRecord {
         kind: ErrorKind::Env,
         status: None,
@@ -131,11 +172,13 @@ fn record_invalid_call(st: &mut EpisodeState, call: &ChatToolCall, why: &str) {
         name: call.function.name.clone(),
         arguments: call.function.arguments.clone(),
     };
-    push_failed_step(st, action, Some(call.id.clone()), error, 0);
-    st.messages.push(ChatMessage::tool_result(
-        call.id.clone(),
-        format!("error: {why}"),
-    ));
+    let id = (!structured).then(|| call.id.clone());
+    push_failed_step(st, action, id, error, 0);
+    let text = format!("error: {why}");
+    st.messages.push(match structured {
+        false => ChatMessage::tool_result(call.id.clone(), text),
+        true => ChatMessage::text(Role::User, text),
+    });
 }
 
 #[cfg(test)]

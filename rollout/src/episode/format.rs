@@ -172,6 +172,26 @@ pub fn repo_tool_definitions() -> serde_json::Value {
         .collect()
 }
 
+/// An answer's JSON object: the whole text, else the first fenced `json` block's (AutoCoder's
+/// stages, structured tool calls).
+pub(super) fn json_object(text: &str) -> Result<serde_json::Value, String> {
+    let whole = serde_json::from_str::<serde_json::Value>(text.trim());
+    let value = match whole {
+        Ok(v) => v,
+        Err(_) => {
+            let block = code_extract::first_block_tagged(text, &["json"])
+                .ok_or("the answer is neither a JSON object nor holds a ```json block")?;
+            serde_json::from_str(block.trim())
+                .map_err(|e| format!("the ```json block is not valid JSON: {e}"))?
+        }
+    };
+    if value.is_object() {
+        Ok(value)
+    } else {
+        Err("the answer is JSON but not an object".into())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

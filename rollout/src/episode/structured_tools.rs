@@ -11,6 +11,8 @@
 use serde_json::{Value, json};
 use trajectory::record::{ChatToolCall, FunctionCall};
 
+use super::format;
+
 /// The schema's name in `response_format`.
 const SCHEMA_NAME: &str = "tool_call";
 
@@ -47,14 +49,13 @@ pub(super) fn instruction(tools: &Value) -> String {
     text
 }
 
-/// A model's answer as the call it holds: the whole text as JSON, else its first fenced block.
+/// A model's answer as the call it holds: the whole text as JSON, else its first fenced `json`
+/// block (the parse AutoCoder's stages use).
 /// `id` names the call in the record. `Err`: why it is no call (told to the model).
 pub(super) fn parse(content: &str, id: String) -> Result<ChatToolCall, String> {
-    let text = content.trim();
-    let value: Value = serde_json::from_str(text)
-        .ok()
-        .or_else(|| fenced(text).and_then(|b| serde_json::from_str(b).ok()))
-        .ok_or("the answer is not a JSON object {\"name\": TOOL, \"parameters\": {...}}")?;
+    let value = format::json_object(content).map_err(|why| {
+        format!("{why}: answer with a JSON object {{\"name\": TOOL, \"parameters\": {{...}}}}")
+    })?;
     let name = value
         .get("name")
         .and_then(Value::as_str)
@@ -86,18 +87,9 @@ fn definitions(tools: &Value) -> impl Iterator<Item = (&str, &str, &Value)> {
     })
 }
 
-/// The body of the first fenced block of `text`.
-fn fenced(text: &str) -> Option<&str> {
-    let start = text.find("```")?;
-    let rest = &text[start + 3..];
-    let body = &rest[rest.find('\n')? + 1..];
-    Some(&body[..body.find("```")?])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::episode::format;
 
     #[test]
     fn the_schema_has_one_alternative_per_tool_with_its_parameters() {

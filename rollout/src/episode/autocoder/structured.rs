@@ -8,6 +8,8 @@ use serde_json::{Value, json};
 
 use trajectory::record::{Diagnosis, Stage};
 
+use crate::episode::format;
+
 /// What a stage asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Ask {
@@ -91,28 +93,9 @@ pub(super) enum Answer {
 
 /// Parses the model's text for `ask`: the JSON object and the answer it holds.
 pub(super) fn parse(ask: Ask, text: &str) -> Result<(Value, Answer), String> {
-    let value = json_object(text)?;
+    let value = format::json_object(text)?;
     let answer = shape(ask, &value)?;
     Ok((value, answer))
-}
-
-/// The whole text as a JSON object, else the first fenced `json` block's.
-fn json_object(text: &str) -> Result<Value, String> {
-    let whole = serde_json::from_str::<Value>(text.trim());
-    let value = match whole {
-        Ok(v) => v,
-        Err(_) => {
-            let block = code_extract::first_block_tagged(text, &["json"])
-                .ok_or("the answer is neither a JSON object nor holds a ```json block")?;
-            serde_json::from_str(block.trim())
-                .map_err(|e| format!("the ```json block is not valid JSON: {e}"))?
-        }
-    };
-    if value.is_object() {
-        Ok(value)
-    } else {
-        Err("the answer is JSON but not an object".into())
-    }
 }
 
 fn shape(ask: Ask, v: &Value) -> Result<Answer, String> {

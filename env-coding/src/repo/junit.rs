@@ -27,10 +27,37 @@ pub struct JunitError(pub String);
 
 /// Every test case of `xml` by id. A test id seen twice keeps its worst status.
 pub fn parse(xml: &str) -> Result<BTreeMap<String, TestStatus>, JunitError> {
+    let mut out = BTreeMap::new();
+    for case in cases(xml)? {
+        let worse =
+            |old: TestStatus| old != TestStatus::Passed && case.status == TestStatus::Passed;
+        match out.get(&case.id) {
+            Some(&old) if worse(old) => {}
+            _ => {
+                out.insert(case.id, case.status);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// One `<testcase>` of a report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TestCase {
+    pub id: String,
+    pub status: TestStatus,
+    /// A failing or erroring case's `message` attribute and the text of its element (pytest's
+    /// traceback), unescaped; empty for the others.
+    pub message: String,
+    pub detail: String,
+}
+
+/// Every `<testcase>` of `xml`, in order.
+pub fn cases(xml: &str) -> Result<Vec<TestCase>, JunitError> {
     if !xml.contains("<testsuite") {
         return Err(JunitError("no <testsuite> element".into()));
     }
-    let mut out = BTreeMap::new();
+    let mut out = Vec::new();
     let mut rest = xml;
     while let Some(at) = rest.find("<testcase") {
         rest = &rest[at + "<testcase".len()..];
@@ -52,25 +79,49 @@ pub fn parse(xml: &str) -> Result<BTreeMap<String, TestStatus>, JunitError> {
             rest = &rest[close + "</testcase>".len()..];
             body
         };
-        let status = if body.contains("<error") {
-            TestStatus::Error
+        let (status, element) = if body.contains("<error") {
+            (TestStatus::Error, "<error")
         } else if body.contains("<failure") {
-            TestStatus::Failed
+            (TestStatus::Failed, "<failure")
         } else if body.contains("<skipped") {
-            TestStatus::Skipped
+            (TestStatus::Skipped, "")
         } else {
-            TestStatus::Passed
+            (TestStatus::Passed, "")
         };
-        let id = test_id(&attrs)?;
-        let worse = |old: TestStatus| old != TestStatus::Passed && status == TestStatus::Passed;
-        match out.get(&id) {
-            Some(&old) if worse(old) => {}
-            _ => {
-                out.insert(id, status);
-            }
-        }
+        let (message, detail) = match element {
+            "" => (String::new(), String::new()),
+            tag => outcome_text(body, tag)?,
+        };
+        out.push(TestCase {
+            id: test_id(&attrs)?,
+            status,
+            message,
+            detail,
+        });
     }
     Ok(out)
+}
+
+/// The `message` attribute and the text of the `tag` element in a test case's body.
+fn outcome_text(body: &str, tag: &str) -> Result<(String, String), JunitError> {
+    let Some(at) = body.find(tag) else {
+        return Ok(Default::default());
+    };
+    let rest = &body[at + tag.len()..];
+    let end = tag_end(rest).ok_or_else(|| JunitError(format!("an unterminated {tag}> tag")))?;
+    let (attrs, self_closing) = match rest[..end].strip_suffix('/') {
+        Some(a) => (a, true),
+        None => (&rest[..end], false),
+    };
+    let message = attributes(attrs)?.remove("message").unwrap_or_default();
+    let text = match self_closing {
+        true => "",
+        false => {
+            let text = &rest[end + 1..];
+            text.find("</").map_or(text, |close| &text[..close])
+        }
+    };
+    Ok((message, unescape(text)?))
 }
 
 /// The index of the `>` ending a tag (outside quoted values).

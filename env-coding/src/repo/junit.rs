@@ -1,8 +1,9 @@
 //! Per-test results from JUnit XML, as pytest writes it (`--junitxml`; with `-o
 //! junit_family=xunit1` each test case also carries its `file`). Only what a verdict needs: each
-//! `<testcase>`'s id and whether it passed, failed, errored or was skipped. A document without a
-//! `<testsuite` element, or with a test case this reader cannot take apart, is not JUnit
-//! ([`JunitError`]): the caller treats it as an infrastructure failure, never as a reward.
+//! `<testcase>`'s id and whether it passed, failed, errored or was skipped ([`parse`]), and for
+//! a failing one its message and traceback ([`cases`], what the task synthesizer quotes). A
+//! document without a `<testsuite` element, or with a test case this reader cannot take apart, is
+//! not JUnit ([`JunitError`]): the caller treats it as an infrastructure failure, never a reward.
 //!
 //! Test ids are pytest's node ids where the file is known (`tests/test_x.py::TestY::test_z[1]`:
 //! the class is what `classname` adds to the file's module path), else `classname::name`.

@@ -41,7 +41,7 @@ pub use write::unified_diff;
 
 /// `fail_to_pass` tests of one task at most (the first ones, by id).
 pub const MAX_FAIL_TO_PASS: usize = 5;
-/// Mutants asked for per task wanted (most are dropped: the tests miss them or they break too much).
+/// Mutants asked for per task wanted (most are dropped: the tests miss them, or they break much).
 const CANDIDATES_PER_TASK: usize = 5;
 /// Mutants scored at once.
 const IN_FLIGHT: usize = 2;
@@ -202,7 +202,13 @@ pub async fn synthesize(
             run.results.len()
         )));
     }
-    tracing::info!(project = %name, tests = report.tests, passing = report.passing, wall_ms = run.wall_ms, "clean suite");
+    tracing::info!(
+        project = %name,
+        tests = report.tests,
+        passing = report.passing,
+        wall_ms = run.wall_ms,
+        "clean suite"
+    );
     let quick = quick(&prepared, run.wall_ms);
 
     // 2. Candidates, round robin over the modules.

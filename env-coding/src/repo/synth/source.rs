@@ -85,7 +85,7 @@ fn unpack(reader: impl std::io::Read, dest: &Path) -> Result<(), Unpack> {
             std::io::Read::read_to_end(&mut entry, &mut bytes).map_err(Unpack::Io)?;
             entries.push((path, false, bytes));
         } else {
-            tracing::debug!(entry = %path.display(), "sdist entry skipped (not a file or directory)");
+            tracing::debug!(entry = %path.display(), "sdist entry skipped: not a file or dir");
         }
     }
     // Every entry under one top-level directory: that directory is the project's root.

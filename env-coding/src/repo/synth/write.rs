@@ -1,7 +1,7 @@
 //! What a synthesized task is made of, and how it is stored.
 //!
-//! - [`unified_diff`]: `git diff`'s form of one module's change (a mutant differs from its module in
-//!   one region, so one hunk with three lines of context).
+//! - [`unified_diff`]: `git diff`'s form of one module's change (a mutant differs from its module
+//!   in one region, so one hunk with three lines of context).
 //! - [`problem_statement`]: the failing tests, each with the end of its failure message from the
 //!   JUnit report. It never names a source module's line: `PATH.py:LINE` of a file that is not a
 //!   test is cut from the messages, and no diff or module name is added, so it does not give the
@@ -10,7 +10,8 @@
 //!   broken state is its setup command applying the mutation (`git apply` of a here-document), so
 //!   N tasks of a project are one copy and N small patches. Its reference patch (`patches/ID.diff`)
 //!   reverts the mutation; its hidden tests (`hidden/HASH/`, one directory for every task of the
-//!   same test files) are those files as in the clean project. Switching to another storage (a repository per task, a bundle) is this function.
+//!   same test files) are those files as in the clean project. Another storage (a repository per
+//!   task, a git bundle with a commit per task) is a change of this function alone.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -86,6 +87,8 @@ pub fn unified_diff(path: &str, old: &str, new: &str) -> String {
 pub fn problem_statement(failing: &[String], cases: &[TestCase], test_files: &[String]) -> String {
     let by_id: BTreeMap<&str, &TestCase> = cases.iter().map(|c| (c.id.as_str(), c)).collect();
     let location = regex::Regex::new(r"[\w./-]+\.py:\d+").expect("a valid regex");
+    // Object addresses differ from run to run: the same seed must give the same statement.
+    let address = regex::Regex::new(r"(0x|\.\.\.x)[0-9a-fA-F]{4,}").expect("a valid regex");
     let mut out = String::from(
         "Some of this project's tests fail. Find the cause in the project's source (not in its \
          tests) and fix it, so that these tests pass and every other test still does:\n",
@@ -110,6 +113,7 @@ pub fn problem_statement(failing: &[String], cases: &[TestCase], test_files: &[S
                 false => "(source)".to_string(),
             }
         });
+        let text = address.replace_all(&text, "${1}...");
         let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
         let kept = &lines[..lines.len().min(MESSAGE_LINES)];
         if !kept.is_empty() {
@@ -231,6 +235,37 @@ mod tests {
             "diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -2,7 +2,7 @@\n b\n c\n d\n-e\n+E\n f\n g\n h\n"
         );
         assert_eq!(unified_diff("m.py", old, old), "");
+    }
+
+    #[test]
+    fn statements_cut_source_lines_and_addresses() {
+        let case = |id: &str, message: &str| TestCase {
+            id: id.into(),
+            status: crate::repo::junit::TestStatus::Failed,
+            message: message.into(),
+            detail: String::new(),
+        };
+        let cases = [
+            case(
+                "t/test_a.py::test_x",
+                "pkg/mod.py:12: TypeError at 0x7f02c8f6f240",
+            ),
+            case(
+                "t/test_a.py::test_y",
+                "t/test_a.py:3: assert <obj...x7f1112930250> == 1",
+            ),
+        ];
+        let ids = [
+            "t/test_a.py::test_x".to_string(),
+            "t/test_a.py::test_y".into(),
+        ];
+        let text = problem_statement(&ids, &cases, &["t/test_a.py".into()]);
+        assert!(text.contains("(source): TypeError at 0x..."), "{text}");
+        assert!(
+            text.contains("t/test_a.py:3: assert <obj...x...> == 1"),
+            "{text}"
+        );
+        assert!(!text.contains("mod.py") && !text.contains("7f"), "{text}");
     }
 
     #[test]

@@ -170,12 +170,22 @@ async fn in_place_mutants_change_one_region_and_keep_the_rest_of_the_text() {
             .take_while(|(a, b)| a == b)
             .count();
         // One region changed, and it is the mutated statement's (at most its 3 lines here).
-        assert!(old.len() - prefix - suffix <= 3, "{}:\n{}", m.what, m.source);
+        assert!(
+            old.len() - prefix - suffix <= 3,
+            "{}:\n{}",
+            m.what,
+            m.source
+        );
         for comment in ["# A module", "# compare first", "# the rest"] {
             assert!(m.source.contains(comment), "{}:\n{}", m.what, m.source);
         }
         if m.line != 2 {
-            assert!(m.source.contains("\"h\u{e9}llo\""), "{}:\n{}", m.what, m.source);
+            assert!(
+                m.source.contains("\"h\u{e9}llo\""),
+                "{}:\n{}",
+                m.what,
+                m.source
+            );
         }
     }
 }

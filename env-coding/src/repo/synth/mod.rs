@@ -10,7 +10,7 @@
 //!    change, the module's own text kept around it), seeded by the seed and the module's path, so
 //!    the same input gives the same tasks. The candidates of all modules are taken round robin.
 //! 3. Each mutant's patch is scored in a fresh copy ([`RepoScorer::test_run`], the one scoring
-//!    engine), under a wall limit a few times the clean suite's. It is kept when some tests that
+//!    engine), under a wall limit a few times the clean suite's ([`mutants`]). It is kept when some tests that
 //!    passed now fail or error (`fail_to_pass`, the first [`MAX_FAIL_TO_PASS`]) and the rest of
 //!    the suite still runs: dropped when a passing test went missing (collection or import broke),
 //!    when more than a fifth of the passing tests fail (too easy to find), when no test fails (the
@@ -21,6 +21,7 @@
 //!    of `codegym tasks check` (loaded from its written line; the reference patch resolves it, the
 //!    empty patch does not) and written only if it passes. `tasks.jsonl` is written last, whole.
 
+mod mutants;
 mod source;
 mod write;
 
@@ -33,9 +34,8 @@ use serde::Serialize;
 use sha2::Digest;
 
 use super::junit::{self, TestStatus};
-use super::{Prepared, RepoError, RepoScorer, TestRun, check_repo_tasks};
-use crate::audit::mutants::python::mutants_in_place;
-use crate::tasks::{RepoLimits, RepoTask, RepoTaskSet};
+use super::{RepoError, RepoScorer, TestRun};
+use crate::tasks::{RepoLimits, RepoTask};
 pub use source::glob_match;
 pub use write::unified_diff;
 
@@ -45,8 +45,6 @@ pub const MAX_FAIL_TO_PASS: usize = 5;
 const CANDIDATES_PER_TASK: usize = 5;
 /// Mutants scored at once.
 const IN_FLIGHT: usize = 2;
-/// A mutant failing more than this share of the passing tests is too easy to find.
-const MAX_FAILING_SHARE: f64 = 0.2;
 /// The test wall limit of a written task.
 const TASK_TEST_WALL_MS: u64 = 60_000;
 
@@ -112,13 +110,6 @@ pub enum SynthError {
     Sandbox(#[from] codegym_sandbox::SandboxError),
     #[error(transparent)]
     Tasks(#[from] crate::tasks::TaskError),
-}
-
-/// One mutant of one module.
-struct Candidate {
-    module: String,
-    clean: String,
-    broken: String,
 }
 
 /// Synthesizes repository tasks from `source` (a project directory or an sdist) into `out` (see
@@ -209,32 +200,11 @@ pub async fn synthesize(
         wall_ms = run.wall_ms,
         "clean suite"
     );
-    let quick = quick(&prepared, run.wall_ms);
+    let quick = mutants::quick(&prepared, run.wall_ms);
 
     // 2. Candidates, round robin over the modules.
     let per_module = (opts.max_tasks * CANDIDATES_PER_TASK).div_ceil(modules.len());
-    let mut lists = Vec::new();
-    for module in &modules {
-        let path = root.join(module);
-        let text = std::fs::read_to_string(&path).map_err(io(&path))?;
-        let seed = format!("{}:{module}", opts.seed);
-        let made = match mutants_in_place(&scorer.sandbox, &text, 1, per_module, &seed).await? {
-            Ok(m) => m,
-            Err(why) => {
-                tracing::warn!(module, why, "module not mutated");
-                continue;
-            }
-        };
-        lists.push(made.into_iter().map(move |m| Candidate {
-            module: module.clone(),
-            clean: text.clone(),
-            broken: m.source,
-        }));
-    }
-    let mut candidates = Vec::new();
-    while !lists.is_empty() {
-        lists.retain_mut(|l| l.next().map(|c| candidates.push(c)).is_some());
-    }
+    let candidates = mutants::candidates(scorer, &root, &modules, per_module, opts.seed).await?;
     report.candidates = candidates.len();
 
     // 3-4. Score each, keep, write and check.
@@ -253,7 +223,7 @@ pub async fn synthesize(
     };
     while let Some((run, c, mutation)) = scored.next().await {
         let run = run?;
-        let failing = match judge(&run, &passing) {
+        let failing = match mutants::judge(&run, &passing) {
             Ok(f) => f,
             Err(why) => {
                 dropped(&mut report, why);
@@ -310,7 +280,7 @@ pub async fn synthesize(
             },
         };
         let line = task.write(out)?;
-        match check_line(scorer, out, &line).await? {
+        match mutants::check_line(scorer, out, &line).await? {
             None => {
                 tracing::info!(task = %id, module = %c.module, "task written");
                 report.tasks.push(id);
@@ -328,7 +298,7 @@ pub async fn synthesize(
             }
         }
     }
-    let _ = std::fs::remove_file(out.join(CANDIDATE_FILE));
+    let _ = std::fs::remove_file(out.join(mutants::CANDIDATE_FILE));
     // Hidden tests' directories only tasks that failed their check used.
     for entry in std::fs::read_dir(out.join("hidden"))
         .into_iter()
@@ -359,69 +329,6 @@ pub async fn synthesize(
     trajectory::atomic::write_atomic(&report.tasks_file, text.as_bytes())
         .map_err(io(&report.tasks_file))?;
     Ok(report)
-}
-
-/// The task file one candidate is checked from (removed at the end).
-const CANDIDATE_FILE: &str = ".candidate.jsonl";
-
-/// Checks one written task line as `codegym tasks check` does: `None` when it passes.
-async fn check_line(
-    scorer: &RepoScorer,
-    out: &Path,
-    line: &str,
-) -> Result<Option<String>, SynthError> {
-    let path = out.join(CANDIDATE_FILE);
-    std::fs::write(&path, format!("{line}\n")).map_err(|source| SynthError::Io {
-        path: path.clone(),
-        source,
-    })?;
-    let set = RepoTaskSet::load(&path)?;
-    let check = check_repo_tasks(scorer, &set).await;
-    Ok(check
-        .into_iter()
-        .find(|c| !c.passed)
-        .map(|c| c.error.unwrap_or_default()))
-}
-
-/// The tests of `passing` that fail or error under the mutant (sorted), or why it makes no task.
-fn judge(run: &TestRun, passing: &BTreeSet<String>) -> Result<Vec<String>, &'static str> {
-    if run.reason.is_some() {
-        return Err("the tests left no report");
-    }
-    if run.timed_out {
-        return Err("the tests hit their wall limit");
-    }
-    if passing.iter().any(|id| !run.results.contains_key(id)) {
-        return Err("collection or import broke");
-    }
-    let failing: Vec<String> = passing
-        .iter()
-        .filter(|id| matches!(run.results[*id], TestStatus::Failed | TestStatus::Error))
-        .cloned()
-        .collect();
-    if failing.is_empty() {
-        return Err("no test fails");
-    }
-    if failing.len() as f64 > passing.len() as f64 * MAX_FAILING_SHARE {
-        return Err("more than a fifth of the suite fails");
-    }
-    Ok(failing)
-}
-
-/// The clean project's prepared state with the wall and CPU limits of mutant runs: a few times the
-/// clean suite's time (a mutant that loops forever is common, and would spend the task's limit).
-fn quick(prepared: &Prepared, clean_wall_ms: u64) -> Prepared {
-    let ms = (clean_wall_ms * 4).clamp(10_000, TASK_TEST_WALL_MS);
-    let mut task = (*prepared.task).clone();
-    task.limits.test_wall_ms = ms;
-    task.limits.test_cpu_ms = ms;
-    Prepared {
-        task: Arc::new(task),
-        layers: prepared.layers.clone(),
-        base_commit: prepared.base_commit.clone(),
-        site_dir: prepared.site_dir.clone(),
-        root: prepared.root.clone(),
-    }
 }
 
 fn test_command(files: &[String]) -> String {

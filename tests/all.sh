@@ -147,6 +147,13 @@ container_start=$SECONDS
 tests/container.sh target/debug/codegym target/container-test
 echo "container suite took $((SECONDS - container_start)) s"
 
+# -- repository tasks with an OCI image as their environment: podman derives an image from that
+# base (git, `python` and pytest added, no container started) and saves it as an oci-archive; the
+# shipped tasks are set up, run and scored in it with no podman running (~1.5 min).
+step "heavy: repository tasks in an oci-archive of the base image"
+CODEGYM_BASE_IMAGE=$(deploy/build-base.sh --tag) \
+    cargo test --locked -p env-coding --test repo_base_image -- --ignored
+
 # -- the Kubernetes Deployment under `podman kube play`: the pod starts with the manifest's
 # securityContext and --isolation strict, its gRPC health probes pass, a rollout against it solves
 # tasks in four languages, it drains on SIGTERM, and `podman kube down` removes it (~15 s).

@@ -286,3 +286,41 @@ async fn submissions_are_scored_by_the_coding_env() {
     let (status, _) = server.post("/submit", json!({"dataset": "mbpp"})).await;
     assert_eq!(status, 422);
 }
+
+/// A program that never finishes under its tests (a loop at its top level) is SandboxFusion's
+/// `TimeLimitExceeded`, as a run of it alone would be, though it only ran under its tests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_that_never_finishes_is_a_time_limit() {
+    let server = start().await;
+    let looping = server
+        .submit(
+            "humaneval_python",
+            json!("HumanEval/0"),
+            "```python\nwhile True:\n    pass\n```",
+        )
+        .await;
+    assert_eq!(looping["accepted"], false, "{looping}");
+    let test = &looping["tests"][0];
+    assert_eq!(test["exec_info"]["status"], "Failed", "{test}");
+    assert_eq!(
+        test["exec_info"]["run_result"]["status"], "TimeLimitExceeded",
+        "{test}"
+    );
+    assert_eq!(test["exec_info"]["run_result"]["return_code"], json!(null));
+    // A wrong answer that finishes is no time limit.
+    let wrong = server
+        .submit(
+            "humaneval_python",
+            json!("HumanEval/0"),
+            "```python
+def add(a, b):
+    return a - b
+```",
+        )
+        .await;
+    let test = &wrong["tests"][0];
+    assert_eq!(
+        test["exec_info"]["run_result"]["status"], "Finished",
+        "{test}"
+    );
+}

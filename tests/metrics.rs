@@ -281,6 +281,68 @@ async fn serve_metrics_follow_sessions_steps_executions_and_errors() {
     assert_eq!(other.status(), reqwest::StatusCode::NOT_FOUND);
 }
 
+/// Every kind of run is admitted and counted the same way: a C++ program (its compile and
+/// its run each hold a slot; the execution is counted once), one that does not compile, and a
+/// Python script, all through `/run_code`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_in_every_language_are_counted() {
+    let mut child = spawn([
+        "serve",
+        "--addr",
+        "127.0.0.1:0",
+        "--http",
+        "127.0.0.1:0",
+        "--metrics-addr",
+        "127.0.0.1:0",
+    ]);
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let http = line_with(&mut lines, "http listening on ").await;
+    let metrics = line_with(&mut lines, "metrics listening on ").await;
+    let run = |body: serde_json::Value| {
+        let http = http.clone();
+        async move {
+            let r: serde_json::Value = reqwest::Client::new()
+                .post(format!("http://{http}/run_code"))
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            r
+        }
+    };
+    let c = run(serde_json::json!({"language": "cpp",
+        "code": "#include <cstdio>\nint main() { std::puts(\"hi\"); return 0; }\n"}))
+    .await;
+    assert_eq!(c["status"], "Success", "{c}");
+    let broken = run(serde_json::json!({"language": "cpp", "code": "int main( {"})).await;
+    assert_eq!(broken["compile_result"]["status"], "Finished", "{broken}");
+    assert_ne!(broken["compile_result"]["return_code"], 0, "{broken}");
+    let py = run(serde_json::json!({"language": "python", "code": "raise SystemExit(3)"})).await;
+    assert_eq!(py["run_result"]["return_code"], 3, "{py}");
+
+    let after = scrape(&metrics).await;
+    let outcome = |o: &str| {
+        value(
+            &after,
+            "codegym_sandbox_executions_total",
+            &[("outcome", o)],
+        )
+    };
+    assert_eq!(outcome("success"), 1.0, "the C++ program");
+    assert_eq!(
+        outcome("exit_nonzero"),
+        2.0,
+        "the C++ that does not compile, the Python"
+    );
+    assert_eq!(value(&after, "codegym_sandbox_run_seconds", &[]), 3.0);
+    assert_eq!(value(&after, "codegym_sandbox_runs_in_flight", &[]), 0.0);
+    assert_eq!(value(&after, "codegym_sandbox_queue_depth", &[]), 0.0);
+    child.kill().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_taken_metrics_port_stops_serve_with_a_clear_error() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

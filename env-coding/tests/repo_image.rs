@@ -105,7 +105,12 @@ fn task_set(dir: &Path, name: &str) -> PathBuf {
     std::fs::write(dir.join("hidden/test_calc.sh"), TEST).expect("test");
     std::fs::write(dir.join("fix.diff"), PATCH).expect("patch");
     rootfs_tar(&dir.join("rootfs.tar"));
-    podman::oci_archive(&dir.join("rootfs.tar"), &dir.join("image.tar"), name);
+    podman::save(
+        &dir.join("rootfs.tar"),
+        &dir.join("image.tar"),
+        name,
+        "oci-archive",
+    );
     let line = serde_json::json!({
         "version": 2, "id": "calc/add", "repository": "repo", "environment": "image.tar",
         "setup": ["echo set-up > .setup-done"],

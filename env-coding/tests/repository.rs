@@ -182,8 +182,8 @@ fn format_errors_name_the_file_and_line() {
     assert_eq!(set.tasks[0].limits.disk_mib, Some(64));
     for (line, wanted) in [
         (
-            ok.replace("\"version\": 1", "\"version\": 3"),
-            "version 3 is not supported",
+            ok.replace("\"version\": 1", "\"version\": 4"),
+            "version 4 is not supported",
         ),
         (
             ok.replace("\"id\"", "\"environment\": \"repo\", \"id\""),
@@ -223,6 +223,32 @@ fn format_errors_name_the_file_and_line() {
             ok.replace("}", ", \"limits\": {\"disk_gib\": 1}}"),
             "unknown field `disk_gib`",
         ),
+        // Version 3's fields need it, and mean something only together.
+        (
+            ok.replace("\"id\"", "\"test_patch\": \"fix.diff\", \"id\""),
+            "`test_patch` needs `\"version\": 3`",
+        ),
+        (
+            ok.replace("\"version\": 1", "\"version\": 3").replace(
+                "\"id\"",
+                &format!("\"commit\": \"{}\", \"id\"", "a".repeat(40)),
+            ),
+            "`commit` is only for a bundle `repository`",
+        ),
+        (
+            ok.replace("\"version\": 1", "\"version\": 3")
+                .replace("\"hidden_tests\": \"hidden\", ", ""),
+            "a task needs `hidden_tests`, `test_patch` or both",
+        ),
+        (
+            ok.replace("\"version\": 1", "\"version\": 3")
+                .replace("\"id\"", "\"test_patch\": \"hidden/test_h.py\", \"id\""),
+            "is not a unified diff (it names no file)",
+        ),
+        (
+            ok.replace("\"repo\"", "\"hidden/test_h.py\""),
+            "is neither a directory, a tar archive",
+        ),
     ] {
         let path = write_set(dir.path(), &line);
         let err = RepoTaskSet::load(&path).expect_err(&line);
@@ -248,4 +274,25 @@ fn format_errors_name_the_file_and_line() {
     let path = write_set(dir.path(), &ok.replace("\"repo\"", "\"etc\""));
     let err = RepoTaskSet::load(&path).expect_err("escape");
     assert!(err.to_string().contains("leads outside"), "{err}");
+}
+
+/// An agent's command runs under the task's limits (what its test command gets), not the
+/// sandbox's defaults: here a CPU limit of half a second stops a loop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_command_runs_under_the_tasks_limits() {
+    let set = RepoTaskSet::load(&shipped()).unwrap_or_else(|e| panic!("{e}"));
+    let mut task = set.tasks[0].clone();
+    task.limits.test_cpu_ms = 500;
+    let repo = scorer(2);
+    let prepared = repo.prepare(Arc::new(task)).await.expect("prepare");
+    let ws = repo.episode(&prepared).expect("episode");
+    let spun = repo
+        .run(&ws, &prepared, "python3 -c 'while True: pass'", None)
+        .await
+        .expect("run");
+    assert_ne!(spun.exit_code, Some(0), "{spun:?}");
+    assert!(
+        spun.cpu_ms < 2_000,
+        "ran past the task's CPU limit: {spun:?}"
+    );
 }

@@ -372,26 +372,18 @@ pub(crate) unsafe fn child_main(ctx: &ChildCtx<'_>) -> ! {
         }
         check!(11, libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0));
         if let Some((ruleset, proc_access)) = &p.landlock {
-            if proc_fd >= 0 {
+            // `/proc` (when mounted), then the plan's paths: each a path-beneath rule.
+            let rules = std::iter::once((proc_fd, *proc_access)).chain(
+                p.landlock_paths
+                    .iter()
+                    .take(MAX_CHILD_RULES)
+                    .enumerate()
+                    .map(|(i, (_, access))| (rule_fds[i], *access)),
+            );
+            for (parent_fd, allowed_access) in rules.filter(|&(fd, _)| fd >= 0) {
                 let attr = LandlockPathBeneath {
-                    allowed_access: *proc_access,
-                    parent_fd: proc_fd,
-                };
-                check!(
-                    12,
-                    libc::syscall(
-                        libc::SYS_landlock_add_rule,
-                        ruleset.as_raw_fd(),
-                        1, // LANDLOCK_RULE_PATH_BENEATH
-                        &attr as *const LandlockPathBeneath,
-                        0
-                    )
-                );
-            }
-            for (i, (_, access)) in p.landlock_paths.iter().take(MAX_CHILD_RULES).enumerate() {
-                let attr = LandlockPathBeneath {
-                    allowed_access: *access,
-                    parent_fd: rule_fds[i],
+                    allowed_access,
+                    parent_fd,
                 };
                 check!(
                     12,

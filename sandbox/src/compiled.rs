@@ -14,14 +14,15 @@
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use env_core::ExecutionResult;
 
 use super::config::Limits;
 use super::fresh::{self, Command};
 use super::prepare::{Inner, RunLayout};
-use super::request::{ExecRequest, SandboxError};
-use super::{supervise, workdir};
+use super::request::{ExecRequest, RunData, SandboxError};
+use super::{metrics, supervise, workdir};
 use crate::lang::cache::{ArtifactCache, CacheKey, Compiled};
 use crate::lang::toolchain::{self, Toolchain};
 use crate::lang::{self, ARTIFACT_DIR, Language};
@@ -46,7 +47,7 @@ pub(crate) fn toolchain_for(language: Language) -> Result<&'static Toolchain, Sa
 pub(crate) async fn run(
     inner: &Arc<Inner>,
     cache: &ArtifactCache,
-    req: ExecRequest,
+    mut req: ExecRequest,
     fetch: Vec<String>,
 ) -> Result<(ExecutionResult, Vec<(String, Vec<u8>)>), SandboxError> {
     let language = req.language;
@@ -79,10 +80,11 @@ pub(crate) async fn run(
                 })
                 .await?;
             if !c.ok {
-                return Ok((
-                    supervise::not_run_after_compile(c.result.clone()),
-                    Vec::new(),
-                ));
+                // A program that does not compile is a finished execution too (its compile's
+                // time; a cached verdict, none).
+                let result = supervise::not_run_after_compile(c.result.clone());
+                metrics::finished(Ok(&result), Duration::from_millis(c.result.wall_ms));
+                return Ok((result, Vec::new()));
             }
             Some(c)
         }
@@ -105,22 +107,38 @@ pub(crate) async fn run(
         extra_env: cstrings(tc.run_env())?,
         address_space: language.address_space(limits.memory_bytes),
     };
-    let _permit = inner
-        .permits
-        .acquire()
-        .await
-        .map_err(|_| SandboxError::Closed)?;
+    let admitted = metrics::admit(&inner.permits).await?;
+    let stdin = req.stdin.take();
+    let out = run_admitted(inner, &req.data, stdin, files, limits, command, fetch).await;
+    admitted.finished(out.as_ref().map(|(r, _)| r).map_err(|_| ()));
+    let (mut result, fetched) = out?;
+    if let Some(c) = compiled {
+        result.compile = Some(Box::new(c.result.clone()));
+    }
+    Ok((result, fetched))
+}
+
+/// The compiled program's run, in its slot.
+async fn run_admitted(
+    inner: &Arc<Inner>,
+    data: &RunData,
+    stdin: Option<Vec<u8>>,
+    files: Vec<(PathBuf, &[u8])>,
+    limits: Limits,
+    command: Command,
+    fetch: Vec<String>,
+) -> Result<(ExecutionResult, Vec<(String, Vec<u8>)>), SandboxError> {
     let id = inner.next_id();
-    let with_stdin = req.stdin.is_some();
+    let with_stdin = stdin.is_some();
     // Data tasks (issue 13) in any language: read-only inputs, `--name value` arguments (after
     // `args`), the outputs dir and its typed outputs.
-    let read_only = workdir::inputs(&req.data.inputs, &files)?;
+    let read_only = workdir::inputs(&data.inputs, &files)?;
     let mut command = command;
-    command.argv.extend(cstrings(req.data.argv.clone())?);
+    command.argv.extend(cstrings(data.argv.clone())?);
     let layout = RunLayout {
         files,
         read_only,
-        outputs_dir: req.data.outputs.is_some(),
+        outputs_dir: data.outputs.is_some(),
         args: Vec::new(),
         python_path: None,
         overlay: None,
@@ -128,13 +146,8 @@ pub(crate) async fn run(
     };
     let started =
         fresh::start_command(inner, id, &layout, &limits, command, Vec::new(), with_stdin).await?;
-    let outputs = req.data.outputs.clone();
-    let (mut result, fetched) =
-        supervise::script(started, req.stdin, &limits, fetch, outputs).await?;
-    if let Some(c) = compiled {
-        result.compile = Some(Box::new(c.result.clone()));
-    }
-    Ok((result, fetched))
+    let outputs = data.outputs.clone();
+    supervise::script(started, stdin, &limits, fetch, outputs).await
 }
 
 /// One sandboxed compile of `source`; its artifacts are the regular files the compiler left in the
@@ -147,11 +160,7 @@ async fn compile(
     source: &str,
     limits: Limits,
 ) -> Result<Compiled, SandboxError> {
-    let _permit = inner
-        .permits
-        .acquire()
-        .await
-        .map_err(|_| SandboxError::Closed)?;
+    let _admitted = metrics::admit(&inner.permits).await?;
     let id = inner.next_id();
     let workdir = inner.work_root.join(format!("run-{id}"));
     let limits = tc.language.run_limits(limits);

@@ -260,16 +260,7 @@ impl Sandbox {
             image_root: None,
         };
         let outputs = req.data.outputs;
-        let queued = metrics::Level::enter(metrics::QUEUE_DEPTH);
-        let _permit = self
-            .inner
-            .permits
-            .acquire()
-            .await
-            .map_err(|_| SandboxError::Closed)?;
-        drop(queued);
-        let _in_flight = metrics::Level::enter(metrics::IN_FLIGHT);
-        let admitted = std::time::Instant::now();
+        let admitted = metrics::admit(&self.inner.permits).await?;
         // Issue 12: host tools travel over the report channel, so they imply one.
         let spec = req
             .report
@@ -279,10 +270,7 @@ impl Sandbox {
         let out = self
             .run_admitted(&layout, &limits, req.stdin, fetch, outputs, report)
             .await;
-        metrics::finished(
-            out.as_ref().map(|(r, _)| r).map_err(|_| ()),
-            admitted.elapsed(),
-        );
+        admitted.finished(out.as_ref().map(|(r, _)| r).map_err(|_| ()));
         out
     }
 
@@ -328,6 +316,26 @@ impl Sandbox {
     /// [`Sandbox::workspace`]; removed once every holder has dropped it.
     pub async fn import_layer(&self, src: &Path) -> Result<Arc<FsLayer>, SandboxError> {
         workspace::import_layer(&self.inner, src).await
+    }
+
+    /// A layer holding the tar archive `src` (plain, gzip or zstd) unpacked by the image
+    /// unpacker: an entry leaving the archive's root, a hard link outside it or a device node
+    /// fails it; when every entry lies under one top-level dir (an sdist, `git archive
+    /// --prefix`), that dir is the layer's root.
+    pub async fn import_archive_layer(
+        &self,
+        src: &Path,
+    ) -> Result<Arc<FsLayer>, image::ImageError> {
+        workspace::import_archive_layer(&self.inner, src).await
+    }
+
+    /// A layer holding one file, a copy of `src` named `name`.
+    pub async fn import_file_layer(
+        &self,
+        src: &Path,
+        name: &str,
+    ) -> Result<Arc<FsLayer>, SandboxError> {
+        workspace::import_file_layer(&self.inner, src, name).await
     }
 
     /// A copy-on-write workspace over `layers` (bottom first): an episode's own copy of a

@@ -2,12 +2,13 @@
 //! in front of the concurrency bound, runs in flight and fork-server restarts. A no-op unless the
 //! process installed a recorder (`codegym serve --metrics-addr` does).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use env_core::ExecutionResult;
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 
-/// Script runs finished (not session-mode cells), by `outcome`: `success`, `exit_nonzero`, `signal`, `timeout`,
+/// Runs finished (a program in any language, one that did not compile, a workspace's command;
+/// not session-mode cells), by `outcome`: `success`, `exit_nonzero`, `signal`, `timeout`,
 /// `memory_exceeded`, or `error` (the machinery failed; no program outcome).
 pub const EXECUTIONS: &str = "codegym_sandbox_executions_total";
 /// Seconds from a run's admission (after the queue) to its result.
@@ -70,6 +71,39 @@ impl Level {
 impl Drop for Level {
     fn drop(&mut self) {
         gauge!(self.0).decrement(1.0);
+    }
+}
+
+/// A run's slot under the sandbox's concurrency bound: every run (a script, a compile, a compiled
+/// program, a repository command) is admitted here, so the queue and in-flight gauges count them
+/// all. Dropping it frees the slot.
+pub(super) struct Admitted<'a> {
+    _permit: tokio::sync::SemaphorePermit<'a>,
+    _in_flight: Level,
+    at: Instant,
+}
+
+/// Waits for a slot of `permits` (counted in the queue gauge meanwhile).
+pub(super) async fn admit(
+    permits: &tokio::sync::Semaphore,
+) -> Result<Admitted<'_>, crate::SandboxError> {
+    let queued = Level::enter(QUEUE_DEPTH);
+    let permit = permits
+        .acquire()
+        .await
+        .map_err(|_| crate::SandboxError::Closed)?;
+    drop(queued);
+    Ok(Admitted {
+        _permit: permit,
+        _in_flight: Level::enter(IN_FLIGHT),
+        at: Instant::now(),
+    })
+}
+
+impl Admitted<'_> {
+    /// Records the admitted run's outcome and its latency since admission.
+    pub(super) fn finished(&self, result: Result<&ExecutionResult, ()>) {
+        finished(result, self.at.elapsed());
     }
 }
 

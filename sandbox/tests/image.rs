@@ -395,25 +395,109 @@ fn an_oci_archive_imports_like_its_layout() {
     assert_store_clean(&store);
 }
 
-/// podman's own oci-archive of an image it imported from a rootfs tar made here.
+/// podman's own archives of an image it imported from a rootfs tar made here: its oci-archive,
+/// and its default `save` format, a docker-archive (the layer verified against the config's diff
+/// id and stored under it).
 #[test]
-fn podmans_oci_archive_imports() {
+fn podmans_archives_import() {
+    for format in ["oci-archive", "docker-archive"] {
+        let t = temp();
+        let rootfs = t.path().join("rootfs.tar");
+        std::fs::write(
+            &rootfs,
+            LayerTar::default()
+                .dir("etc/")
+                .file("etc/os-release", "ID=codegym-test\n")
+                .bytes(),
+        )
+        .expect("rootfs");
+        let archive = t.path().join("podman.tar");
+        podman::save(&rootfs, &archive, "image", format);
+        let store = LayerStore::open(t.path().join("store")).expect("store");
+        let image = store.import(&archive).expect(format);
+        assert_eq!(image.layers.len(), 1, "{format}");
+        let os = std::fs::read_to_string(image.layers[0].dir.join("etc/os-release")).expect("file");
+        assert_eq!(os, "ID=codegym-test\n", "{format}");
+        assert_store_clean(&store);
+    }
+}
+
+/// A docker-archive written here: `manifest.json`, the config named by its sha256 (holding the
+/// layers' diff ids) and the layer tars. Returns the layers' digests.
+fn write_docker_archive(
+    path: &Path,
+    layers: &[Vec<u8>],
+    tamper: impl Fn(&mut Vec<u8>),
+) -> Vec<String> {
+    let hex = |data: &[u8]| {
+        use sha2::Digest as _;
+        format!("{:x}", sha2::Sha256::digest(data))
+    };
+    let ids: Vec<String> = layers.iter().map(|l| hex(l)).collect();
+    let config = serde_json::json!({
+        "architecture": "amd64", "os": "linux",
+        "config": {"Env": ["PATH=/bin", "FROM_CONFIG=1"]},
+        "rootfs": {"type": "layers", "diff_ids": ids.iter().map(|h| format!("sha256:{h}")).collect::<Vec<_>>()},
+    })
+    .to_string();
+    let config_name = format!("{}.json", hex(config.as_bytes()));
+    let names: Vec<String> = ids.iter().map(|h| format!("{h}.tar")).collect();
+    let manifest = serde_json::json!([{"Config": config_name, "RepoTags": ["localhost/x:1"], "Layers": names}]).to_string();
+    let mut b = tar::Builder::new(std::fs::File::create(path).expect("archive"));
+    let mut add = |name: &str, data: &[u8]| {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        b.append_data(&mut h, name, data).expect("append");
+    };
+    for (name, layer) in names.iter().zip(layers) {
+        let mut data = layer.clone();
+        tamper(&mut data);
+        add(name, &data);
+    }
+    add(&config_name, config.as_bytes());
+    add("manifest.json", manifest.as_bytes());
+    b.finish().expect("archive");
+    ids
+}
+
+#[test]
+fn a_docker_archive_is_verified_against_its_diff_ids() {
     let t = temp();
-    let rootfs = t.path().join("rootfs.tar");
-    std::fs::write(
-        &rootfs,
-        LayerTar::default()
-            .dir("etc/")
-            .file("etc/os-release", "ID=codegym-test\n")
-            .bytes(),
-    )
-    .expect("rootfs");
-    let archive = t.path().join("podman.tar");
-    podman::oci_archive(&rootfs, &archive, "image");
+    let layers = vec![
+        two_layers().remove(0).1,
+        LayerTar::default().file("etc/second", "2").bytes(),
+    ];
+    let good = t.path().join("good.tar");
+    let ids = write_docker_archive(&good, &layers, |_| {});
     let store = LayerStore::open(t.path().join("store")).expect("store");
-    let image = store.import(&archive).expect("podman's archive");
-    assert_eq!(image.layers.len(), 1);
-    let os = std::fs::read_to_string(image.layers[0].dir.join("etc/os-release")).expect("file");
-    assert_eq!(os, "ID=codegym-test\n");
+    let image = store.import(&good).expect("docker-archive");
+    let stored: Vec<String> = image
+        .layers
+        .iter()
+        .map(|l| l.digest.hex().to_string())
+        .collect();
+    assert_eq!(stored, ids);
+    assert_eq!(image.env, ["PATH=/bin", "FROM_CONFIG=1"]);
+    assert_eq!(
+        std::fs::read_to_string(image.layers[1].dir.join("etc/second")).expect("second"),
+        "2"
+    );
     assert_store_clean(&store);
+
+    // One byte of a layer changed (its last: tar padding, so the tar itself still reads).
+    let bad = t.path().join("bad.tar");
+    write_docker_archive(&bad, &layers, |l| *l.last_mut().expect("byte") ^= 1);
+    let fresh = LayerStore::open(t.path().join("fresh")).expect("store");
+    match fresh.import(&bad) {
+        Err(ImageError::DigestMismatch { digest, .. }) => {
+            assert_eq!(digest, format!("sha256:{}", ids[0]))
+        }
+        other => panic!("a corrupt layer imported: {other:?}"),
+    }
+    let kept = std::fs::read_dir(fresh.root().join("layers/sha256"))
+        .expect("layers")
+        .count();
+    assert_eq!(kept, 0, "a corrupt layer entered the store");
+    assert_store_clean(&fresh);
 }

@@ -7,7 +7,7 @@ use env_coding::audit::{AuditScope, audit};
 use env_coding::completions::check_tasks;
 use env_coding::repo::synth::{SynthOptions, synthesize};
 use env_coding::repo::{RepoScorer, audit_repo_tasks, check_repo_tasks};
-use env_coding::tasks::{RepoTaskSet, TaskSet};
+use env_coding::tasks::{RepoTaskSet, SweBenchImport, TaskSet, import_swe_bench};
 use prompts::{EpisodeMode, Prompts};
 
 #[derive(Debug, clap::Subcommand)]
@@ -26,6 +26,45 @@ pub enum Command {
     /// List the tasks of a file (id, format, reward components), or with `--json` one JSON object a
     /// line: id, prompt, messages (the rollout engine's opening), metadata, completion_prefix.
     List(ListArgs),
+    /// Import a dataset of another project's format as a task set.
+    #[command(subcommand)]
+    Import(ImportCommand),
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum ImportCommand {
+    /// SWE-bench instances (JSON Lines) as a repository task set: OUT/tasks.jsonl (format
+    /// version 3) with each instance's repository (a local git bundle at its base commit), gold
+    /// patch and test patch. Nothing is fetched.
+    SweBench(SweBenchArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SweBenchArgs {
+    /// The instances: one JSON object a line with SWE-bench's fields (`instance_id`, `repo`,
+    /// `base_commit`, `patch`, `test_patch`, `problem_statement`, `FAIL_TO_PASS`, `PASS_TO_PASS`).
+    instances: PathBuf,
+    /// A directory holding each repository as a git bundle named `<owner>__<name>.bundle`
+    /// (`git bundle create psf__requests.bundle --all` in a clone of psf/requests).
+    #[arg(long, value_name = "DIR")]
+    repos: PathBuf,
+    /// Where the task set is written (created if missing): tasks.jsonl, repos/, patches/,
+    /// test_patches/.
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    /// The test command of every task (`{test_files}`: the files the instance's test patch
+    /// leaves, shell-quoted); it writes JUnit XML to $CODEGYM_JUNIT. Default: pytest over
+    /// {test_files} with node ids as test ids.
+    #[arg(long, value_name = "CMD")]
+    test_command: Option<String>,
+    /// An OCI image archive (`podman save --format oci-archive`) every task runs in; copied
+    /// into OUT/images/.
+    #[arg(long, value_name = "IMAGE", conflicts_with = "requirement")]
+    environment: Option<PathBuf>,
+    /// A Python package the test command needs, from the package cache (repeatable; without an
+    /// environment, at least pytest: `--requirement pytest==8.3.4`).
+    #[arg(long, value_name = "REQ")]
+    requirement: Vec<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -88,6 +127,22 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
     match cmd {
         Command::Check(args) => check(args).await,
         Command::Synth(args) => synth(args).await,
+        Command::Import(ImportCommand::SweBench(args)) => {
+            let import = SweBenchImport {
+                instances: args.instances,
+                repos: args.repos,
+                out: args.out,
+                test_command: args.test_command,
+                environment: args.environment,
+                requirements: args.requirement,
+            };
+            // Reading and writing files (bundles copied when not linked): off the runtime.
+            let (tasks, n) =
+                tokio::task::spawn_blocking(move || import_swe_bench(&import)).await??;
+            let noun = if n == 1 { "task" } else { "tasks" };
+            println!("{n} repository {noun} written to {}", tasks.display());
+            Ok(ExitCode::SUCCESS)
+        }
         Command::List(args) => {
             let set = TaskSet::load(&args.file)?;
             if args.json {

@@ -21,7 +21,8 @@
 //! MBPP's unit tests), the program runs only under its tests, as `codegym evaluate` runs it (the
 //! env's `observe: false`): a second run of it alone would cost a whole sandboxed run for an
 //! `exec_info` that, for a function definition, says nothing. The run reported is then the
-//! scoring's: its wall time, and no output (the candidate's output goes nowhere in the harness).
+//! scoring's: its wall time, no output (the candidate's output goes nowhere in the harness), and
+//! `TimeLimitExceeded` where the harness reports the program out of time.
 //! A failure of the machinery is the error table's answer (503, retry) in FastAPI's shape, never
 //! `accepted: false`.
 //!
@@ -260,7 +261,21 @@ async fn submit_inner(
         .and_then(|c| c.as_array())
         .cloned()
         .unwrap_or_default();
-    let tests: Vec<_> = components.iter().map(|c| test_case(run, c)).collect();
+    let tests: Vec<_> = components
+        .iter()
+        .map(|c| match observe {
+            true => test_case(run, c),
+            // The program ran only under its tests: a component that hit its time limit there
+            // is what a run of the program alone would have been, `TimeLimitExceeded`.
+            false => test_case(
+                &ExecutionResult {
+                    timed_out: hit_time_limit(c),
+                    ..run.clone()
+                },
+                c,
+            ),
+        })
+        .collect();
     let accepted = step.terminated && tests.iter().all(|t| t["passed"] == json!(true));
     Ok(axum::Json(json!({
         "id": request.id.json(),
@@ -288,6 +303,24 @@ fn scoring_run(elapsed: Duration) -> ExecutionResult {
         wall_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
         ..ExecutionResult::default()
     }
+}
+
+/// Whether the scoring harness reported the component's program out of time (a test, or the
+/// program's loading, "timed out"; the whole run "hit its time limit"): the harness's own words.
+fn hit_time_limit(component: &serde_json::Value) -> bool {
+    let detail = &component["detail"];
+    let timed_out = |e: &serde_json::Value| {
+        e.as_str().is_some_and(|e| {
+            e == "test timed out"
+                || e.ends_with(": test timed out")
+                || e.contains("hit its time limit")
+        })
+    };
+    detail["status"] == json!("Timeout")
+        || timed_out(&detail["error"])
+        || detail["tests"]
+            .as_array()
+            .is_some_and(|tests| tests.iter().any(|t| timed_out(&t["error"])))
 }
 
 /// One `EvalTestCase` for a reward component (`{type, weight, score, detail}`).

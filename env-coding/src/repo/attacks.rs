@@ -191,7 +191,7 @@ pub fn derive(task: &RepoTask) -> Vec<RepoAttack> {
     let f2p_tests = test_files(&task.fail_to_pass);
     let visible: Vec<String> = all_tests
         .iter()
-        .filter(|f| !task.hidden_tests.contains_key(*f))
+        .filter(|f| !task.hidden_tests.contains_key(*f) && !task.test_patch_paths.contains(f))
         .cloned()
         .collect();
     let attack = |name, what, script| RepoAttack { name, what, script };

@@ -3,15 +3,19 @@
 //! ([`RepoScorer::episode`], a sandbox `Workspace`), the episode's changes as a diff
 //! ([`RepoScorer::diff`]), and a patch scored in a fresh copy ([`RepoScorer::score`]).
 //!
-//! - Preparing: the repository is imported as a read-only layer; the setup commands run once in a
+//! - Preparing: the repository is imported as a read-only layer (a directory copied, a tar archive
+//!   unpacked by the sandbox's unpacker, a git bundle copied as one file that git, in the sandbox,
+//!   unbundles and checks out at the task's commit: only that commit's history enters the copy,
+//!   and a commit missing from the bundle is a [`RepoError`]); the setup commands run once in a
 //!   workspace over it, then the result is committed with git (`git init` first when the repository
 //!   has none) and frozen as a second layer. The commit is the base every diff is taken against.
+//!   A task's test patch must apply to that state (`git apply --check`), else it is a [`RepoError`].
 //! - An episode's diff is `git diff --binary` of everything in its copy against the base commit,
 //!   taken inside the sandbox with a private index and object store (the episode's copy is left as
 //!   it was; deletions are diffs like any change, whatever the overlay's whiteouts look like).
 //! - Scoring: in a fresh workspace over the prepared layers, `git apply` the patch (a patch that
 //!   does not apply is a verdict of 0 with git's reason), then, in a second run, the hidden tests
-//!   are copied over the repository and the test command runs under the task's hard wall limit,
+//!   are copied over the repository, the test patch is applied, and the test command runs under the task's hard wall limit,
 //!   writing JUnit XML to `$CODEGYM_JUNIT`, read on the host ([`junit`]). Resolved: every
 //!   `fail_to_pass` and `pass_to_pass` test passed and the report agrees with the command's exit
 //!   status. The patch's changes to what configures the test run are undone first, and a report
@@ -46,7 +50,7 @@ use codegym_sandbox::{FsLayer, Limits, Sandbox, SandboxError, Workspace, Workspa
 use env_core::ExecutionResult;
 use serde::Serialize;
 
-use crate::tasks::RepoTask;
+use crate::tasks::{RepoTask, RepositoryKind};
 pub use audit::{RepoAttackResult, RepoAudit, audit_repo_tasks};
 pub use check::{RepoCheck, check_repo_tasks};
 pub(crate) use env::register_repo;
@@ -60,6 +64,12 @@ const GIT_ENV: &str = "export GIT_CONFIG_COUNT=3 GIT_CONFIG_KEY_0=safe.directory
     GIT_CONFIG_VALUE_0='*' GIT_CONFIG_KEY_1=user.name GIT_CONFIG_VALUE_1=codegym \
     GIT_CONFIG_KEY_2=user.email GIT_CONFIG_VALUE_2=codegym@localhost\n";
 
+/// The name of a bundle in the setup's copy, before it is checked out (and removed).
+const BUNDLE_NAME: &str = ".codegym-repository.bundle";
+/// The check-out's exits: git could not read the bundle; the task's commit is not in it.
+const BUNDLE_UNREADABLE: i32 = 95;
+const COMMIT_MISSING: i32 = 96;
+
 /// An infrastructure failure: retry elsewhere or fix the task, never a reward.
 #[derive(Debug, thiserror::Error)]
 pub enum RepoError {
@@ -67,6 +77,10 @@ pub enum RepoError {
     Sandbox(#[from] SandboxError),
     #[error("task {task}: packages: {detail}")]
     Packages { task: String, detail: String },
+    #[error("task {task}: repository: {detail}")]
+    Repository { task: String, detail: String },
+    #[error("task {task}: the test patch does not apply to the prepared repository: {detail}")]
+    TestPatch { task: String, detail: String },
     #[error("task {task}: setup failed: {detail}")]
     Setup { task: String, detail: String },
     #[error("task {task}: the test command left no JUnit report: {detail}")]
@@ -130,6 +144,11 @@ pub struct RepoScorer {
     packages: Option<Arc<PackageCache>>,
 }
 
+/// An agent's command: the task's test limits (its wall clock, CPU and memory).
+fn command_limits(task: &RepoTask) -> Limits {
+    limits(task, task.limits.test_wall_ms)
+}
+
 fn limits(task: &RepoTask, wall_ms: u64) -> Limits {
     Limits {
         wall_ms,
@@ -173,9 +192,12 @@ impl RepoScorer {
             Some(image) => Some(self.environment(&task, image).await?),
             None => None,
         };
-        let base = self.sandbox.import_layer(&task.repository).await?;
+        let base = self.import_repository(&task).await?;
         // The setup's copy has the task's quota too: a setup that fills it fails (`Setup`).
         let ws = self.workspace(vec![base.clone()], root.as_ref(), task.limits.disk_mib)?;
+        if let Some(commit) = &task.commit {
+            self.check_out(&ws, &task, commit).await?;
+        }
         let mut script = format!("{GIT_ENV}set -e\n");
         for command in &task.setup {
             script.push_str(command);
@@ -203,6 +225,21 @@ impl RepoScorer {
                 detail: failure(&result),
             });
         };
+        if let Some(test_patch) = &task.test_patch {
+            let run = WorkspaceRun {
+                command: format!("{GIT_ENV}git apply --check \"$HOME/test.diff\"\n"),
+                files: vec![("test.diff".into(), test_patch.as_bytes().to_vec())],
+                limits: Some(limits(&task, task.limits.setup_wall_ms)),
+                ..WorkspaceRun::default()
+            };
+            let (checked, _) = ws.run(run).await?;
+            if checked.exit_code != Some(0) {
+                return Err(RepoError::TestPatch {
+                    task: task.id.clone(),
+                    detail: failure(&checked),
+                });
+            }
+        }
         let setup = ws.freeze().await?;
         Ok(Arc::new(Prepared {
             task,
@@ -211,6 +248,71 @@ impl RepoScorer {
             site_dir,
             root,
         }))
+    }
+
+    /// The task's repository as a read-only layer: a directory's copy, an archive unpacked, or a
+    /// bundle as the one file [`check_out`](Self::check_out) reads.
+    async fn import_repository(&self, task: &RepoTask) -> Result<Arc<FsLayer>, RepoError> {
+        let path = &task.repository;
+        Ok(match task.repository_kind {
+            RepositoryKind::Directory => self.sandbox.import_layer(path).await?,
+            RepositoryKind::Archive => {
+                self.sandbox.import_archive_layer(path).await.map_err(|e| {
+                    RepoError::Repository {
+                        task: task.id.clone(),
+                        detail: e.to_string(),
+                    }
+                })?
+            }
+            RepositoryKind::Bundle => self.sandbox.import_file_layer(path, BUNDLE_NAME).await?,
+        })
+    }
+
+    /// In the setup's copy (holding only the bundle): the bundle unbundled into a scratch
+    /// repository in the run's own dir, then only `commit` and its history fetched into the copy
+    /// and checked out (later commits of the bundle, such as the fix, never enter it), the bundle
+    /// file removed.
+    async fn check_out(
+        &self,
+        ws: &Workspace,
+        task: &RepoTask,
+        commit: &str,
+    ) -> Result<(), RepoError> {
+        let c = shell_quote(commit);
+        let script = format!(
+            "{GIT_ENV}src=\"$HOME/src\"\n\
+             git init -q \"$src\" && git -C \"$src\" bundle unbundle \"$PWD/{BUNDLE_NAME}\" \
+             >/dev/null || exit {BUNDLE_UNREADABLE}\n\
+             git -C \"$src\" cat-file -e {c}^{{commit}} 2>/dev/null || exit {COMMIT_MISSING}\n\
+             set -e\n\
+             git -C \"$src\" update-ref refs/codegym/base {c}\n\
+             rm -f {BUNDLE_NAME}\n\
+             git init -q\n\
+             git fetch -q --no-tags \"$src\" refs/codegym/base\n\
+             git checkout -q --detach FETCH_HEAD\n"
+        );
+        let run = WorkspaceRun {
+            command: script,
+            limits: Some(limits(task, task.limits.setup_wall_ms)),
+            ..WorkspaceRun::default()
+        };
+        let (result, _) = ws.run(run).await?;
+        let bundle = task.repository.display();
+        let detail = match result.exit_code {
+            Some(0) => return Ok(()),
+            Some(COMMIT_MISSING) => format!("commit {commit} is not in the bundle {bundle}"),
+            Some(BUNDLE_UNREADABLE) => {
+                format!("git cannot read the bundle {bundle}: {}", failure(&result))
+            }
+            _ => format!(
+                "checking out {commit} from {bundle} failed: {}",
+                failure(&result)
+            ),
+        };
+        Err(RepoError::Repository {
+            task: task.id.clone(),
+            detail,
+        })
     }
 
     /// The task's image imported into the sandbox's layer store (each layer unpacked once per
@@ -251,7 +353,8 @@ impl RepoScorer {
         )
     }
 
-    /// One shell command of an agent in its episode's copy (`limits`: the sandbox's default).
+    /// One shell command of an agent in its episode's copy (`limits`: the task's, as its test
+    /// command gets: an agent runs the test suite too).
     pub async fn run(
         &self,
         ws: &Workspace,
@@ -261,7 +364,7 @@ impl RepoScorer {
     ) -> Result<ExecutionResult, RepoError> {
         let run = WorkspaceRun {
             command: format!("{GIT_ENV}{command}"),
-            limits,
+            limits: Some(limits.unwrap_or_else(|| command_limits(&prepared.task))),
             site_dir: prepared.site_dir.clone(),
             ..WorkspaceRun::default()
         };
@@ -279,6 +382,7 @@ impl RepoScorer {
         let run = WorkspaceRun {
             command: format!("{GIT_ENV}{command}"),
             files,
+            limits: Some(command_limits(&prepared.task)),
             site_dir: prepared.site_dir.clone(),
             ..WorkspaceRun::default()
         };

@@ -6,7 +6,8 @@
 //! 2. The patch may not change how the tests run: its changes to [`protected`] paths (whatever
 //!    loads code into pytest's process or configures it, and the task's test files) are undone
 //!    before the tests run, and listed in the verdict's `dropped`. The rest of the patch is scored.
-//! 3. The hidden tests are copied in and the test command runs; its JUnit report is read.
+//! 3. The hidden tests are copied in, the test patch applied (its files are protected, so they
+//!    are as in the prepared state), and the test command runs; its JUnit report is read.
 //!    - No report, or one that is not JUnit: with changes of the patch's own in the copy, the
 //!      patched code can cause it (`os._exit` before pytest writes, deleting the file), so it is a
 //!      verdict of 0 with the reason; from the prepared state alone it is an infrastructure error.
@@ -29,6 +30,9 @@ use crate::tasks::RepoTask;
 
 /// The scoring run's exit when the hidden tests could not be copied in (before any test ran).
 const HIDDEN_NOT_ADDED: i32 = 97;
+/// The scoring run's exit when the test patch did not apply over the patched repository (it
+/// applies to the prepared state, checked at preparation: the patch is to blame).
+const TEST_PATCH_NOT_APPLIED: i32 = 98;
 
 /// File names that load code into the test process or configure pytest, wherever they are.
 const CONFIG_NAMES: &[&str] = &[
@@ -55,6 +59,7 @@ pub fn protected(task: &RepoTask, path: &str) -> bool {
         || name.ends_with(".pth")
         || RUNNER_MODULES.contains(&top)
         || task.hidden_tests.contains_key(path)
+        || task.test_patch_paths.iter().any(|p| p == path)
         || task
             .fail_to_pass
             .iter()
@@ -218,18 +223,31 @@ impl RepoScorer {
             run.dropped.push(path.clone());
         }
         let own_changes = changed.len() > run.dropped.len();
-        let files = task
+        let mut files: Vec<(String, Vec<u8>)> = task
             .hidden_tests
             .iter()
             .map(|(path, bytes)| (format!("hidden/{path}"), bytes.clone()))
             .collect();
         // The hidden tests replace whatever the patch left at their paths (as a test patch's files
         // would); a patch that makes that impossible fails the task, it is no infrastructure error.
-        let paths: Vec<String> = task.hidden_tests.keys().map(|p| shell_quote(p)).collect();
+        let mut add = String::new();
+        if !task.hidden_tests.is_empty() {
+            let paths: Vec<String> = task.hidden_tests.keys().map(|p| shell_quote(p)).collect();
+            add = format!(
+                "{{ rm -rf -- {} && cp -R \"$HOME/hidden/.\" . ; }} || exit {HIDDEN_NOT_ADDED}\n",
+                paths.join(" ")
+            );
+        }
+        let mut apply = String::new();
+        if let Some(test_patch) = &task.test_patch {
+            files.push(("test.diff".into(), test_patch.as_bytes().to_vec()));
+            apply = format!(
+                "git apply --whitespace=nowarn \"$HOME/test.diff\" || exit {TEST_PATCH_NOT_APPLIED}\n"
+            );
+        }
         let command = format!(
-            "{GIT_ENV}{{\n{undo}rm -rf -- {} && cp -R \"$HOME/hidden/.\" .\n}} || exit {HIDDEN_NOT_ADDED}\n\
+            "{GIT_ENV}{undo}{add}{apply}\
              export CODEGYM_JUNIT=\"$HOME/junit.xml\"\n{}\n",
-            paths.join(" "),
             task.test_command
         );
         let request = WorkspaceRun {
@@ -255,6 +273,13 @@ impl RepoScorer {
             (None, false) if tested.exit_code == Some(HIDDEN_NOT_ADDED) => {
                 run.reason = Some(format!(
                     "the hidden tests cannot be added to the patched repository: {}",
+                    failure(&tested)
+                ));
+                return Ok(run);
+            }
+            (None, false) if tested.exit_code == Some(TEST_PATCH_NOT_APPLIED) => {
+                run.reason = Some(format!(
+                    "the test patch does not apply to the patched repository: {}",
                     failure(&tested)
                 ));
                 return Ok(run);

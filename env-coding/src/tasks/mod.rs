@@ -26,7 +26,8 @@
 //! (`multipl_e.rs`: `name`, `language`, `tests`, `stop_tokens`), tests appended in the language.
 //!
 //! Repository (SWE-style) task sets are a format of their own (`repository.rs`, [`RepoTaskSet`]):
-//! a task is a repository, not a program, and is scored by [`crate::repo`].
+//! a task is a repository, not a program, and is scored by [`crate::repo`]. SWE-bench instances
+//! are imported into one (`swe_bench.rs`, [`import_swe_bench`]).
 
 mod contests;
 mod entry_point;
@@ -35,6 +36,7 @@ mod foreign;
 mod multipl_e;
 mod native;
 mod repository;
+mod swe_bench;
 
 pub use multipl_e::language as multipl_e_language;
 
@@ -51,7 +53,10 @@ use crate::data::TaskData;
 use crate::reward::RewardSpec;
 
 pub use native::NATIVE_SCHEMA_VERSION;
-pub use repository::{REPOSITORY_FORMAT_VERSION, RepoLimits, RepoTask, RepoTaskSet};
+pub use repository::{
+    REPOSITORY_FORMAT_VERSION, RepoLimits, RepoTask, RepoTaskSet, RepositoryKind,
+};
+pub use swe_bench::{SWE_BENCH_TEST_COMMAND, SweBenchImport, import_swe_bench};
 
 /// The bundled example set (`env-coding/tasks/examples.jsonl`).
 pub const BUILTIN_EXAMPLES: &str = include_str!("../../tasks/examples.jsonl");

@@ -1,15 +1,18 @@
-//! Repository (SWE-style) task sets, format version 2: a repository at a state, setup commands, a
-//! problem statement, a test command, hidden tests, the test ids that must start passing
-//! (`fail_to_pass`) and keep passing (`pass_to_pass`), a reference patch, limits, and (new in
-//! version 2) an optional `environment`: an OCI image whose filesystem the task's runs see instead
-//! of the host's. Scoring them is [`crate::repo`]'s; `docs/repository-tasks.md` describes the
-//! format for users, with its changelog.
+//! Repository (SWE-style) task sets, format version 3: a repository at a state, setup commands, a
+//! problem statement, a test command, hidden tests and/or a test patch, the test ids that must
+//! start passing (`fail_to_pass`) and keep passing (`pass_to_pass`), a reference patch, limits, an
+//! optional `environment` (version 2: an OCI image whose filesystem the task's runs see instead of
+//! the host's), and (version 3) a repository given as a tar archive or a git bundle at a `commit`,
+//! and a `test_patch` (SWE-bench's: a diff adding the tests, applied at scoring). Scoring them is
+//! [`crate::repo`]'s; `docs/repository-tasks.md` describes the format for users, with its changelog.
 //!
-//! JSON Lines, one task a line, each with `"version": 1` or `2` (version 1 files stay readable: a
-//! version 1 line is a version 2 line without `environment`); blank lines and lines starting with
-//! `//` are skipped; unknown fields are refused. Paths (`repository`, `hidden_tests`, `patch`,
-//! `environment`) are relative to the task file's directory and stay beneath it. Errors name
-//! `FILE:LINE`.
+//! JSON Lines, one task a line, each with `"version": 1`, `2` or `3` (older files stay readable: a
+//! version 1 line is a version 2 line without `environment`, a version 2 line a version 3 line
+//! with a directory repository, hidden tests and no test patch); blank lines and lines starting
+//! with `//` are skipped; unknown fields are refused. Paths (`repository`, `hidden_tests`, `patch`,
+//! `test_patch`, `environment`) are relative to the task file's directory and stay beneath it.
+//! Errors name `FILE:LINE`. What a bundle holds is checked where git runs, in the sandbox, when the
+//! task is prepared (a commit missing from it fails the preparation, naming the task).
 
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
@@ -19,7 +22,7 @@ use serde::Deserialize;
 use super::TaskError;
 
 /// The format version this loader writes about (it reads every version from 1 up to it).
-pub const REPOSITORY_FORMAT_VERSION: u32 = 2;
+pub const REPOSITORY_FORMAT_VERSION: u32 = 3;
 
 /// One task line as written.
 #[derive(Debug, Deserialize)]
@@ -34,7 +37,8 @@ struct Line {
     requirements: Vec<String>,
     problem_statement: String,
     test_command: String,
-    hidden_tests: String,
+    #[serde(default)]
+    hidden_tests: Option<String>,
     fail_to_pass: Vec<String>,
     #[serde(default)]
     pass_to_pass: Vec<String>,
@@ -46,6 +50,25 @@ struct Line {
     /// Version 2: an OCI image layout dir or oci-archive.
     #[serde(default)]
     environment: Option<String>,
+    /// Version 3: the commit of a bundle `repository` (40 hex digits).
+    #[serde(default)]
+    commit: Option<String>,
+    /// Version 3: a unified diff adding the tests (SWE-bench's `test_patch`).
+    #[serde(default)]
+    test_patch: Option<String>,
+}
+
+/// What a task's `repository` names (version 3 adds archives and bundles).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RepositoryKind {
+    /// The repository's files (a `.git` inside is kept).
+    Directory,
+    /// A tar archive (`.tar`, `.tar.gz`, `.tgz`); one top-level dir holding everything is
+    /// stripped.
+    Archive,
+    /// A git bundle (`.bundle`); the task's `commit` is checked out.
+    Bundle,
 }
 
 /// Limits of a task's runs: `test` bounds the scoring run of the test command (its wall clock is
@@ -80,8 +103,11 @@ impl Default for RepoLimits {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RepoTask {
     pub id: String,
-    /// The repository's directory (absolute).
+    /// The repository (absolute): a directory, a tar archive or a git bundle (`repository_kind`).
     pub repository: PathBuf,
+    pub repository_kind: RepositoryKind,
+    /// The commit a bundle's repository is checked out at (`Some` exactly for a bundle).
+    pub commit: Option<String>,
     /// Shell commands run once, in order, in the repository; their result is frozen.
     pub setup: Vec<String>,
     /// Python packages the test command needs (resolved by the package cache).
@@ -90,8 +116,13 @@ pub struct RepoTask {
     /// A shell command run in the repository; it writes JUnit XML to `$CODEGYM_JUNIT`.
     pub test_command: String,
     /// Files added over the patched repository before the tests run (relative path, bytes);
-    /// never in an episode's copy.
+    /// never in an episode's copy. Empty when the task has a test patch instead.
     pub hidden_tests: BTreeMap<String, Vec<u8>>,
+    /// A unified diff applied after the patch and the hidden tests, before the tests run
+    /// (SWE-bench's `test_patch`); never in an episode's copy.
+    pub test_patch: Option<String>,
+    /// The paths `test_patch` touches: protected like the hidden tests.
+    pub test_patch_paths: Vec<String>,
     pub fail_to_pass: Vec<String>,
     pub pass_to_pass: Vec<String>,
     /// The reference patch (a unified diff, `git apply`'s input).
@@ -189,6 +220,17 @@ fn parse_line(text: &str, base: &Path) -> Result<RepoTask, String> {
     if line.environment.is_some() && line.version < 2 {
         return Err("`environment` needs `\"version\": 2`".into());
     }
+    for (field, given) in [
+        ("commit", line.commit.is_some()),
+        ("test_patch", line.test_patch.is_some()),
+    ] {
+        if given && line.version < 3 {
+            return Err(format!("`{field}` needs `\"version\": 3`"));
+        }
+    }
+    if line.hidden_tests.is_none() && line.test_patch.is_none() {
+        return Err("a task needs `hidden_tests`, `test_patch` or both".into());
+    }
     if line.environment.is_some() && !line.requirements.is_empty() {
         return Err(
             "`requirements` with an `environment`: the image brings the task's packages".into(),
@@ -213,25 +255,55 @@ fn parse_line(text: &str, base: &Path) -> Result<RepoTask, String> {
         return Err("`limits.disk_mib` must be at least 1".into());
     }
     let repository = beneath(base, &line.repository, "repository")?;
-    if !repository.is_dir() {
-        return Err(format!(
-            "`repository`: {} is not a directory",
-            repository.display()
-        ));
-    }
+    let repository_kind = repository_kind(&repository, line.version)?;
+    let commit = match (repository_kind, line.commit) {
+        (RepositoryKind::Bundle, Some(c)) if is_commit_id(&c) => Some(c),
+        (RepositoryKind::Bundle, Some(c)) => {
+            return Err(format!(
+                "`commit`: {c:?} is not a full commit id (40 lowercase hex digits)"
+            ));
+        }
+        (RepositoryKind::Bundle, None) => {
+            return Err(
+                "`commit` is required with a bundle `repository`: the commit to check out".into(),
+            );
+        }
+        (_, Some(_)) => {
+            return Err("`commit` is only for a bundle `repository` (`.bundle`)".into());
+        }
+        (_, None) => None,
+    };
     let patch_path = beneath(base, &line.patch, "patch")?;
     let patch = std::fs::read_to_string(&patch_path)
         .map_err(|e| format!("`patch`: {}: {e}", patch_path.display()))?;
-    let hidden_dir = beneath(base, &line.hidden_tests, "hidden_tests")?;
     let mut hidden_tests = BTreeMap::new();
-    read_tree(&hidden_dir, &hidden_dir, &mut hidden_tests)
-        .map_err(|e| format!("`hidden_tests`: {}: {e}", hidden_dir.display()))?;
-    if hidden_tests.is_empty() {
-        return Err(format!(
-            "`hidden_tests`: {} has no files",
-            hidden_dir.display()
-        ));
+    if let Some(rel) = &line.hidden_tests {
+        let hidden_dir = beneath(base, rel, "hidden_tests")?;
+        read_tree(&hidden_dir, &hidden_dir, &mut hidden_tests)
+            .map_err(|e| format!("`hidden_tests`: {}: {e}", hidden_dir.display()))?;
+        if hidden_tests.is_empty() {
+            return Err(format!(
+                "`hidden_tests`: {} has no files",
+                hidden_dir.display()
+            ));
+        }
     }
+    let (test_patch, test_patch_paths) = match &line.test_patch {
+        Some(rel) => {
+            let path = beneath(base, rel, "test_patch")?;
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| format!("`test_patch`: {}: {e}", path.display()))?;
+            let paths = diff_paths(&text);
+            if paths.is_empty() {
+                return Err(format!(
+                    "`test_patch`: {} is not a unified diff (it names no file)",
+                    path.display()
+                ));
+            }
+            (Some(text), paths)
+        }
+        None => (None, Vec::new()),
+    };
     let environment = match &line.environment {
         Some(rel) => Some(beneath(base, rel, "environment")?),
         None => None,
@@ -239,11 +311,15 @@ fn parse_line(text: &str, base: &Path) -> Result<RepoTask, String> {
     Ok(RepoTask {
         id: line.id,
         repository,
+        repository_kind,
+        commit,
         setup: line.setup,
         requirements: line.requirements,
         problem_statement: line.problem_statement,
         test_command: line.test_command,
         hidden_tests,
+        test_patch,
+        test_patch_paths,
         fail_to_pass: line.fail_to_pass,
         pass_to_pass: line.pass_to_pass,
         patch,
@@ -251,6 +327,128 @@ fn parse_line(text: &str, base: &Path) -> Result<RepoTask, String> {
         known_weak: line.known_weak,
         environment,
     })
+}
+
+/// What `path` is, by its type and name; an archive or bundle needs version 3, and a bundle's
+/// first line must be git's bundle signature.
+fn repository_kind(path: &Path, version: u32) -> Result<RepositoryKind, String> {
+    if path.is_dir() {
+        return Ok(RepositoryKind::Directory);
+    }
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let kind = if [".tar", ".tar.gz", ".tgz"]
+        .iter()
+        .any(|e| name.ends_with(e))
+    {
+        RepositoryKind::Archive
+    } else if name.ends_with(".bundle") {
+        RepositoryKind::Bundle
+    } else {
+        return Err(format!(
+            "`repository`: {} is neither a directory, a tar archive (.tar, .tar.gz, .tgz) nor a git bundle (.bundle)",
+            path.display()
+        ));
+    };
+    if version < 3 {
+        return Err(format!(
+            "`repository`: {} is not a directory (archives and bundles need `\"version\": 3`)",
+            path.display()
+        ));
+    }
+    if !path.is_file() {
+        return Err(format!("`repository`: {} is not a file", path.display()));
+    }
+    if kind == RepositoryKind::Bundle {
+        use std::io::Read;
+        let mut head = [0u8; 16];
+        let n = std::fs::File::open(path)
+            .and_then(|mut f| f.read(&mut head))
+            .map_err(|e| format!("`repository`: {}: {e}", path.display()))?;
+        if !matches!(&head[..n], b"# v2 git bundle\n" | b"# v3 git bundle\n") {
+            return Err(format!(
+                "`repository`: {} is not a git bundle (no `# v2 git bundle` or `# v3 git bundle` line first)",
+                path.display()
+            ));
+        }
+    }
+    Ok(kind)
+}
+
+fn is_commit_id(s: &str) -> bool {
+    s.len() == 40 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// The paths a unified diff touches (both sides of a rename), in order, each once.
+pub(crate) fn diff_paths(diff: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (_, path) in diff_headers(diff) {
+        if !out.contains(&path) {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// The paths of a unified diff's headers, each with whether it names the new side (`+++`,
+/// `rename to`): from its `---`/`+++` and `rename from`/`rename to` lines, without git's `a/`
+/// and `b/` prefixes; `/dev/null` is none. Hunks are skipped by their line counts, so a removed
+/// line `-- x` is no header.
+pub(crate) fn diff_headers(diff: &str) -> Vec<(bool, String)> {
+    let mut out: Vec<(bool, String)> = Vec::new();
+    // Lines left in the current hunk: (old side, new side).
+    let mut left = (0u64, 0u64);
+    for line in diff.lines() {
+        if left != (0, 0) {
+            match line.as_bytes().first() {
+                Some(b'-') => left.0 = left.0.saturating_sub(1),
+                Some(b'+') => left.1 = left.1.saturating_sub(1),
+                Some(b'\\') => {}
+                _ => left = (left.0.saturating_sub(1), left.1.saturating_sub(1)),
+            }
+            continue;
+        }
+        if let Some(counts) = hunk_counts(line) {
+            left = counts;
+            continue;
+        }
+        let new = line.starts_with("+++ ") || line.starts_with("rename to ");
+        let path = if let Some(p) = line
+            .strip_prefix("--- ")
+            .or_else(|| line.strip_prefix("+++ "))
+        {
+            // A timestamp after a tab (diff -u's) is not part of the name.
+            let p = p.split('\t').next().unwrap_or(p).trim_matches('"');
+            p.strip_prefix("a/")
+                .or_else(|| p.strip_prefix("b/"))
+                .unwrap_or(p)
+        } else if let Some(p) = line
+            .strip_prefix("rename from ")
+            .or_else(|| line.strip_prefix("rename to "))
+        {
+            p.trim_matches('"')
+        } else {
+            continue;
+        };
+        if path != "/dev/null" && !path.is_empty() {
+            out.push((new, path.to_string()));
+        }
+    }
+    out
+}
+
+/// A hunk header's line counts, `@@ -l[,s] +l[,s] @@` (a count left out is 1).
+fn hunk_counts(line: &str) -> Option<(u64, u64)> {
+    let rest = line.strip_prefix("@@ -")?;
+    let (old, rest) = rest.split_once(" +")?;
+    let new = rest.split_once(" @@")?.0;
+    let count = |r: &str| match r.split_once(',') {
+        Some((_, n)) => n.parse().ok(),
+        None => r.parse::<u64>().ok().map(|_| 1),
+    };
+    Some((count(old)?, count(new)?))
 }
 
 /// `rel` under `base`: relative, no `..`, and (links resolved) still beneath `base`.
@@ -295,4 +493,26 @@ fn read_tree(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) -> st
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::diff_headers;
+
+    #[test]
+    fn a_diffs_paths_are_its_headers_not_its_hunks_lines() {
+        let diff = "diff --git a/t.py b/t.py\n--- a/t.py\n+++ b/t.py\n@@ -1 +1 @@\n\
+            --- not/a/header\n+++ nor/this\n--- /dev/null\n+++ b/new.py\n@@ -0,0 +1 @@\n+x\n\
+            diff --git a/old.py b/moved.py\nsimilarity index 100%\nrename from old.py\nrename to moved.py\n";
+        assert_eq!(
+            diff_headers(diff),
+            [
+                (false, "t.py".to_string()),
+                (true, "t.py".to_string()),
+                (true, "new.py".to_string()),
+                (false, "old.py".to_string()),
+                (true, "moved.py".to_string()),
+            ]
+        );
+    }
 }

@@ -1,7 +1,8 @@
 //! Reading an OCI image layout (`oci-layout`, `index.json`, `blobs/sha256/`): the index, the one
 //! image manifest it leads to (through a nested index, picking this machine's platform), and its
-//! layers, each verified as it is read. An oci-archive is first staged: its layout's files (and
-//! nothing else) copied out of the tar into a temporary dir of the store.
+//! layers, each verified as it is read. An archive is first staged: its layout's files (and
+//! nothing else) copied out of the tar into a temporary dir of the store; a docker-archive's are
+//! then read by `docker.rs`.
 
 use std::fs::File;
 use std::io::{BufReader, Read};
@@ -14,7 +15,7 @@ use super::unpack::{Compression, unpack};
 use super::{Digest, Image, ImageError, LayerStore, StoredLayer, TempDir, io_err};
 
 /// The largest JSON blob (index, manifest, config) read whole.
-const MAX_JSON_BLOB: u64 = 4 << 20;
+pub(super) const MAX_JSON_BLOB: u64 = 4 << 20;
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -153,7 +154,7 @@ impl Layout {
     pub(crate) fn import(&self, store: &LayerStore) -> Result<Image, ImageError> {
         let (manifest_digest, manifest) = self.manifest()?;
         let config: serde_json::Value = self.json(&manifest.config)?;
-        let env = self.config_env(&config)?;
+        let env = config_env(&config, |why| self.bad(why))?;
         let mut layers = Vec::with_capacity(manifest.layers.len());
         for desc in &manifest.layers {
             let digest = self.digest(desc)?;
@@ -165,7 +166,8 @@ impl Layout {
             })?;
             let dir = store.layer_dir(&digest);
             if !dir.is_dir() {
-                self.unpack_layer(store, &digest, desc.size, compression, &dir)?;
+                let blob = self.open_blob(&digest)?;
+                unpack_verified(store, blob, &digest, desc.size, compression, &dir)?;
             }
             layers.push(StoredLayer { digest, dir });
         }
@@ -175,65 +177,66 @@ impl Layout {
             env,
         })
     }
+}
 
-    /// The config's `config.Env` (absent: none). Each entry must be `NAME=value` with a name of
-    /// letters, digits and `_` and no NUL: anything else is a malformed image, not a run's problem.
-    fn config_env(&self, config: &serde_json::Value) -> Result<Vec<String>, ImageError> {
-        let Some(env) = config.pointer("/config/Env") else {
-            return Ok(Vec::new());
-        };
-        if env.is_null() {
-            return Ok(Vec::new());
-        }
-        let entries = env
-            .as_array()
-            .ok_or_else(|| self.bad("config.Env is not a list"))?;
-        let mut out = Vec::with_capacity(entries.len());
-        for e in entries {
-            let entry = e
-                .as_str()
-                .ok_or_else(|| self.bad(format!("config.Env entry {e} is not a string")))?;
-            let name = entry.split_once('=').map(|(n, _)| n);
-            let good = name.is_some_and(|n| {
-                !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-            }) && !entry.contains('\0');
-            if !good {
-                return Err(self.bad(format!("config.Env entry {entry:?} is not NAME=value")));
-            }
-            out.push(entry.to_string());
-        }
-        Ok(out)
+/// Unpacks the blob `file` into the store's `dir` for `digest` (which the bytes of `file`, `size`
+/// of them, must hash to): into a temporary dir first, renamed once whole and verified.
+pub(super) fn unpack_verified(
+    store: &LayerStore,
+    file: File,
+    digest: &Digest,
+    size: u64,
+    compression: Compression,
+    dir: &Path,
+) -> Result<(), ImageError> {
+    let tmp = store.temp_dir(digest.hex())?;
+    let tree = tmp.path().join("tree");
+    let mut blob = Verified::new(BufReader::new(file), digest.clone(), size);
+    unpack(&mut blob, compression, &tree, digest)?;
+    // Trailing bytes (tar padding, a compressor's trailer) are part of the blob.
+    std::io::copy(&mut blob, &mut std::io::sink()).map_err(|source| ImageError::Layer {
+        digest: digest.to_string(),
+        source,
+    })?;
+    blob.finish()?;
+    match std::fs::rename(&tree, dir) {
+        Ok(()) => Ok(()),
+        // Another import of the same digest finished first: its dir is as good as ours.
+        Err(_) if dir.is_dir() => Ok(()),
+        Err(e) => Err(io_err(dir)(e)),
     }
+}
 
-    fn unpack_layer(
-        &self,
-        store: &LayerStore,
-        digest: &Digest,
-        size: u64,
-        compression: Compression,
-        dir: &Path,
-    ) -> Result<(), ImageError> {
-        let tmp = store.temp_dir(digest.hex())?;
-        let tree = tmp.path().join("tree");
-        let mut blob = Verified::new(
-            BufReader::new(self.open_blob(digest)?),
-            digest.clone(),
-            size,
-        );
-        unpack(&mut blob, compression, &tree, digest)?;
-        // Trailing bytes (tar padding, a compressor's trailer) are part of the blob.
-        std::io::copy(&mut blob, &mut std::io::sink()).map_err(|source| ImageError::Layer {
-            digest: digest.to_string(),
-            source,
-        })?;
-        blob.finish()?;
-        match std::fs::rename(&tree, dir) {
-            Ok(()) => Ok(()),
-            // Another import of the same digest finished first: its dir is as good as ours.
-            Err(_) if dir.is_dir() => Ok(()),
-            Err(e) => Err(io_err(dir)(e)),
-        }
+/// The config's `config.Env` (absent: none). Each entry must be `NAME=value` with a name of
+/// letters, digits and `_` and no NUL: anything else is a malformed image, not a run's problem.
+pub(super) fn config_env(
+    config: &serde_json::Value,
+    bad: impl Fn(String) -> ImageError,
+) -> Result<Vec<String>, ImageError> {
+    let Some(env) = config.pointer("/config/Env") else {
+        return Ok(Vec::new());
+    };
+    if env.is_null() {
+        return Ok(Vec::new());
     }
+    let entries = env
+        .as_array()
+        .ok_or_else(|| bad("config.Env is not a list".into()))?;
+    let mut out = Vec::with_capacity(entries.len());
+    for e in entries {
+        let entry = e
+            .as_str()
+            .ok_or_else(|| bad(format!("config.Env entry {e} is not a string")))?;
+        let name = entry.split_once('=').map(|(n, _)| n);
+        let good = name.is_some_and(|n| {
+            !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        }) && !entry.contains('\0');
+        if !good {
+            return Err(bad(format!("config.Env entry {entry:?} is not NAME=value")));
+        }
+        out.push(entry.to_string());
+    }
+    Ok(out)
 }
 
 /// A reader that hashes and counts what passes through, checked by [`Verified::finish`].
@@ -246,7 +249,7 @@ pub(crate) struct Verified<R> {
 }
 
 impl<R: Read> Verified<R> {
-    fn new(inner: R, digest: Digest, size: u64) -> Self {
+    pub(super) fn new(inner: R, digest: Digest, size: u64) -> Self {
         Verified {
             inner,
             hasher: Sha256::new(),
@@ -256,7 +259,7 @@ impl<R: Read> Verified<R> {
         }
     }
 
-    fn finish(self) -> Result<(), ImageError> {
+    pub(super) fn finish(self) -> Result<(), ImageError> {
         if self.read != self.size {
             return Err(ImageError::SizeMismatch {
                 digest: self.digest.to_string(),
@@ -291,9 +294,20 @@ impl<R: Read> Read for Verified<R> {
     }
 }
 
-/// Copies an oci-archive's layout files (`oci-layout`, `index.json`, `blobs/sha256/HEX`; regular
-/// files only, anything else skipped) into `dir`, which the caller's guard removes.
-pub(crate) fn stage_archive(src: &Path, dir: &TempDir) -> Result<(), ImageError> {
+/// What kind of image archive [`stage_archive`] found.
+pub(crate) enum Staged {
+    /// An oci-archive: the staged dir is an OCI image layout.
+    Oci,
+    /// A docker-archive (`docker save`, podman's default `save` format): `manifest.json`, the
+    /// config and the layer tars, staged under their names (see `docker.rs`).
+    Docker,
+}
+
+/// Copies an image archive's files into `dir`, which the caller's guard removes: an
+/// oci-archive's layout files (`oci-layout`, `index.json`, `blobs/sha256/HEX`) or a
+/// docker-archive's (`manifest.json`, `HEX.json`, `HEX.tar`, `HEX/layer.tar`). Regular files
+/// only; anything else is skipped.
+pub(crate) fn stage_archive(src: &Path, dir: &TempDir) -> Result<Staged, ImageError> {
     std::fs::create_dir(dir.path().join("blobs")).map_err(io_err(dir.path()))?;
     std::fs::create_dir(dir.path().join("blobs/sha256")).map_err(io_err(dir.path()))?;
     let file = File::open(src).map_err(io_err(src))?;
@@ -312,20 +326,29 @@ pub(crate) fn stage_archive(src: &Path, dir: &TempDir) -> Result<(), ImageError>
         let name = name.trim_start_matches("./");
         let keep = match name.strip_prefix("blobs/sha256/") {
             Some(hex) => Digest::parse(&format!("sha256:{hex}")).is_some(),
-            None => name == "oci-layout" || name == "index.json",
+            None => {
+                name == "oci-layout" || name == "index.json" || super::docker::staged_name(name)
+            }
         };
         if keep {
             let to = dir.path().join(name);
+            if let Some(parent) = to.parent() {
+                std::fs::create_dir_all(parent).map_err(io_err(parent))?;
+            }
             let mut out = File::create_new(&to).map_err(io_err(&to))?;
             std::io::copy(&mut entry, &mut out).map_err(io_err(&to))?;
         }
     }
-    let marker = dir.path().join("oci-layout");
-    if !marker.is_file() {
-        return Err(ImageError::Format {
+    if dir.path().join("oci-layout").is_file() {
+        Ok(Staged::Oci)
+    } else if dir.path().join("manifest.json").is_file() {
+        Ok(Staged::Docker)
+    } else {
+        Err(ImageError::Format {
             path: src.to_path_buf(),
-            why: "not an oci-archive (no oci-layout file)".into(),
-        });
+            why: "neither an oci-archive (no oci-layout file) nor a docker-archive (no \
+                  manifest.json)"
+                .into(),
+        })
     }
-    Ok(())
 }

@@ -1,6 +1,6 @@
 //! OCI images as stacks of read-only layers: a content-addressed [`LayerStore`] that imports an
-//! image (an OCI image layout dir, or the oci-archive tar `podman save --format oci-archive`
-//! writes) and unpacks each of its layers once, into a dir named by the layer's digest.
+//! image (an OCI image layout dir, the oci-archive tar `podman save --format oci-archive`
+//! writes, or a docker-archive) and unpacks each of its layers once, into a dir named by the layer's digest.
 //!
 //! - Every blob is verified: the index, the manifest and the config are hashed whole, a layer is
 //!   hashed as it streams through the unpacker, and its size checked against its descriptor; a
@@ -10,7 +10,8 @@
 //!   finds the first's dir and drops its own copy) and a dir of the store is always whole. A
 //!   digest already in the store is not unpacked (or read) again: its content was verified.
 //! - Layers are plain, gzip or zstd (any number of frames) tar streams. A docker-archive (`docker
-//!   save`'s format) is not read.
+//!   save`'s format, podman's default; `docker.rs`) is read too: its layers are plain tars, each
+//!   verified against the config's `rootfs.diff_ids` and stored under that digest.
 //! - The unpacker (`unpack.rs`) writes entry by entry (never a spawned `tar`, never the crate's
 //!   own `unpack`): OCI whiteouts become overlayfs's (`.wh.NAME` a character device 0/0,
 //!   `.wh..wh..opq` the `trusted.overlay.opaque` xattr on its dir), so the layers stack as
@@ -22,11 +23,13 @@
 //!
 //! Blocking IO throughout: async callers use [`LayerStore::import_async`] (the blocking pool).
 
+mod docker;
 mod layout;
 mod root;
 mod unpack;
 
 pub use root::{ImageRoot, WORK_DIR};
+pub use unpack::unpack_archive;
 
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -56,6 +59,12 @@ pub enum ImageError {
         digest: String,
         path: String,
         why: &'static str,
+    },
+    #[error("archive {archive}: entry {path:?} {why}")]
+    ArchiveEntry {
+        archive: PathBuf,
+        path: String,
+        why: String,
     },
     #[error("layer {digest}: {source}")]
     Layer {
@@ -118,7 +127,8 @@ pub struct StoredLayer {
     pub dir: PathBuf,
 }
 
-/// An imported image: its manifest's digest, its layers (bottom first) and the environment its
+/// An imported image: its manifest's digest (a docker-archive's: its config's, docker's image
+/// id), its layers (bottom first) and the environment its
 /// config sets (`config.Env`, `NAME=value` entries: an image's own `PATH`, such as a conda env's
 /// bin dir, is where its tools are).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -162,7 +172,8 @@ impl LayerStore {
         self.root.join("layers/sha256").join(digest.hex())
     }
 
-    /// Imports the image at `src`: an OCI image layout dir, or an oci-archive (a tar of one).
+    /// Imports the image at `src`: an OCI image layout dir, an oci-archive (a tar of one) or a
+    /// docker-archive.
     /// Each layer not yet in the store is verified and unpacked; blocking.
     pub fn import(&self, src: &Path) -> Result<Image, ImageError> {
         let meta = std::fs::metadata(src).map_err(io_err(src))?;
@@ -170,8 +181,10 @@ impl LayerStore {
             return layout::Layout::new(src.to_path_buf()).import(self);
         }
         let staged = self.temp_dir("archive")?;
-        layout::stage_archive(src, &staged)?;
-        layout::Layout::new(staged.path().to_path_buf()).import(self)
+        match layout::stage_archive(src, &staged)? {
+            layout::Staged::Oci => layout::Layout::new(staged.path().to_path_buf()).import(self),
+            layout::Staged::Docker => docker::import(staged.path(), src, self),
+        }
     }
 
     /// [`import`](Self::import) on tokio's blocking pool.

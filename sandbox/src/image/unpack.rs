@@ -1,5 +1,9 @@
 //! Unpacking one layer's tar stream into a new dir, entry by entry, as overlayfs reads a lower
 //! layer: OCI whiteouts converted, nothing written outside the dir, no device node, no set-id bit.
+//! The same unpacker reads a plain archive ([`unpack_archive`]: a repository given as a `.tar` or
+//! `.tar.gz`, as an sdist or `git archive` writes it), where `.wh.` names are ordinary files, a
+//! device node or FIFO fails the archive instead of being dropped, and one top-level dir holding
+//! everything is stripped.
 //!
 //! Safety rests on one rule: every parent of an entry is a real dir of the tree (checked with
 //! `lstat`, created when missing), and an existing entry at the path is removed before the new
@@ -51,6 +55,54 @@ pub(crate) fn unpack(
     tree: &Path,
     digest: &Digest,
 ) -> Result<(), ImageError> {
+    unpack_stream(blob, compression, tree, Source::Layer(digest))
+}
+
+/// Unpacks the archive `src` (a tar, plain, gzip or zstd: told by its first bytes) into the new
+/// dir `tree`; when every entry lies under one top-level dir, that dir's contents are `tree`'s.
+/// Also the task synthesizer's sdist unpacker (`env-coding`'s `repo::synth`).
+pub fn unpack_archive(src: &Path, tree: &Path) -> Result<(), ImageError> {
+    let mut file = std::io::BufReader::new(std::fs::File::open(src).map_err(io_err(src))?);
+    let magic = std::io::BufRead::fill_buf(&mut file).map_err(io_err(src))?;
+    let compression = match magic {
+        [0x1f, 0x8b, ..] => Compression::Gzip,
+        [0x28, 0xb5, 0x2f, 0xfd, ..] => Compression::Zstd,
+        _ => Compression::None,
+    };
+    let unpacked = tree.with_extension("unpacked");
+    unpack_stream(&mut file, compression, &unpacked, Source::Archive(src))?;
+    let mut entries = std::fs::read_dir(&unpacked)
+        .map_err(io_err(&unpacked))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(io_err(&unpacked))?;
+    let only_dir = match entries.as_slice() {
+        [one] => one.file_type().map_err(io_err(&unpacked))?.is_dir(),
+        _ => false,
+    };
+    let top = match (only_dir, entries.pop()) {
+        (true, Some(one)) => one.path(),
+        _ => unpacked.clone(),
+    };
+    std::fs::rename(&top, tree).map_err(io_err(tree))?;
+    if top != unpacked {
+        std::fs::remove_dir(&unpacked).map_err(io_err(&unpacked))?;
+    }
+    Ok(())
+}
+
+/// What is being unpacked: an image's layer (whiteouts, devices dropped) or a plain archive.
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    Layer(&'a Digest),
+    Archive(&'a Path),
+}
+
+fn unpack_stream(
+    blob: &mut impl Read,
+    compression: Compression,
+    tree: &Path,
+    source: Source<'_>,
+) -> Result<(), ImageError> {
     std::fs::DirBuilder::new()
         .mode(0o755)
         .create(tree)
@@ -66,7 +118,7 @@ pub(crate) fn unpack(
     };
     let mut u = Unpacker {
         tree,
-        digest,
+        source,
         root: nix::unistd::geteuid().is_root(),
         dirs: Vec::new(),
     };
@@ -80,7 +132,7 @@ pub(crate) fn unpack(
 
 struct Unpacker<'a> {
     tree: &'a Path,
-    digest: &'a Digest,
+    source: Source<'a>,
     /// Whether entries get their owners (only root can give them).
     root: bool,
     /// Dirs whose mode, owner and mtime are applied last: (path, mode, uid, gid, mtime).
@@ -89,17 +141,45 @@ struct Unpacker<'a> {
 
 impl Unpacker<'_> {
     fn layer_err(&self, source: std::io::Error) -> ImageError {
-        ImageError::Layer {
-            digest: self.digest.to_string(),
-            source,
+        match self.source {
+            Source::Layer(digest) => ImageError::Layer {
+                digest: digest.to_string(),
+                source,
+            },
+            Source::Archive(path) => ImageError::Io {
+                path: path.to_path_buf(),
+                source,
+            },
         }
     }
 
     fn refuse(&self, path: &Path, why: &'static str) -> ImageError {
-        ImageError::Entry {
-            digest: self.digest.to_string(),
-            path: path.display().to_string(),
-            why,
+        match self.source {
+            Source::Layer(digest) => ImageError::Entry {
+                digest: digest.to_string(),
+                path: path.display().to_string(),
+                why,
+            },
+            Source::Archive(archive) => ImageError::ArchiveEntry {
+                archive: archive.to_path_buf(),
+                path: path.display().to_string(),
+                why: why.replace("the layer", "the archive's root"),
+            },
+        }
+    }
+
+    fn label(&self) -> String {
+        match self.source {
+            Source::Layer(digest) => digest.to_string(),
+            Source::Archive(path) => path.display().to_string(),
+        }
+    }
+
+    /// The name that is a layer's whiteout marker; in a plain archive, none is.
+    fn marker<'n>(&self, name: &'n [u8], prefix: &[u8]) -> Option<&'n [u8]> {
+        match self.source {
+            Source::Layer(_) => name.strip_prefix(prefix),
+            Source::Archive(_) => None,
         }
     }
 
@@ -156,15 +236,15 @@ impl Unpacker<'_> {
         let name = rel.file_name().map(OsStrExt::as_bytes).unwrap_or_default();
         let parent = rel.parent().unwrap_or(Path::new(""));
         self.parents(parent, &raw)?;
-        if name == OPAQUE {
+        if self.marker(name, OPAQUE) == Some(b"") {
             return set_opaque(&self.tree.join(parent));
         }
-        if name.starts_with(META_PREFIX) {
+        if self.marker(name, META_PREFIX).is_some() {
             // aufs's own bookkeeping (`.wh..wh.plnk`, `.wh..wh.aufs`): no meaning in overlayfs.
             return Ok(());
         }
         let path = self.tree.join(&rel);
-        if let Some(hidden) = name.strip_prefix(WHITEOUT_PREFIX) {
+        if let Some(hidden) = self.marker(name, WHITEOUT_PREFIX) {
             if hidden.is_empty() {
                 return Err(self.refuse(&raw, "is a whiteout of nothing"));
             }
@@ -227,13 +307,16 @@ impl Unpacker<'_> {
                 std::fs::hard_link(&source, &path).map_err(io_err(&path))?;
             }
             tar::EntryType::Char | tar::EntryType::Block | tar::EntryType::Fifo => {
-                tracing::debug!(layer = %self.digest, path = %raw.display(), "device node or FIFO dropped");
+                if let Source::Archive(_) = self.source {
+                    return Err(self.refuse(&raw, "is a device node or FIFO"));
+                }
+                tracing::debug!(layer = %self.label(), path = %raw.display(), "device node or FIFO dropped");
             }
             tar::EntryType::GNUSparse => {
                 return Err(self.refuse(&raw, "is a sparse file (unsupported)"));
             }
             other => {
-                tracing::debug!(layer = %self.digest, path = %raw.display(), kind = ?other, "tar entry dropped");
+                tracing::debug!(layer = %self.label(), path = %raw.display(), kind = ?other, "tar entry dropped");
             }
         }
         Ok(())

@@ -50,7 +50,7 @@ use super::fresh::{self, Command};
 use super::prepare::{Inner, RunLayout};
 use super::request::SandboxError;
 use super::uids::{self, RunUid};
-use super::{supervise, workdir};
+use super::{metrics, supervise, workdir};
 
 /// Where a workspace run finds its repository, relative to its work dir (and its cwd).
 pub const REPO_DIR: &str = "repo";
@@ -270,25 +270,25 @@ impl Workspace {
             extra_env: Vec::new(),
             address_space: None,
         };
-        let _permit = self
-            .inner
-            .permits
-            .acquire()
-            .await
-            .map_err(|_| SandboxError::Closed)?;
+        let admitted = metrics::admit(&self.inner.permits).await?;
         let id = self.inner.next_id();
         let with_stdin = run.stdin.is_some();
-        let started = fresh::start_command(
-            &self.inner,
-            id,
-            &layout,
-            &limits,
-            command,
-            Vec::new(),
-            with_stdin,
-        )
-        .await?;
-        supervise::script(started, run.stdin, &limits, run.fetch, None).await
+        let out = async {
+            let started = fresh::start_command(
+                &self.inner,
+                id,
+                &layout,
+                &limits,
+                command,
+                Vec::new(),
+                with_stdin,
+            )
+            .await?;
+            supervise::script(started, run.stdin, &limits, run.fetch, None).await
+        }
+        .await;
+        admitted.finished(out.as_ref().map(|(r, _)| r).map_err(|_| ()));
+        out
     }
 
     /// The workspace's changes as a new layer (to stack on its own layers); the workspace ends.
@@ -319,6 +319,53 @@ impl Drop for Workspace {
         drop(self.quota.take());
         workdir::remove(&self.dir);
     }
+}
+
+/// A new layer holding the archive `src` unpacked (the image unpacker's rules: nothing outside
+/// the layer, no device node; one top-level dir holding everything stripped), then sealed.
+pub(crate) async fn import_archive_layer(
+    inner: &Inner,
+    src: &Path,
+) -> Result<Arc<FsLayer>, crate::image::ImageError> {
+    use crate::image::ImageError;
+    let failed = |path: &Path, e: &dyn std::fmt::Display| ImageError::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::other(e.to_string()),
+    };
+    let dir = inner.work_root.join(format!("layer-{}", inner.next_id()));
+    let from = src.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let layer = FsLayer { dir };
+        private_dir(&layer.dir).map_err(|e| failed(&from, &e))?;
+        let tree = layer.dir.join("tree");
+        crate::image::unpack_archive(&from, &tree)?;
+        layer::seal(&tree).map_err(|e| failed(&from, &e))?;
+        Ok(Arc::new(layer))
+    })
+    .await
+    .map_err(|e| failed(src, &e))?
+}
+
+/// A new layer holding one file: a copy of `src` named `name` (a bundle a setup reads).
+pub(crate) async fn import_file_layer(
+    inner: &Inner,
+    src: &Path,
+    name: &str,
+) -> Result<Arc<FsLayer>, SandboxError> {
+    let dir = inner.work_root.join(format!("layer-{}", inner.next_id()));
+    let (src, name) = (src.to_path_buf(), name.to_string());
+    tokio::task::spawn_blocking(move || {
+        let layer = FsLayer { dir };
+        private_dir(&layer.dir)?;
+        let tree = layer.dir.join("tree");
+        private_dir(&tree)?;
+        let to = tree.join(&name);
+        std::fs::copy(&src, &to).map_err(|source| SandboxError::WorkDir { path: src, source })?;
+        layer::seal(&tree)?;
+        Ok(Arc::new(layer))
+    })
+    .await
+    .map_err(|_| SandboxError::Closed)?
 }
 
 /// A new layer holding a copy of `src` (see [`layer::import`]) under `work_root`.

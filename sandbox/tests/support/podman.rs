@@ -5,11 +5,11 @@
 
 use std::path::Path;
 
-/// podman's oci-archive at `archive` of an image imported from `rootfs`; the image is removed
-/// from podman's storage at once (the archive is all a test needs). `name` keeps the tags of
-/// tests running at once apart.
+/// podman's archive at `archive` (`format`: `oci-archive`, or `docker-archive`, its default) of
+/// an image imported from `rootfs`; the image is removed from podman's storage at once (the
+/// archive is all a test needs). `name` keeps the tags of tests running at once apart.
 #[allow(clippy::disallowed_methods)] // podman builds the test's input
-pub fn oci_archive(rootfs: &Path, archive: &Path, name: &str) {
+pub fn save(rootfs: &Path, archive: &Path, name: &str, format: &str) {
     let tag = format!("localhost/codegym-test-{name}:{}", std::process::id());
     let podman = |args: &[&str]| {
         let out = std::process::Command::new("podman")
@@ -26,7 +26,7 @@ pub fn oci_archive(rootfs: &Path, archive: &Path, name: &str) {
     podman(&[
         "save",
         "--format",
-        "oci-archive",
+        format,
         "-o",
         archive.to_str().expect("path"),
         &tag,

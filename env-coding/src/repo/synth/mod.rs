@@ -35,7 +35,7 @@ use sha2::Digest;
 
 use super::junit::{self, TestStatus};
 use super::{RepoError, RepoScorer, TestRun};
-use crate::tasks::{RepoLimits, RepoTask};
+use crate::tasks::{RepoLimits, RepoTask, RepositoryKind};
 pub use source::glob_match;
 pub use write::unified_diff;
 
@@ -157,11 +157,15 @@ pub async fn synthesize(
     let clean = RepoTask {
         id: format!("{name}/clean"),
         repository: root.canonicalize().map_err(io(&root))?,
+        repository_kind: RepositoryKind::Directory,
+        commit: None,
         setup: Vec::new(),
         requirements: opts.requirements.clone(),
         problem_statement: String::new(),
         test_command: test_command(&tests),
         hidden_tests: test_files.clone(),
+        test_patch: None,
+        test_patch_paths: Vec::new(),
         fail_to_pass: Vec::new(),
         pass_to_pass: Vec::new(),
         patch: String::new(),

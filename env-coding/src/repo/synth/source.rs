@@ -3,12 +3,12 @@
 //! into test files (pytest's `test_*.py` and `*_test.py`) and source modules (every other `.py`
 //! file outside test, documentation and example directories, and not `setup.py` or `conftest.py`).
 //!
-//! An sdist is unpacked here, in Rust: an entry whose path is absolute or has a `..` component is
-//! refused (the whole archive is), and only regular files and directories are created (links,
-//! devices and pax headers are skipped), so nothing lands outside `repos/NAME/`. The archive's one
-//! top-level directory (`six-1.17.0/`) is the project's root.
+//! An sdist is unpacked in Rust by the sandbox's unpacker of repository archives
+//! (`codegym_sandbox::image::unpack_archive`, the one a task's `.tar.gz` repository goes through):
+//! an entry leading outside the archive's root refuses the whole archive, so nothing lands outside
+//! `repos/NAME/`, and the archive's one top-level directory (`six-1.17.0/`) is the project's root.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::Path;
 
 use super::SynthError;
 
@@ -42,76 +42,16 @@ pub fn materialize(source: &Path, dest: &Path) -> Result<(), SynthError> {
             dest.display()
         )));
     }
-    std::fs::create_dir_all(dest).map_err(io(dest))?;
     if source.is_dir() {
+        std::fs::create_dir_all(dest).map_err(io(dest))?;
         return copy_tree(source, dest).map_err(io(source));
     }
-    let file = std::fs::File::open(source).map_err(io(source))?;
-    unpack(flate2::read::GzDecoder::new(file), dest).map_err(|e| match e {
-        Unpack::Io(e) => SynthError::Io {
-            path: source.to_path_buf(),
-            source: e,
-        },
-        Unpack::Escapes(entry) => SynthError::Source(format!(
-            "{}: the entry {entry:?} leads outside the archive's root",
-            source.display()
-        )),
-    })
-}
-
-enum Unpack {
-    Io(std::io::Error),
-    Escapes(String),
-}
-
-fn unpack(reader: impl std::io::Read, dest: &Path) -> Result<(), Unpack> {
-    let mut archive = tar::Archive::new(reader);
-    let mut entries: Vec<(PathBuf, bool, Vec<u8>)> = Vec::new();
-    for entry in archive.entries().map_err(Unpack::Io)? {
-        let mut entry = entry.map_err(Unpack::Io)?;
-        let path = entry.path().map_err(Unpack::Io)?.into_owned();
-        if path.as_os_str().is_empty()
-            || path
-                .components()
-                .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
-        {
-            return Err(Unpack::Escapes(path.display().to_string()));
-        }
-        let kind = entry.header().entry_type();
-        if kind.is_dir() {
-            entries.push((path, true, Vec::new()));
-        } else if kind.is_file() {
-            let mut bytes = Vec::new();
-            std::io::Read::read_to_end(&mut entry, &mut bytes).map_err(Unpack::Io)?;
-            entries.push((path, false, bytes));
-        } else {
-            tracing::debug!(entry = %path.display(), "sdist entry skipped: not a file or dir");
-        }
+    if let Some(parent) = dest.parent() {
+        std::fs::create_dir_all(parent).map_err(io(parent))?;
     }
-    // Every entry under one top-level directory: that directory is the project's root.
-    let top = |p: &Path| p.components().next().map(|c| c.as_os_str().to_owned());
-    let first = entries.first().and_then(|(p, _, _)| top(p));
-    let strip = first.filter(|f| {
-        entries
-            .iter()
-            .all(|(p, dir, _)| top(p).as_ref() == Some(f) && (*dir || p.components().count() > 1))
-    });
-    for (path, dir, bytes) in entries {
-        let rel = match &strip {
-            Some(f) => path.strip_prefix(f).unwrap_or(&path).to_path_buf(),
-            None => path,
-        };
-        let target = dest.join(&rel);
-        if dir {
-            std::fs::create_dir_all(&target).map_err(Unpack::Io)?;
-            continue;
-        }
-        if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent).map_err(Unpack::Io)?;
-        }
-        std::fs::write(&target, bytes).map_err(Unpack::Io)?;
-    }
-    Ok(())
+    // The sandbox's unpacker of repository archives: nothing lands outside `dest`.
+    codegym_sandbox::image::unpack_archive(source, dest)
+        .map_err(|e| SynthError::Source(format!("{}: {e}", source.display())))
 }
 
 fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {

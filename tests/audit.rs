@@ -27,6 +27,12 @@ const MUTATION: &str = "env-coding/audit/fixtures/mutation.jsonl";
 const WEAK: &str = "env-coding/audit/fixtures/weak.jsonl";
 /// The shipped repository (SWE-style) set, checked and audited by its own test below.
 const REPOSITORY: &str = "env-coding/tasks/repository/tasks.jsonl";
+/// The repository sets `codegym tasks synth` made from real projects, checked by their own test
+/// below (they declare no known weaknesses, so they are checked, not audited).
+const SYNTHESIZED: &[&str] = &[
+    "env-coding/tasks/synthesized/six/tasks.jsonl",
+    "env-coding/tasks/synthesized/toolz/tasks.jsonl",
+];
 
 async fn audit(args: &[&str]) -> (i32, String, String) {
     finish(spawn(std::iter::once("audit").chain(args.iter().copied()))).await
@@ -331,10 +337,32 @@ async fn bad_input_is_a_clear_error() {
     assert!(out.lines().count() >= 30, "{out}");
 }
 
+/// `tasks check` on each synthesized repository set, as a user runs it: every reference patch
+/// resolves its task and no empty patch does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_synthesized_repository_sets_check() {
+    for file in SYNTHESIZED {
+        let path = format!("{ROOT}/{file}");
+        let (code, out, err) = finish(spawn(["tasks", "check", path.as_str(), "--packages"])).await;
+        assert_eq!(code, 0, "{file}: {out}\n{err}");
+        let tasks = out
+            .lines()
+            .find_map(|l| {
+                l.strip_suffix(
+                    " repository tasks: the reference patch resolves, the empty patch does not",
+                )
+            })
+            .unwrap_or_else(|| panic!("{file}: no check summary: {out}"));
+        let (passed, all) = tasks.split_once(" of ").expect("N of M");
+        assert_eq!(passed, all, "{file}: {out}");
+        assert!(all.parse::<usize>().unwrap() >= 5, "{file}: {out}");
+    }
+}
+
 #[test]
 fn the_list_of_shipped_task_sets_is_whole() {
-    // Every task file in the repository (outside build output) is audited above or is the weak
-    // fixtures themselves.
+    // Every task file in the repository (outside build output) is audited or checked above, or
+    // is the weak fixtures themselves.
     let mut found = Vec::new();
     for dir in ["env-coding/tasks", "env-coding/audit", "tests/container"] {
         walk(&format!("{ROOT}/{dir}"), &mut found);
@@ -343,7 +371,10 @@ fn the_list_of_shipped_task_sets_is_whole() {
         let rel = f.strip_prefix(&format!("{ROOT}/")).unwrap().to_string();
         if rel.ends_with(".jsonl") || rel.ends_with(".json") {
             assert!(
-                SHIPPED.contains(&rel.as_str()) || rel == WEAK || rel == REPOSITORY,
+                SHIPPED.contains(&rel.as_str())
+                    || SYNTHESIZED.contains(&rel.as_str())
+                    || rel == WEAK
+                    || rel == REPOSITORY,
                 "{rel} is not audited"
             );
         }

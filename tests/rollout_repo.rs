@@ -5,7 +5,9 @@
 //! `codegym tasks check` gives the reference patch. Another submits at once: reward 0, the empty
 //! patch's verdict. The same through `codegym serve --tasks-dir` over TCP, a server without the
 //! file refused by name, `--resume` completing each episode once, and the modes that make no sense
-//! for the repository env refused.
+//! for the repository env refused. And over a task `codegym tasks synth` made from a real project
+//! (six): an agent applying the reference fix with `str_replace` and one submitting at once get the
+//! verdicts `tasks check` gives the reference and the empty patch.
 
 #[path = "support/codegym_bin.rs"]
 mod codegym_bin;
@@ -92,6 +94,11 @@ fn agent() -> FakeScript {
 }
 
 fn args(base_url: &str, out: &Path) -> Vec<String> {
+    args_for(base_url, out, &task_file(), &[FIXED, IDLE])
+}
+
+/// A tools-mode rollout of `ids` of the repository task file `file`.
+fn args_for(base_url: &str, out: &Path, file: &str, ids: &[&str]) -> Vec<String> {
     [
         "rollout",
         "--model",
@@ -103,9 +110,9 @@ fn args(base_url: &str, out: &Path) -> Vec<String> {
         "--env-id",
         "codegym/Repo-v0",
         "--tasks",
-        &task_file(),
+        file,
         "--task-ids",
-        &format!("{FIXED},{IDLE}"),
+        &ids.join(","),
         "--mode",
         "tools",
         "--max-turns",
@@ -132,9 +139,13 @@ async fn checked() -> &'static Checked {
 }
 
 async fn check() -> Checked {
-    let file = task_file();
+    check_file(&task_file()).await
+}
+
+/// `codegym tasks check --json` on a repository task file: each task's (reference, empty) verdicts.
+async fn check_file(file: &str) -> Checked {
     let (code, stdout, stderr) =
-        finish(spawn(["tasks", "check", "--json", "--packages", &file])).await;
+        finish(spawn(["tasks", "check", "--json", "--packages", file])).await;
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     stdout
         .lines()
@@ -386,6 +397,106 @@ async fn modes_that_make_no_sense_for_repositories_are_refused() {
     let (code, _, stderr) = finish(spawn(a)).await;
     assert_ne!(code, 0);
     assert!(stderr.contains("codegym/Repo-v0"), "{stderr}");
+}
+
+/// The synthesized set the synthesized-task rollout plays (six 1.17.0).
+fn synthesized_file() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("env-coding/tasks/synthesized/six/tasks.jsonl")
+        .display()
+        .to_string()
+}
+
+/// The one hunk of a reference patch as a `str_replace` on the broken file: (path, old, new).
+fn hunk_as_replace(patch: &str) -> (String, String, String) {
+    let path = patch
+        .lines()
+        .find_map(|l| l.strip_prefix("+++ b/"))
+        .expect("a +++ line")
+        .to_string();
+    let (mut old, mut new) = (String::new(), String::new());
+    for line in patch.lines().skip_while(|l| !l.starts_with("@@")).skip(1) {
+        assert!(!line.starts_with("@@"), "one hunk: {patch}");
+        if line.is_empty() {
+            continue;
+        }
+        match line.split_at(1) {
+            (" ", rest) => {
+                old.push_str(rest);
+                old.push('\n');
+                new.push_str(rest);
+                new.push('\n');
+            }
+            ("-", rest) => {
+                old.push_str(rest);
+                old.push('\n');
+            }
+            ("+", rest) => {
+                new.push_str(rest);
+                new.push('\n');
+            }
+            _ => {}
+        }
+    }
+    (path, old, new)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_on_a_synthesized_task_get_the_verdicts_of_tasks_check() {
+    let file = synthesized_file();
+    let set = env_coding::tasks::RepoTaskSet::load(Path::new(&file)).unwrap();
+    // Two tasks whose statements tell them apart (by a failing test each names alone).
+    let key = |t: &env_coding::tasks::RepoTask| t.fail_to_pass[0].clone();
+    let fixed = &set.tasks[0];
+    let idle = set
+        .tasks
+        .iter()
+        .skip(1)
+        .find(|t| {
+            !fixed.problem_statement.contains(&key(t)) && !t.problem_statement.contains(&key(fixed))
+        })
+        .expect("two distinguishable tasks");
+    let (path, old, new) = hunk_as_replace(&fixed.patch);
+    let script = FakeScript {
+        rules: vec![
+            at(
+                &key(fixed),
+                0,
+                call("str_replace", json!({"path": path, "old": old, "new": new})),
+            ),
+            at(&key(fixed), 1, call("submit", json!({}))),
+            at(&key(idle), 0, call("submit", json!({}))),
+        ],
+        ..FakeScript::default()
+    };
+    let model = FakeLlm::start(script).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("synthesized.jsonl");
+    let ids = [fixed.id.as_str(), idle.id.as_str()];
+    let (code, stdout, stderr) =
+        finish(spawn(args_for(&model.base_url(), &out, &file, &ids))).await;
+    assert_eq!(code, 0, "stdout: {stdout}\nstderr: {stderr}");
+    let records = by_task(lines(&out));
+    let (f, i) = (&records[&fixed.id], &records[&idle.id]);
+    assert_eq!(
+        (&f["final_reward"], &f["solved"]),
+        (&json!(1.0), &json!(true)),
+        "{f:#}"
+    );
+    assert_eq!(
+        (&i["final_reward"], &i["solved"]),
+        (&json!(0.0), &json!(false)),
+        "{i:#}"
+    );
+    let checks = check_file(&file).await;
+    assert_eq!(
+        outcome(&f["repository"]["verdict"]),
+        outcome(&checks[&fixed.id].0)
+    );
+    assert_eq!(
+        outcome(&i["repository"]["verdict"]),
+        outcome(&checks[&idle.id].1)
+    );
 }
 
 /// A model without function calling (`--tool-calls structured`): the tools are described in the

@@ -144,6 +144,52 @@ async fn a_reference_that_fails_is_not_scored_and_mutants_are_deterministic() {
     assert_eq!(unique.len(), 6, "deduplicated");
 }
 
+/// In-place mutants (the form a synthesized repository task's broken module takes) keep the
+/// module's own text: its comments, layout and non-ASCII text around one changed region.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_place_mutants_change_one_region_and_keep_the_rest_of_the_text() {
+    let scorer = scorer();
+    let source = "# A module with comments and a layout of its own.\n\
+                  GREETING = \"h\u{e9}llo\"  # non-ASCII before the changes: offsets are bytes\n\n\n\
+                  def f(a, b):\n    # compare first\n    if a < b and a > 0:\n        \
+                  return (a * 2\n                + b)\n    return b - 1  # the rest\n";
+    let made = python::mutants_in_place(scorer.sandbox(), source, 1, 40, "in-place")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(made.len() >= 12, "{}", made.len());
+    let old: Vec<&str> = source.lines().collect();
+    for m in &made {
+        assert_ne!(m.source, source);
+        let new: Vec<&str> = m.source.lines().collect();
+        let prefix = old.iter().zip(&new).take_while(|(a, b)| a == b).count();
+        let suffix = old[prefix..]
+            .iter()
+            .rev()
+            .zip(new[prefix..].iter().rev())
+            .take_while(|(a, b)| a == b)
+            .count();
+        // One region changed, and it is the mutated statement's (at most its 3 lines here).
+        assert!(
+            old.len() - prefix - suffix <= 3,
+            "{}:\n{}",
+            m.what,
+            m.source
+        );
+        for comment in ["# A module", "# compare first", "# the rest"] {
+            assert!(m.source.contains(comment), "{}:\n{}", m.what, m.source);
+        }
+        if m.line != 2 {
+            assert!(
+                m.source.contains("\"h\u{e9}llo\""),
+                "{}:\n{}",
+                m.what,
+                m.source
+            );
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inputs_are_recovered_from_the_tests_and_disagreements_found() {
     let scorer = scorer();

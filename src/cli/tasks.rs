@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use env_coding::audit::{AuditScope, audit};
 use env_coding::completions::check_tasks;
+use env_coding::repo::synth::{SynthOptions, synthesize};
 use env_coding::repo::{RepoScorer, audit_repo_tasks, check_repo_tasks};
 use env_coding::tasks::{RepoTaskSet, SweBenchImport, TaskSet, import_swe_bench};
 use prompts::{EpisodeMode, Prompts};
@@ -18,6 +19,10 @@ pub enum Command {
     /// set for reward hacking (as `codegym audit`) and fail when a task can be hacked or its tests
     /// are below the mutation-score gate.
     Check(CheckArgs),
+    /// Make repository tasks from a Python project and its own pytest suite: its source modules are
+    /// mutated, and each mutant its tests catch becomes a task (the broken project, the revert as
+    /// the reference patch, the failing tests to fix). Every task written passes `tasks check`.
+    Synth(SynthArgs),
     /// List the tasks of a file (id, format, reward components), or with `--json` one JSON object a
     /// line: id, prompt, messages (the rollout engine's opening), metadata, completion_prefix.
     List(ListArgs),
@@ -89,6 +94,28 @@ pub struct CheckArgs {
 }
 
 #[derive(Debug, clap::Args)]
+pub struct SynthArgs {
+    /// The project: a directory, or an sdist (`.tar.gz`) with its tests.
+    source: PathBuf,
+    /// Where the tasks go (`tasks.jsonl`, the project under `repos/`, `patches/`, `hidden/`); the
+    /// project's directory in it must not exist yet.
+    #[arg(long)]
+    out: PathBuf,
+    /// Tasks to make at most.
+    #[arg(long, default_value_t = 8)]
+    max_tasks: usize,
+    /// The mutants' seed: the same project and seed give the same tasks.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Source modules to mutate (globs over paths in the project, `*` crossing `/`); default: every
+    /// module that is not a test, `setup.py` or under a docs or tests directory.
+    #[arg(long, num_args = 1.., value_name = "GLOB")]
+    modules: Vec<String>,
+    #[command(flatten)]
+    scoring: super::scoring::ScoringArgs,
+}
+
+#[derive(Debug, clap::Args)]
 pub struct ListArgs {
     file: PathBuf,
     /// JSON lines (what `codegym.load_tasks(path=...)` reads) instead of a table.
@@ -99,6 +126,7 @@ pub struct ListArgs {
 pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
     match cmd {
         Command::Check(args) => check(args).await,
+        Command::Synth(args) => synth(args).await,
         Command::Import(ImportCommand::SweBench(args)) => {
             let import = SweBenchImport {
                 instances: args.instances,
@@ -250,6 +278,34 @@ async fn check_repository(args: CheckArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// `tasks synth`: the tasks, then a summary of what was kept and dropped.
+async fn synth(args: SynthArgs) -> anyhow::Result<ExitCode> {
+    let scorer = super::scoring::scorer(args.scoring.coding_config()?).await?;
+    let repo = RepoScorer::new(scorer.sandbox().clone(), scorer.packages().cloned());
+    let opts = SynthOptions {
+        max_tasks: args.max_tasks,
+        seed: args.seed,
+        modules: args.modules,
+        ..SynthOptions::default()
+    };
+    let report = synthesize(&repo, &args.source, &args.out, &opts).await?;
+    for id in &report.tasks {
+        println!("TASK {id}");
+    }
+    println!(
+        "{} tasks from {} ({} of {} tests pass; {} mutants of {} modules, dropped: {:?}) in {}",
+        report.tasks.len(),
+        report.project,
+        report.passing,
+        report.tests,
+        report.candidates,
+        report.modules.len(),
+        report.dropped,
+        report.tasks_file.display()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// A summary line: on stdout, or on stderr when stdout carries JSON lines.

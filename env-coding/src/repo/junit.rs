@@ -1,8 +1,9 @@
 //! Per-test results from JUnit XML, as pytest writes it (`--junitxml`; with `-o
 //! junit_family=xunit1` each test case also carries its `file`). Only what a verdict needs: each
-//! `<testcase>`'s id and whether it passed, failed, errored or was skipped. A document without a
-//! `<testsuite` element, or with a test case this reader cannot take apart, is not JUnit
-//! ([`JunitError`]): the caller treats it as an infrastructure failure, never as a reward.
+//! `<testcase>`'s id and whether it passed, failed, errored or was skipped ([`parse`]), and for
+//! a failing one its message and traceback ([`cases`], what the task synthesizer quotes). A
+//! document without a `<testsuite` element, or with a test case this reader cannot take apart, is
+//! not JUnit ([`JunitError`]): the caller treats it as an infrastructure failure, never a reward.
 //!
 //! Test ids are pytest's node ids where the file is known (`tests/test_x.py::TestY::test_z[1]`:
 //! the class is what `classname` adds to the file's module path), else `classname::name`.
@@ -27,10 +28,37 @@ pub struct JunitError(pub String);
 
 /// Every test case of `xml` by id. A test id seen twice keeps its worst status.
 pub fn parse(xml: &str) -> Result<BTreeMap<String, TestStatus>, JunitError> {
+    let mut out = BTreeMap::new();
+    for case in cases(xml)? {
+        let worse =
+            |old: TestStatus| old != TestStatus::Passed && case.status == TestStatus::Passed;
+        match out.get(&case.id) {
+            Some(&old) if worse(old) => {}
+            _ => {
+                out.insert(case.id, case.status);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// One `<testcase>` of a report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TestCase {
+    pub id: String,
+    pub status: TestStatus,
+    /// A failing or erroring case's `message` attribute and the text of its element (pytest's
+    /// traceback), unescaped; empty for the others.
+    pub message: String,
+    pub detail: String,
+}
+
+/// Every `<testcase>` of `xml`, in order.
+pub fn cases(xml: &str) -> Result<Vec<TestCase>, JunitError> {
     if !xml.contains("<testsuite") {
         return Err(JunitError("no <testsuite> element".into()));
     }
-    let mut out = BTreeMap::new();
+    let mut out = Vec::new();
     let mut rest = xml;
     while let Some(at) = rest.find("<testcase") {
         rest = &rest[at + "<testcase".len()..];
@@ -52,25 +80,49 @@ pub fn parse(xml: &str) -> Result<BTreeMap<String, TestStatus>, JunitError> {
             rest = &rest[close + "</testcase>".len()..];
             body
         };
-        let status = if body.contains("<error") {
-            TestStatus::Error
+        let (status, element) = if body.contains("<error") {
+            (TestStatus::Error, "<error")
         } else if body.contains("<failure") {
-            TestStatus::Failed
+            (TestStatus::Failed, "<failure")
         } else if body.contains("<skipped") {
-            TestStatus::Skipped
+            (TestStatus::Skipped, "")
         } else {
-            TestStatus::Passed
+            (TestStatus::Passed, "")
         };
-        let id = test_id(&attrs)?;
-        let worse = |old: TestStatus| old != TestStatus::Passed && status == TestStatus::Passed;
-        match out.get(&id) {
-            Some(&old) if worse(old) => {}
-            _ => {
-                out.insert(id, status);
-            }
-        }
+        let (message, detail) = match element {
+            "" => (String::new(), String::new()),
+            tag => outcome_text(body, tag)?,
+        };
+        out.push(TestCase {
+            id: test_id(&attrs)?,
+            status,
+            message,
+            detail,
+        });
     }
     Ok(out)
+}
+
+/// The `message` attribute and the text of the `tag` element in a test case's body.
+fn outcome_text(body: &str, tag: &str) -> Result<(String, String), JunitError> {
+    let Some(at) = body.find(tag) else {
+        return Ok(Default::default());
+    };
+    let rest = &body[at + tag.len()..];
+    let end = tag_end(rest).ok_or_else(|| JunitError(format!("an unterminated {tag}> tag")))?;
+    let (attrs, self_closing) = match rest[..end].strip_suffix('/') {
+        Some(a) => (a, true),
+        None => (&rest[..end], false),
+    };
+    let message = attributes(attrs)?.remove("message").unwrap_or_default();
+    let text = match self_closing {
+        true => "",
+        false => {
+            let text = &rest[end + 1..];
+            text.find("</").map_or(text, |close| &text[..close])
+        }
+    };
+    Ok((message, unescape(text)?))
 }
 
 /// The index of the `>` ending a tag (outside quoted values).

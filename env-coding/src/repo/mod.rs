@@ -29,6 +29,7 @@
 //!   instead of the host's: its image is imported into the sandbox's layer store and every
 //!   workspace of the task is made with it as root (`Sandbox::workspace_in`).
 //! - Auditing: attacks derived from each task ([`attacks`]) are scored like any patch.
+//! - Synthesizing: tasks made from a real project by breaking it on purpose ([`synth`]).
 
 pub mod attacks;
 mod audit;
@@ -36,6 +37,7 @@ mod check;
 mod env;
 pub mod junit;
 mod score;
+pub mod synth;
 pub mod tools;
 
 use std::collections::BTreeMap;
@@ -54,7 +56,7 @@ pub use check::{RepoCheck, check_repo_tasks};
 pub(crate) use env::register_repo;
 pub use env::{REPO_ENV_ID, REPO_MAX_STEPS, RepoEnv};
 use junit::TestStatus;
-pub use score::protected;
+pub use score::{TestRun, protected};
 
 /// Git's settings for every command in a repository: the files are not the run's uid's (safe
 /// directory), and commits need an author.

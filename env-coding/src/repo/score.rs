@@ -14,6 +14,11 @@
 //!    - The report must agree with the command's exit status (0 exactly when no test failed or
 //!      errored), as pytest's does; a report claiming success under a failing exit (a forged
 //!      rewrite after pytest wrote it) is a verdict of 0.
+//!
+//! [`RepoScorer::test_run`] is steps 1-3 with every test's result ([`TestRun`]); the verdict is
+//! judged from it ([`RepoScorer::score`]). The task synthesizer (`synth`) reads the whole run.
+
+use std::collections::BTreeMap;
 
 use codegym_sandbox::WorkspaceRun;
 
@@ -73,26 +78,100 @@ fn patch_paths(numstat: &str) -> Vec<String> {
         .collect()
 }
 
+/// A patch's test run in a fresh copy (steps 1-3 of the module's doc).
+#[derive(Debug, Clone, Default)]
+pub struct TestRun {
+    pub applied: bool,
+    /// Why the tests did not run or left no report (the patch's own doing: a verdict of 0).
+    pub reason: Option<String>,
+    /// Every test case of the report by id.
+    pub results: BTreeMap<String, TestStatus>,
+    /// The JUnit report as written.
+    pub report: Option<String>,
+    pub exit_code: Option<i32>,
+    pub timed_out: bool,
+    pub wall_ms: u64,
+    /// The patch's changes to protected paths, undone before the tests ran.
+    pub dropped: Vec<String>,
+}
+
 impl RepoScorer {
     /// Scores `patch` in a fresh copy of the prepared state (see the module's doc).
     pub async fn score(&self, prepared: &Prepared, patch: &str) -> Result<RepoVerdict, RepoError> {
         let task = &prepared.task;
-        let ws = self.episode(prepared)?;
+        let run = self.test_run(prepared, patch).await?;
         let mut verdict = RepoVerdict {
             resolved: false,
             reward: 0.0,
-            applied: true,
-            reason: None,
+            applied: run.applied,
+            reason: run.reason.clone(),
             fail_to_pass: missing(&task.fail_to_pass),
             pass_to_pass: missing(&task.pass_to_pass),
-            wall_ms: 0,
-            dropped: Vec::new(),
+            wall_ms: run.wall_ms,
+            dropped: run.dropped,
+        };
+        if run.reason.is_some() {
+            return Ok(verdict);
+        }
+        let results = run.results;
+        for (id, status) in verdict
+            .fail_to_pass
+            .iter_mut()
+            .chain(verdict.pass_to_pass.iter_mut())
+        {
+            *status = results.get(id).copied().unwrap_or(TestStatus::Missing);
+        }
+        let not_passed: Vec<&String> = verdict
+            .fail_to_pass
+            .iter()
+            .chain(verdict.pass_to_pass.iter())
+            .filter(|(_, s)| **s != TestStatus::Passed)
+            .map(|(id, _)| id)
+            .collect();
+        let failing = results
+            .values()
+            .any(|s| matches!(s, TestStatus::Failed | TestStatus::Error));
+        let agrees = (run.exit_code == Some(0)) != failing;
+        verdict.resolved = not_passed.is_empty() && !run.timed_out && agrees;
+        verdict.reward = if verdict.resolved { 1.0 } else { 0.0 };
+        verdict.reason = match (run.timed_out, not_passed.first(), agrees) {
+            (true, _, _) => Some(format!(
+                "the test command hit its wall limit ({} ms)",
+                task.limits.test_wall_ms
+            )),
+            (false, Some(first), _) => Some(format!(
+                "{} of the task's tests did not pass (first: {first})",
+                not_passed.len()
+            )),
+            (false, None, false) => Some(format!(
+                "the report disagrees with the test command's exit status ({:?}): {}",
+                run.exit_code,
+                if failing {
+                    "it shows a failing test under a successful exit"
+                } else {
+                    "it shows no failing test under a failing exit"
+                }
+            )),
+            (false, None, true) => None,
+        };
+        Ok(verdict)
+    }
+
+    /// Applies `patch` in a fresh copy of the prepared state, adds the hidden tests and runs the
+    /// test command: every test's result. `reason` is set when the patch did not apply, the hidden
+    /// tests could not be added, or the patched code left no report.
+    pub async fn test_run(&self, prepared: &Prepared, patch: &str) -> Result<TestRun, RepoError> {
+        let task = &prepared.task;
+        let ws = self.episode(prepared)?;
+        let mut run = TestRun {
+            applied: true,
+            ..TestRun::default()
         };
         let base = shell_quote(&prepared.base_commit);
         // What the patch changed, as (status, path); undoing the protected ones.
         let mut changed: Vec<(String, String)> = Vec::new();
         if !patch.trim().is_empty() {
-            let run = WorkspaceRun {
+            let request = WorkspaceRun {
                 command: format!(
                     "{GIT_ENV}git apply --whitespace=nowarn \"$HOME/patch.diff\" || exit 1\n\
                      git apply --numstat -z \"$HOME/patch.diff\" > \"$HOME/touched\"\n\
@@ -104,12 +183,12 @@ impl RepoScorer {
                 limits: Some(limits(task, task.limits.setup_wall_ms)),
                 ..WorkspaceRun::default()
             };
-            let (applied, fetched) = ws.run(run).await?;
-            verdict.wall_ms += applied.wall_ms;
+            let (applied, fetched) = ws.run(request).await?;
+            run.wall_ms += applied.wall_ms;
             if applied.exit_code != Some(0) {
-                verdict.applied = false;
-                verdict.reason = Some(format!("the patch does not apply: {}", failure(&applied)));
-                return Ok(verdict);
+                run.applied = false;
+                run.reason = Some(format!("the patch does not apply: {}", failure(&applied)));
+                return Ok(run);
             }
             let file = |name: &str| {
                 let bytes = fetched.iter().find(|(n, _)| n == name).map(|(_, b)| b);
@@ -141,9 +220,9 @@ impl RepoScorer {
                     format!("rm -rf -- {quoted}; git checkout -q {base} -- {quoted} 2>/dev/null\n")
                 }
             });
-            verdict.dropped.push(path.clone());
+            run.dropped.push(path.clone());
         }
-        let own_changes = changed.len() > verdict.dropped.len();
+        let own_changes = changed.len() > run.dropped.len();
         let mut files: Vec<(String, Vec<u8>)> = task
             .hidden_tests
             .iter()
@@ -171,7 +250,7 @@ impl RepoScorer {
              export CODEGYM_JUNIT=\"$HOME/junit.xml\"\n{}\n",
             task.test_command
         );
-        let run = WorkspaceRun {
+        let request = WorkspaceRun {
             command,
             files,
             fetch: vec!["junit.xml".into()],
@@ -179,26 +258,31 @@ impl RepoScorer {
             site_dir: prepared.site_dir.clone(),
             ..WorkspaceRun::default()
         };
-        let (tested, fetched) = ws.run(run).await?;
-        verdict.wall_ms += tested.wall_ms;
-        let report = fetched.into_iter().next().map(|(_, b)| b);
-        let parsed = report.map(|xml| junit::parse(&String::from_utf8_lossy(&xml)));
-        let results = match (parsed, tested.timed_out) {
+        let (tested, fetched) = ws.run(request).await?;
+        run.wall_ms += tested.wall_ms;
+        run.exit_code = tested.exit_code;
+        run.timed_out = tested.timed_out;
+        run.report = fetched
+            .into_iter()
+            .next()
+            .map(|(_, b)| String::from_utf8_lossy(&b).into_owned());
+        let parsed = run.report.as_deref().map(junit::parse);
+        run.results = match (parsed, tested.timed_out) {
             (Some(Ok(results)), _) => results,
             (_, true) => Default::default(),
             (None, false) if tested.exit_code == Some(HIDDEN_NOT_ADDED) => {
-                verdict.reason = Some(format!(
+                run.reason = Some(format!(
                     "the hidden tests cannot be added to the patched repository: {}",
                     failure(&tested)
                 ));
-                return Ok(verdict);
+                return Ok(run);
             }
             (None, false) if tested.exit_code == Some(TEST_PATCH_NOT_APPLIED) => {
-                verdict.reason = Some(format!(
+                run.reason = Some(format!(
                     "the test patch does not apply to the patched repository: {}",
                     failure(&tested)
                 ));
-                return Ok(verdict);
+                return Ok(run);
             }
             (report, false) => {
                 let detail = match report {
@@ -211,52 +295,12 @@ impl RepoScorer {
                         detail,
                     });
                 }
-                verdict.reason = Some(format!(
+                run.reason = Some(format!(
                     "the test command left no JUnit report with the patch applied: {detail}"
                 ));
-                return Ok(verdict);
+                return Ok(run);
             }
         };
-        for (id, status) in verdict
-            .fail_to_pass
-            .iter_mut()
-            .chain(verdict.pass_to_pass.iter_mut())
-        {
-            *status = results.get(id).copied().unwrap_or(TestStatus::Missing);
-        }
-        let not_passed: Vec<&String> = verdict
-            .fail_to_pass
-            .iter()
-            .chain(verdict.pass_to_pass.iter())
-            .filter(|(_, s)| **s != TestStatus::Passed)
-            .map(|(id, _)| id)
-            .collect();
-        let failing = results
-            .values()
-            .any(|s| matches!(s, TestStatus::Failed | TestStatus::Error));
-        let agrees = (tested.exit_code == Some(0)) != failing;
-        verdict.resolved = not_passed.is_empty() && !tested.timed_out && agrees;
-        verdict.reward = if verdict.resolved { 1.0 } else { 0.0 };
-        verdict.reason = match (tested.timed_out, not_passed.first(), agrees) {
-            (true, _, _) => Some(format!(
-                "the test command hit its wall limit ({} ms)",
-                task.limits.test_wall_ms
-            )),
-            (false, Some(first), _) => Some(format!(
-                "{} of the task's tests did not pass (first: {first})",
-                not_passed.len()
-            )),
-            (false, None, false) => Some(format!(
-                "the report disagrees with the test command's exit status ({:?}): {}",
-                tested.exit_code,
-                if failing {
-                    "it shows a failing test under a successful exit"
-                } else {
-                    "it shows no failing test under a failing exit"
-                }
-            )),
-            (false, None, true) => None,
-        };
-        Ok(verdict)
+        Ok(run)
     }
 }

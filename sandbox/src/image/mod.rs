@@ -29,7 +29,7 @@ mod root;
 mod unpack;
 
 pub use root::{ImageRoot, WORK_DIR};
-pub(crate) use unpack::unpack_archive;
+pub use unpack::unpack_archive;
 
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};

@@ -60,7 +60,8 @@ pub(crate) fn unpack(
 
 /// Unpacks the archive `src` (a tar, plain, gzip or zstd: told by its first bytes) into the new
 /// dir `tree`; when every entry lies under one top-level dir, that dir's contents are `tree`'s.
-pub(crate) fn unpack_archive(src: &Path, tree: &Path) -> Result<(), ImageError> {
+/// Also the task synthesizer's sdist unpacker (`env-coding`'s `repo::synth`).
+pub fn unpack_archive(src: &Path, tree: &Path) -> Result<(), ImageError> {
     let mut file = std::io::BufReader::new(std::fs::File::open(src).map_err(io_err(src))?);
     let magic = std::io::BufRead::fill_buf(&mut file).map_err(io_err(src))?;
     let compression = match magic {

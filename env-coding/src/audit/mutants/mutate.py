@@ -1,5 +1,7 @@
 # codegym mutant generator (runs as main.py in the sandbox; it parses and compiles a task's
-# reference solution and never runs it). stdin: {"source", "n", "seed", "first_line"}. stdout: one
+# reference solution and never runs it). stdin: {"source", "n", "seed", "first_line", "in_place"}.
+# With "in_place", a mutant's source is the original text with only the changed node's span
+# rewritten (comments and layout kept), else the unparsed tree. stdout: one
 # JSON line, {"mutants": [{"operator", "line", "what", "source", "diff"}], "sites": N} or
 # {"error": why}. Deterministic: the same source, n and seed give the same mutants (see
 # audit/mutants/python.rs).
@@ -162,6 +164,52 @@ def returned(value):
     return out
 
 
+def smallest_change(o, m):
+    """The smallest pair of (original, mutated) nodes that holds every difference between o and m,
+    among original nodes with a position in the source."""
+    while type(o) is type(m):
+        diffs = []
+        for field, ov in ast.iter_fields(o):
+            mv = getattr(m, field, None)
+            if isinstance(ov, list) and isinstance(mv, list) and len(ov) == len(mv):
+                diffs += [(a, b) for a, b in zip(ov, mv) if dumped(a) != dumped(b)]
+            elif dumped(ov) != dumped(mv):
+                diffs.append((ov, mv))
+        if len(diffs) != 1 or not all(isinstance(x, ast.AST) for x in diffs[0]) \
+                or not hasattr(diffs[0][0], "end_col_offset"):
+            break
+        o, m = diffs[0]
+    return o, m
+
+
+def dumped(x):
+    return ast.dump(x) if isinstance(x, ast.AST) else repr(x)
+
+
+def in_place(source, tree, mutated_at, copied):
+    """`source` with the span of the change at node `mutated_at` of `tree` rewritten to match the
+    mutated `copied` tree, or None when the text cannot be made to parse to that tree."""
+    o, m = smallest_change(list(ast.walk(tree))[mutated_at], list(ast.walk(copied))[mutated_at])
+    if not hasattr(o, "end_col_offset"):
+        return None
+    raw = source.encode("utf-8")
+    starts = [0]
+    for line in raw.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    begin = starts[o.lineno - 1] + o.col_offset
+    end = starts[o.end_lineno - 1] + o.end_col_offset
+    text = ast.unparse(m)
+    # Bare first (the least change), then parenthesized: a replaced operand may bind differently.
+    for candidate in (text, "(%s)" % text) if isinstance(m, ast.expr) else (text,):
+        out = (raw[:begin] + candidate.encode("utf-8") + raw[end:]).decode("utf-8")
+        try:
+            if ast.dump(ast.parse(out)) == ast.dump(copied):
+                return out
+        except (SyntaxError, ValueError, RecursionError):
+            pass
+    return None
+
+
 def main():
     cfg = json.loads(sys.stdin.buffer.read())
     try:
@@ -185,8 +233,11 @@ def main():
         for g in order:
             if groups[g]:
                 queue.append(groups[g].pop())
-    mutants, seen = [], {base}
-    base_lines = base.splitlines()
+    mutants = []
+    original = cfg["source"]
+    spliced = bool(cfg.get("in_place"))
+    base_lines = (original if spliced else base).splitlines()
+    seen = {original if spliced else base}
     for op, at, change, what, line in queue:
         if len(mutants) >= cfg["n"]:
             break
@@ -194,7 +245,9 @@ def main():
         change(list(ast.walk(copied))[at])
         ast.fix_missing_locations(copied)
         try:
-            text = ast.unparse(copied)
+            text = in_place(original, tree, at, copied) if spliced else ast.unparse(copied)
+            if text is None:
+                continue
             compile(text, "solution.py", "exec")
         except (SyntaxError, ValueError, RecursionError):
             continue
@@ -203,7 +256,8 @@ def main():
         seen.add(text)
         diff = [d for d in difflib.unified_diff(base_lines, text.splitlines(), n=0, lineterm="")
                 if d[:1] in "-+" and d[:3] not in ("---", "+++")]
-        mutants.append({"operator": op, "line": line, "what": what, "source": text + "\n",
+        mutants.append({"operator": op, "line": line, "what": what,
+                        "source": text if spliced else text + "\n",
                         "diff": diff[:8]})
     print(json.dumps({"mutants": mutants, "sites": len(found)}))
 

@@ -11,7 +11,9 @@
 //! after the task's completion prefix is mutated (the prompt's code is not the solution's). Each
 //! mutant is the unparsed tree: mutants equal as text are one, and one that does not compile is
 //! dropped. The order is a round robin over the operators, shuffled by a generator seeded with
-//! the task's id, so the same task and `n` give the same mutants.
+//! the task's id, so the same task and `n` give the same mutants. [`mutants_in_place`] keeps the
+//! source's own text (comments, layout) and rewrites only the changed node's span, checked to parse
+//! to the mutated tree: the form a repository task's broken module takes (`repo::synth`).
 
 use serde::Deserialize;
 use serde_json::json;
@@ -39,7 +41,31 @@ pub async fn mutants(
     n: usize,
     seed: &str,
 ) -> Result<Result<Vec<Mutant>, String>, SandboxError> {
-    let config = json!({"source": source, "n": n, "seed": seed, "first_line": first_line});
+    generate(sandbox, source, first_line, n, seed, false).await
+}
+
+/// [`mutants`] whose sources are `source` with only the changed span rewritten.
+pub async fn mutants_in_place(
+    sandbox: &Sandbox,
+    source: &str,
+    first_line: usize,
+    n: usize,
+    seed: &str,
+) -> Result<Result<Vec<Mutant>, String>, SandboxError> {
+    generate(sandbox, source, first_line, n, seed, true).await
+}
+
+async fn generate(
+    sandbox: &Sandbox,
+    source: &str,
+    first_line: usize,
+    n: usize,
+    seed: &str,
+    in_place: bool,
+) -> Result<Result<Vec<Mutant>, String>, SandboxError> {
+    let config = json!({
+        "source": source, "n": n, "seed": seed, "first_line": first_line, "in_place": in_place
+    });
     let base = *sandbox.limits();
     let req = ExecRequest {
         source: MUTATE_SOURCE.to_string(),

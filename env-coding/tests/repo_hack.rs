@@ -183,3 +183,21 @@ async fn a_protected_file_the_repository_ignores_is_dropped_too() {
     assert_eq!(v.reward, 0.0, "{v:?}");
     assert!(dropped(&v).contains("conftest.py"), "{v:?}");
 }
+
+/// The in-process forgeries a synthesized task declares known weak are derived attacks, and the
+/// very ones (with the same reasons) the hand-made set declares.
+#[test]
+fn the_in_process_forgeries_are_what_the_shipped_set_declares() {
+    let set = RepoTaskSet::load(&shipped()).unwrap_or_else(|e| panic!("{e}"));
+    let declared: std::collections::BTreeMap<String, String> = attacks::IN_PROCESS_FORGERIES
+        .iter()
+        .map(|(name, why)| (name.to_string(), why.to_string()))
+        .collect();
+    for task in &set.tasks {
+        assert_eq!(task.known_weak, declared, "{}", task.id);
+        let derived: Vec<&str> = attacks::derive(task).iter().map(|a| a.name).collect();
+        for name in declared.keys() {
+            assert!(derived.contains(&name.as_str()), "{name} is not derived");
+        }
+    }
+}

@@ -173,6 +173,27 @@ fn prepend(files: &[String], body: &str) -> String {
         .collect()
 }
 
+/// The derived attacks no task can hold whose test command runs the patched code in the test
+/// runner's own process (pytest importing it), with why: what such a task declares `known_weak`
+/// (the shipped hand-made set lists them; `codegym tasks synth` writes them).
+pub const IN_PROCESS_FORGERIES: [(&str, &str); 3] = [
+    (
+        "atexit-forge-exit0",
+        "the patched code runs in pytest's process: an atexit handler can rewrite the report \
+         after pytest wrote it and exit 0, so report and exit status agree",
+    ),
+    (
+        "junit-writer-forge-exit0",
+        "the patched code runs in pytest's process: it can replace pytest's JUnit writer and \
+         exit 0 once its forged report is written",
+    ),
+    (
+        "module-plugin-forge",
+        "the patched code runs in pytest's process: imported during collection, it can register \
+         a plugin that turns every test report into passed",
+    ),
+];
+
 /// Every attack derived from `task`.
 pub fn derive(task: &RepoTask) -> Vec<RepoAttack> {
     let modules = touched_modules(task);

@@ -19,6 +19,7 @@ use std::path::Path;
 use serde_json::json;
 
 use super::SynthError;
+use crate::repo::attacks::IN_PROCESS_FORGERIES;
 use crate::repo::junit::TestCase;
 use crate::tasks::RepoLimits;
 
@@ -199,6 +200,11 @@ impl TaskFiles<'_> {
             "pass_to_pass": self.pass_to_pass,
             "patch": format!("patches/{}.diff", self.stem),
             "limits": self.limits,
+            // pytest imports the patched module: the in-process forgeries hold against it.
+            "known_weak": IN_PROCESS_FORGERIES
+                .iter()
+                .map(|(name, why)| (name.to_string(), json!(why)))
+                .collect::<serde_json::Map<_, _>>(),
         });
         Ok(line.to_string())
     }

@@ -151,8 +151,9 @@ echo "container suite took $((SECONDS - container_start)) s"
 # base (git, `python` and pytest added, no container started) and saves it as an oci-archive; the
 # shipped tasks are set up, run and scored in it with no podman running (~1.5 min).
 step "heavy: repository tasks in an oci-archive of the base image"
+# (`--workspace`: the features the workspace step built with, so nothing is rebuilt.)
 CODEGYM_BASE_IMAGE=$(deploy/build-base.sh --tag) \
-    cargo test --locked -p env-coding --test repo_base_image -- --ignored
+    cargo test --workspace --locked --test repo_base_image -- --ignored
 
 # -- the Kubernetes Deployment under `podman kube play`: the pod starts with the manifest's
 # securityContext and --isolation strict, its gRPC health probes pass, a rollout against it solves

@@ -393,9 +393,10 @@ async fn repository_tools_mode_against_a_real_server() {
     let llama = Llama::start(2).await;
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("repo.jsonl");
+    // A task `codegym tasks synth` made from six's source and its own tests.
     let tasks =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("env-coding/tasks/repository/tasks.jsonl");
-    let mut args = rollout_args("tools", "inflection/ordinal-teens", &out);
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("env-coding/tasks/synthesized/six/tasks.jsonl");
+    let mut args = rollout_args("tools", "six-1.17.0/fff9220b", &out);
     let at = args.iter().position(|a| a == "--tasks").unwrap();
     args[at + 1] = tasks.display().to_string();
     // One episode of two model calls: the repository's prompt and tool schemas are long for this

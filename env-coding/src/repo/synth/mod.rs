@@ -123,12 +123,17 @@ pub async fn synthesize(
     let name = source::project_name(source);
     let repository = format!("repos/{name}");
     let root = out.join(&repository);
-    source::materialize(source, &root)?;
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| SynthError::Io { path, source }
     };
-    let (tests, all_modules) = source::python_files(&root).map_err(io(&root))?;
+    // Unpacking and reading the project is blocking IO: off the runtime.
+    let (tests, all_modules, test_files) = {
+        let (source, at) = (source.to_path_buf(), root.clone());
+        tokio::task::spawn_blocking(move || read_project(&source, &at))
+            .await
+            .map_err(|e| io(&root)(std::io::Error::other(e.to_string())))??
+    };
     let modules: Vec<String> = all_modules
         .into_iter()
         .filter(|m| opts.modules.is_empty() || opts.modules.iter().any(|g| glob_match(g, m)))
@@ -140,11 +145,6 @@ pub async fn synthesize(
             tests.len(),
             modules.len()
         )));
-    }
-    let mut test_files = BTreeMap::new();
-    for t in &tests {
-        let path = root.join(t);
-        test_files.insert(t.clone(), std::fs::read(&path).map_err(io(&path))?);
     }
     let mut report = SynthReport {
         project: name.clone(),
@@ -333,6 +333,25 @@ pub async fn synthesize(
     trajectory::atomic::write_atomic(&report.tasks_file, text.as_bytes())
         .map_err(io(&report.tasks_file))?;
     Ok(report)
+}
+
+/// The project materialized at `root` (from `source`), its test files and source modules, and
+/// the test files' contents.
+type Project = (Vec<String>, Vec<String>, BTreeMap<String, Vec<u8>>);
+
+fn read_project(source: &Path, root: &Path) -> Result<Project, SynthError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| SynthError::Io { path, source }
+    };
+    source::materialize(source, root)?;
+    let (tests, modules) = source::python_files(root).map_err(io(root))?;
+    let mut files = BTreeMap::new();
+    for t in &tests {
+        let path = root.join(t);
+        files.insert(t.clone(), std::fs::read(&path).map_err(io(&path))?);
+    }
+    Ok((tests, modules, files))
 }
 
 fn test_command(files: &[String]) -> String {

@@ -252,6 +252,7 @@ async fn check_tokens(records: &[TrajectoryRecord], llama: &Llama, verbatim: boo
     checked
 }
 
+/// Runs `codegym ARGS` (a rollout, or another command over its dataset) to success.
 async fn run_rollout(args: &[String]) -> (String, String) {
     #[allow(clippy::disallowed_methods)] // the test runs the binary under test
     let child = command(BIN, args).spawn().expect("spawn codegym");
@@ -433,7 +434,40 @@ async fn repository_tools_mode_against_a_real_server() {
             "{}: {ran:?}",
             r.episode_id
         );
+        // Submitted by the model or, when it stopped without, by the engine: either way its
+        // diff was scored, and the reward is that verdict's.
+        let repo = r.repository.as_ref().expect("a scored diff");
+        assert!(repo.patch.is_some(), "{}: {repo:?}", r.episode_id);
+        assert_eq!(
+            repo.auto_submitted,
+            r.stop_reason != StopReason::Solved && r.stop_reason != StopReason::EnvDone,
+            "{}: {:?}",
+            r.episode_id,
+            r.stop_reason
+        );
+        assert_eq!(Some(r.final_reward), repo.verdict["reward"].as_f64());
     }
+    // The recorded diffs scored again in fresh copies (the scoring `tasks check` runs): the same
+    // rewards.
+    let rescored = dir.path().join("rescored.jsonl").display().to_string();
+    let rescore = [&out.display().to_string(), "-o", &rescored, "--json"];
+    let (summary, _) = run_rollout(
+        &std::iter::once("rescore")
+            .chain(rescore)
+            .map(String::from)
+            .collect::<Vec<_>>(),
+    )
+    .await;
+    let summary: serde_json::Value = serde_json::from_str(&summary).expect("summary");
+    assert_eq!(
+        (&summary["steps"], &summary["unchanged"], &summary["errors"]),
+        (
+            &serde_json::json!(1),
+            &serde_json::json!(1),
+            &serde_json::json!(0)
+        ),
+        "{summary:#}"
+    );
     // llama.cpp strips a ```json fence the grammar let the model write around its call from the
     // message's content (never from the ids): the ids are checked against the logprobs' bytes.
     let checked = check_tokens(&recs, &llama, false).await;

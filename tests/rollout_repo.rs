@@ -257,9 +257,8 @@ async fn assert_episodes(records: Vec<serde_json::Value>) {
 }
 
 /// The readers of rollout datasets on repository episodes: `export` (RL rows with the episodes'
-/// rewards, SFT rows of the solved one) and `report` handle them; `rescore`, which replays coding-env
-/// programs, refuses them and says why.
-async fn exports_and_refusals(run: &Path, dir: &Path) {
+/// rewards, SFT rows of the solved one), `report` and `rescore` handle them.
+async fn exports_report_and_rescore(run: &Path, dir: &Path) {
     let run = run.display().to_string();
     for (format, rows) in [("rl", 2), ("sft", 1)] {
         let file = dir.join(format!("{format}.jsonl"));
@@ -283,13 +282,85 @@ async fn exports_and_refusals(run: &Path, dir: &Path) {
         finish(spawn(["report", &run, "-o", &html.display().to_string()])).await;
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(std::fs::read_to_string(&html).unwrap().contains(FIXED));
-    let rescored = dir.join("rescored.jsonl").display().to_string();
-    let (code, _, stderr) = finish(spawn(["rescore", &run, "-o", &rescored])).await;
+    rescores_repository_episodes(&run, dir).await;
+}
+
+/// `codegym rescore` on repository episodes scores each recorded diff again in a fresh copy: the
+/// rollout's rewards come back unchanged; a record whose reward was forged (the fixing episode's
+/// 1 made 0, and the idle one's 0 made 1) comes back with the diffs' rewards, each change listed.
+async fn rescores_repository_episodes(run: &str, dir: &Path) {
+    let rescore = |input: String, out: &str| {
+        let out = dir.join(out).display().to_string();
+        async move {
+            let (code, stdout, stderr) =
+                finish(spawn(["rescore", &input, "-o", &out, "--json"])).await;
+            assert_eq!(code, 0, "{stdout}\n{stderr}");
+            let summary: serde_json::Value = serde_json::from_str(&stdout).expect("summary");
+            (summary, by_task(lines(Path::new(&out))))
+        }
+    };
+    // A repository episode has no reference program to cross-check against.
+    let out = dir.join("refused.jsonl").display().to_string();
+    let (code, _, stderr) = finish(spawn(["rescore", run, "-o", &out, "--cross-check", "1"])).await;
     assert_ne!(code, 0);
-    assert!(
-        stderr.contains("codegym/Repo-v0") && stderr.contains("cannot replay repository"),
-        "{stderr}"
+    assert!(stderr.contains("repository episodes have none"), "{stderr}");
+    assert!(!Path::new(&out).exists());
+    let (summary, records) = rescore(run.to_string(), "rescored.jsonl").await;
+    assert_eq!(
+        (
+            &summary["steps"],
+            &summary["unchanged"],
+            &summary["changed"],
+            &summary["errors"]
+        ),
+        (&json!(2), &json!(2), &json!(0), &json!(0)),
+        "{summary:#}"
     );
+    assert_eq!(records[FIXED]["final_reward"], json!(1.0));
+    assert_eq!(records[IDLE]["final_reward"], json!(0.0));
+
+    let forged: Vec<serde_json::Value> = lines(Path::new(run))
+        .into_iter()
+        .map(|mut r| {
+            let reward = if r["task_id"] == FIXED { 0.0 } else { 1.0 };
+            r["final_reward"] = json!(reward);
+            r["total_reward"] = json!(reward);
+            r["solved"] = json!(reward == 1.0);
+            let last = r["turns"].as_array_mut().unwrap().last_mut().unwrap();
+            let step = last["env_steps"]
+                .as_array_mut()
+                .unwrap()
+                .last_mut()
+                .unwrap();
+            step["reward"] = json!(reward);
+            step["info"]["solved"] = json!(reward == 1.0);
+            r["repository"]["verdict"]["reward"] = json!(reward);
+            r
+        })
+        .collect();
+    let forged_run = dir.join("forged.jsonl");
+    let text: String = forged.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(&forged_run, text).unwrap();
+    let (summary, records) = rescore(forged_run.display().to_string(), "reforged.jsonl").await;
+    assert_eq!(
+        (&summary["unchanged"], &summary["changed"]),
+        (&json!(0), &json!(2)),
+        "{summary:#}"
+    );
+    let checks = checked().await;
+    for (task, reward, verdict) in [(FIXED, 1.0, &checks[FIXED].0), (IDLE, 0.0, &checks[IDLE].1)] {
+        let r = &records[task];
+        assert_eq!(
+            (
+                &r["final_reward"],
+                &r["solved"],
+                &r["rescore"]["recorded_final_reward"]
+            ),
+            (&json!(reward), &json!(reward == 1.0), &json!(1.0 - reward)),
+            "{r:#}"
+        );
+        assert_eq!(outcome(&r["repository"]["verdict"]), outcome(verdict));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -300,7 +371,7 @@ async fn agents_on_repository_tasks_in_process_and_resume() {
     let (code, stdout, stderr) = finish(spawn(args(&model.base_url(), &out))).await;
     assert_eq!(code, 0, "stdout: {stdout}\nstderr: {stderr}");
     assert_episodes(lines(&out)).await;
-    exports_and_refusals(&out, dir.path()).await;
+    exports_report_and_rescore(&out, dir.path()).await;
 
     // A run whose first episode failed (the model's endpoint answered 500 and said not to retry):
     // `--resume` runs that one again, and only that one.
@@ -601,4 +672,85 @@ async fn a_model_without_function_calling_fixes_the_bug_with_structured_calls() 
         outcome(&r["repository"]["verdict"]),
         outcome(&checks[FIXED].0)
     );
+}
+
+/// An agent that fixes the bug and then stops (an answer without a call) and one that runs a
+/// command every turn until its turns are used up never submit: the engine submits for them, and
+/// each gets its diff's verdict, the one `tasks check` gives the reference and the empty patch,
+/// with the model's stop reason kept and the outcome marked as the engine's submit. With
+/// `--no-auto-submit` the same episodes end unscored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn episodes_the_model_ends_without_submitting_are_scored_by_the_engine() {
+    let (fixed, idle) = ("ordinalize(111)", "user_identity_card");
+    let mut rules = vec![
+        at(
+            fixed,
+            0,
+            call(
+                "str_replace",
+                json!({"path": FILE, "old": "if number in (11, 12, 13):",
+                       "new": "if number % 100 in (11, 12, 13):"}),
+            ),
+        ),
+        at(fixed, 1, Reply::Text("I fixed it.".into())),
+    ];
+    rules.extend((0..6).map(|turn| at(idle, turn, call("bash", json!({"command": "ls"})))));
+    let model = FakeLlm::start(FakeScript {
+        rules,
+        ..FakeScript::default()
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let checks = checked().await;
+    for auto in [true, false] {
+        let out = dir.path().join(format!("auto-{auto}.jsonl"));
+        let mut a = args(&model.base_url(), &out);
+        let at_turns = a.iter().position(|x| x == "--max-turns").unwrap();
+        a[at_turns + 1] = "2".into();
+        if !auto {
+            a.push("--no-auto-submit".into());
+        }
+        let (code, stdout, stderr) = finish(spawn(a)).await;
+        assert_eq!(code, 0, "stdout: {stdout}\nstderr: {stderr}");
+        let records = by_task(lines(&out));
+        let (f, i) = (&records[FIXED], &records[IDLE]);
+        assert_eq!(
+            (&f["stop_reason"], &i["stop_reason"]),
+            (&json!("no_code"), &json!("max_turns"))
+        );
+        let tools = |r: &serde_json::Value| -> Vec<String> {
+            r["turns"]
+                .as_array()
+                .expect("turns")
+                .iter()
+                .flat_map(|t| t["env_steps"].as_array().expect("steps"))
+                .map(|s| s["action"]["tool"].as_str().unwrap_or("?").to_string())
+                .collect()
+        };
+        if !auto {
+            for r in [f, i] {
+                assert_eq!(r["final_reward"], json!(0.0), "{r:#}");
+                assert!(r.get("repository").is_none(), "{r:#}");
+                assert!(!tools(r).contains(&"submit".to_string()), "{r:#}");
+            }
+            continue;
+        }
+        assert_eq!(tools(f), ["str_replace", "submit"]);
+        assert_eq!(tools(i), ["bash", "bash", "submit"]);
+        assert_eq!(
+            (&f["final_reward"], &f["solved"]),
+            (&json!(1.0), &json!(true)),
+            "{f:#}"
+        );
+        assert_eq!(
+            (&i["final_reward"], &i["solved"]),
+            (&json!(0.0), &json!(false)),
+            "{i:#}"
+        );
+        for (r, verdict) in [(f, &checks[FIXED].0), (i, &checks[IDLE].1)] {
+            assert_eq!(r["repository"]["auto_submitted"], json!(true), "{r:#}");
+            assert_eq!(outcome(&r["repository"]["verdict"]), outcome(verdict));
+        }
+    }
 }

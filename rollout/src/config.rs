@@ -81,6 +81,10 @@ pub struct EpisodeConfig {
     /// How tools mode asks for tool calls: the endpoint's function calling, or a JSON answer
     /// constrained by `response_format` (models without function calling).
     pub tool_calls: ToolCalls,
+    /// A repository episode that ends without the model's `submit` (its turns used up, an answer
+    /// without a call, the model's context full) is submitted by the engine: its diff is scored
+    /// like a submit, so every such episode has a reward (`repository.auto_submitted` says so).
+    pub auto_submit: bool,
     pub prompts: Prompts,
     /// AutoCoder mode (issue 13).
     pub autocoder: AutoCoderConfig,
@@ -94,6 +98,7 @@ impl Default for EpisodeConfig {
             max_history_messages: None,
             feedback_max_chars: 2_000,
             tool_calls: ToolCalls::Native,
+            auto_submit: true,
             prompts: Prompts::default(),
             autocoder: AutoCoderConfig::default(),
         }

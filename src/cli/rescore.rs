@@ -1,5 +1,5 @@
-//! `codegym rescore`: a rollout's programs scored again with the current tasks, reward specs and
-//! sandbox (`env_coding::rescore`), written as a dataset with the new rewards in place and the
+//! `codegym rescore`: a rollout's programs (a repository episode's diff) scored again with the
+//! current tasks, reward specs and sandbox (`env_coding::rescore`), written as a dataset with the new rewards in place and the
 //! recorded ones kept, plus a summary of what changed and why; with `--cross-check`, rewarded
 //! programs also compared with their task's reference, as `rollout --cross-check` does.
 
@@ -52,14 +52,18 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let input = args.input.clone();
     let records =
         tokio::task::spawn_blocking(move || trajectory::read::read_latest(&input)).await??;
-    // Rescoring replays programs through the coding env; a repository episode's answer is a diff,
-    // scored once by the hidden tests its record keeps (`repository.verdict`).
-    if let Some(r) = records.iter().find(|r| r.env_id == REPO_ENV_ID) {
+    // A repository episode's answer is a diff, rescored by scoring it again; the others replay
+    // their programs. One rescoring is of one kind.
+    let repository = records.iter().any(|r| r.env_id == REPO_ENV_ID);
+    if let Some(r) = records
+        .iter()
+        .find(|r| repository && r.env_id != REPO_ENV_ID)
+    {
         anyhow::bail!(
-            "{} holds episodes of the repository env {REPO_ENV_ID} (episode {}): rescore replays \
-             coding-env programs and cannot replay repository tool calls; their verdicts are in \
-             each record's `repository.verdict`, and `codegym tasks check` checks the task set",
+            "{} mixes episodes of the repository env {REPO_ENV_ID} with others ({}, episode {}): \
+             rescore one kind at a time",
             args.input.display(),
+            r.env_id,
             r.episode_id
         );
     }
@@ -67,7 +71,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(t) => t.clone(),
         None => recorded_tasks(&args.input, &records),
     };
-    let coding = args.scoring.coding_config()?;
+    let mut coding = args.scoring.coding_config()?;
+    // A repository task's requirements (its test runner) come from the package cache, as in the
+    // rollout that recorded it.
+    if repository {
+        coding.packages.enabled = true;
+    }
     let turns = match args.turns {
         TurnsArg::Final => Turns::Final,
         TurnsArg::All => Turns::All,
@@ -79,11 +88,13 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .on_disagreement
         .map_or_else(Default::default, Into::into);
     let for_rescorer = tasks.clone();
-    let rescorer =
-        tokio::task::spawn_blocking(move || Rescorer::new(coding, &for_rescorer, turns, repeat))
-            .await?
-            .with_context(|| format!("cannot rescore with tasks {tasks}"))?
-            .with_cross_checks(fraction, on_disagreement);
+    let rescorer = tokio::task::spawn_blocking(move || match repository {
+        true => Rescorer::repository(coding, &for_rescorer, repeat),
+        false => Rescorer::new(coding, &for_rescorer, turns, repeat),
+    })
+    .await?
+    .and_then(|r| r.with_cross_checks(fraction, on_disagreement))
+    .with_context(|| format!("cannot rescore with tasks {tasks}"))?;
     let (rescored, summary) = rescorer.rescore(records).await;
 
     let mut data = Vec::new();

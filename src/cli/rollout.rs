@@ -83,6 +83,10 @@ struct Flags {
     /// prompt, each answer one JSON call under `response_format`: models without function calling).
     #[arg(long, value_enum)]
     tool_calls: Option<ToolCallsArg>,
+    /// Repository episodes: leave an episode the model ends without `submit` (turns used up, an
+    /// answer without a call) unscored, instead of scoring its diff as a submit would.
+    #[arg(long)]
+    no_auto_submit: bool,
     /// Model calls per episode at most (autocoder mode: runs of the model's tests at most).
     #[arg(long)]
     max_turns: Option<u32>,
@@ -390,6 +394,9 @@ fn apply_flags(a: &Flags, c: &mut RolloutConfig) -> anyhow::Result<()> {
             ToolCallsArg::Native => ToolCalls::Native,
             ToolCallsArg::Structured => ToolCalls::Structured,
         };
+    }
+    if a.no_auto_submit {
+        c.episode.auto_submit = false;
     }
     set(&mut c.episode.max_turns, &a.max_turns);
     if a.max_history_messages.is_some() {

@@ -147,6 +147,10 @@ pub struct RepoOutcome {
     /// The verdict as the env reported it (`resolved`, `reward`, `applied`, `reason`,
     /// `fail_to_pass` and `pass_to_pass` as `{test: status}`, `wall_ms`, `dropped`).
     pub verdict: serde_json::Value,
+    /// The engine submitted for the model: the episode ended without its `submit` (turns used
+    /// up, an answer without a call, its context full) and its diff was scored all the same.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub auto_submitted: bool,
 }
 
 /// Identity of an episode within a run: one task, one sample index.

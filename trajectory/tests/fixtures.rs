@@ -6,7 +6,9 @@ use std::path::PathBuf;
 
 use trajectory::aggregate::Tally;
 use trajectory::read::read;
-use trajectory::record::{ActionRecord, CrossCheckOutcome, DriftReason, OnDisagreement};
+use trajectory::record::{
+    ActionRecord, CrossCheckOutcome, DriftReason, OnDisagreement, StopReason,
+};
 use trajectory::{OLDEST_READABLE_VERSION, SCHEMA_VERSION, TrajectoryRecord};
 
 fn fixture(version: u32) -> PathBuf {
@@ -125,7 +127,15 @@ fn version_3_reads_repository_episodes() {
     assert_eq!(outcome.verdict["resolved"], true);
     let idle = by_id("inflection/humanize-inner-id#0");
     assert_eq!(idle.repository.as_ref().unwrap().verdict["resolved"], false);
+    assert!(!idle.repository.as_ref().unwrap().auto_submitted);
+    // 2026-11-29: an episode the model ended without a submit, submitted by the engine.
+    let auto = by_id("inflection/humanize-inner-id#1");
+    assert_eq!(auto.stop_reason, StopReason::MaxTurns);
+    assert!(auto.repository.as_ref().unwrap().auto_submitted);
+    let last = auto.turns.last().unwrap().env_steps.last().unwrap();
+    assert!(matches!(&last.action, ActionRecord::RepoTool { tool, .. } if tool == "submit"));
+    assert_eq!(last.tool_call_id, None);
     let a = Tally::of_records(&records).aggregate();
-    assert_eq!((a.episodes, a.sampled_episodes, a.solved), (2, 2, 1));
-    assert!((a.mean_final_reward - 0.5).abs() < 1e-12);
+    assert_eq!((a.episodes, a.sampled_episodes, a.solved), (3, 3, 1));
+    assert!((a.mean_final_reward - 1.0 / 3.0).abs() < 1e-12);
 }

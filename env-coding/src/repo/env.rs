@@ -195,16 +195,7 @@ impl RepoEnv {
             }
             Err(reason) => super::RepoVerdict::unreadable(&episode.prepared, reason),
         };
-        info.insert("solved".into(), verdict.resolved.into());
-        let obs = match &verdict.reason {
-            None => "submitted: resolved".to_string(),
-            Some(r) => format!("submitted: not resolved: {r}"),
-        };
-        let reward = verdict.reward;
-        info.insert(
-            "verdict".into(),
-            serde_json::to_value(&verdict).unwrap_or_default(),
-        );
+        let (reward, obs) = submit_info(&mut info, &verdict);
         Ok(Step {
             obs: Value::Text(obs),
             reward,
@@ -213,6 +204,21 @@ impl RepoEnv {
             info,
         })
     }
+}
+
+/// A submit's verdict in its step's `info` (`solved`, `verdict`): its reward and observation.
+/// `codegym rescore` writes a rescored submit's the same way.
+pub fn submit_info(info: &mut Info, verdict: &super::RepoVerdict) -> (f64, String) {
+    info.insert("solved".into(), verdict.resolved.into());
+    info.insert(
+        "verdict".into(),
+        serde_json::to_value(verdict).unwrap_or_default(),
+    );
+    let obs = match &verdict.reason {
+        None => "submitted: resolved".to_string(),
+        Some(r) => format!("submitted: not resolved: {r}"),
+    };
+    (verdict.reward, obs)
 }
 
 impl AsyncEnv for RepoEnv {

@@ -54,7 +54,7 @@ use crate::tasks::{RepoTask, RepositoryKind};
 pub use audit::{RepoAttackResult, RepoAudit, audit_repo_tasks};
 pub use check::{RepoCheck, check_repo_tasks};
 pub(crate) use env::register_repo;
-pub use env::{REPO_ENV_ID, REPO_MAX_STEPS, RepoEnv};
+pub use env::{REPO_ENV_ID, REPO_MAX_STEPS, RepoEnv, submit_info};
 use junit::TestStatus;
 pub use score::{TestRun, protected};
 

@@ -14,6 +14,9 @@
 //! `repeat > 1` each replay runs that many times with the verdict cache off (repeats would
 //! otherwise be free hits), and a step whose rewards were not all equal is flaky.
 //!
+//! A repository episode's answer is a diff: its submit step is rescored by scoring the recorded
+//! diff again ([`repo`]), never by replaying its tool calls.
+//!
 //! With cross-checks ([`Rescorer::with_cross_checks`]) the rewarded steps the rollout's rules
 //! select (`trajectory::cross_check`: the same steps a rollout with the same fraction checks) are
 //! compared with their task's reference by the same [`Checker`] the rollout uses, after the
@@ -21,6 +24,7 @@
 //! cross-check had zeroed stays zeroed (its new reward goes to `cross_check.original_reward`).
 
 mod checks;
+mod repo;
 mod summary;
 
 use std::sync::Arc;
@@ -62,6 +66,8 @@ pub enum RescoreError {
     Tasks(#[from] TaskError),
     #[error("--repeat must be at least 1")]
     Repeat,
+    #[error("cross-checks compare programs with a reference; repository episodes have none")]
+    RepositoryCrossCheck,
 }
 
 /// Episodes replayed at once (the sandbox paces the programs themselves).
@@ -77,6 +83,8 @@ pub struct Rescorer {
     /// The env's scorer (the cross-checks run in its sandbox).
     scorer: Arc<Scorer>,
     cross_checks: Option<CrossChecks>,
+    /// Repository episodes: their task set and prepared states (`None`: coding episodes).
+    repo: Option<repo::RepoReplay>,
 }
 
 /// Why a step has no new verdict, and the details.
@@ -118,18 +126,47 @@ impl Rescorer {
             repeat,
             scorer,
             cross_checks: None,
+            repo: None,
         })
+    }
+
+    /// Rescores repository episodes: the current repository task file `tasks`, the sandbox of
+    /// `config`. Blocking, like [`Rescorer::new`].
+    pub fn repository(
+        mut config: CodingConfig,
+        tasks: &str,
+        repeat: u32,
+    ) -> Result<Rescorer, RescoreError> {
+        if repeat == 0 {
+            return Err(RescoreError::Repeat);
+        }
+        config.tasks = crate::tasks::BUILTIN_EXAMPLES_NAME.to_string();
+        let mut rescorer = Rescorer::new(
+            config,
+            crate::tasks::BUILTIN_EXAMPLES_NAME,
+            Turns::Final,
+            repeat,
+        )?;
+        rescorer.repo = Some(repo::RepoReplay::new(&rescorer.scorer, tasks)?);
+        Ok(rescorer)
     }
 
     /// Also cross-checks `fraction` of the rewarded steps (0 to 1; 0: none) as a rollout with the
     /// same fraction would, with `on_disagreement` as the penalty.
-    pub fn with_cross_checks(mut self, fraction: f64, on_disagreement: OnDisagreement) -> Self {
+    pub fn with_cross_checks(
+        mut self,
+        fraction: f64,
+        on_disagreement: OnDisagreement,
+    ) -> Result<Self, RescoreError> {
+        if self.repo.is_some() && fraction > 0.0 {
+            return Err(RescoreError::RepositoryCrossCheck);
+        }
         self.cross_checks = (fraction > 0.0).then(|| CrossChecks {
             checker: Checker::new(self.scorer.clone(), self.tasks.clone()),
             fraction,
             on_disagreement,
         });
-        self
+        Ok(self)
     }
 
     /// `records` rescored (in their order) and the summary of what changed.
@@ -170,7 +207,10 @@ impl Rescorer {
                 turn.env_steps
                     .iter()
                     .enumerate()
-                    .filter(|(_, s)| is_scored(s))
+                    .filter(|(_, s)| match self.repo {
+                        Some(_) => repo::is_submit(s),
+                        None => is_scored(s),
+                    })
                     .map(move |(i, _)| (t, i))
             })
             .collect();
@@ -205,6 +245,9 @@ impl Rescorer {
         record.final_reward = steps.last().map_or(0.0, |s| s.reward);
         record.solved = steps.iter().any(|s| solves(s));
         record.rescore = Some(before);
+        if self.repo.is_some() {
+            repo::keep_verdict(&mut record);
+        }
         record
     }
 
@@ -214,6 +257,9 @@ impl Rescorer {
         record: &TrajectoryRecord,
         selected: &[(usize, usize)],
     ) -> Vec<StepOutcome> {
+        if let Some(repo) = &self.repo {
+            return repo.replay(record, selected).await;
+        }
         let fail = |e: Failure| vec![Err(e); selected.len()];
         if matches!(
             record.mode,

@@ -1,14 +1,17 @@
 //! Tools mode on a repository env (`codegym/Repo-v0`): the model's function calls checked by the
 //! contract's one decoder of repository tool calls (`env_core::contract::repo`, the env's own) and
 //! sent as the env's action, recorded as [`ActionRecord::RepoTool`]; the submit step's diff and
-//! verdict kept as the record's [`RepoOutcome`]. The loop itself is tools mode's.
+//! verdict kept as the record's [`RepoOutcome`]. The loop itself is tools mode's; an episode it
+//! ends without a submit is submitted by the engine ([`submit_at_end`]).
 
 use env_core::Value;
 use env_core::contract::repo::{REPO_ENV_ID, RepoToolCall};
 use env_core::contract::tool;
 use trajectory::record::{ActionRecord, ChatToolCall, RepoOutcome};
 
-use super::state::{EpisodeContext, EpisodeState};
+use super::primitives::{StepResult, env_step};
+use super::state::{Ending, EpisodeContext, EpisodeState};
+use trajectory::record::StopReason;
 
 /// Whether the episode's env is the repository env.
 pub(super) fn is_repo(ctx: &EpisodeContext) -> bool {
@@ -60,7 +63,55 @@ pub(super) fn keep_outcome(st: &mut EpisodeState) {
                 .and_then(serde_json::Value::as_str)
                 .map(str::to_string),
             verdict: verdict.clone(),
+            auto_submitted: false,
         });
+    }
+}
+
+/// Submits for the model when a repository episode ended on the model's side without a submit:
+/// its turns used up, an answer without a call, its context full. The diff is scored as a submit
+/// would score it, so the episode's reward is its diff's (what SWE-bench's harnesses do with an
+/// agent that stops); the stop reason stays the model's. Recorded as a `submit` step answering
+/// no call, and the outcome says the engine made it. A submit that fails is the episode's
+/// error (retried, never a reward); an episode that never called the model has no step to hang
+/// it on and is left unscored.
+pub(super) async fn submit_at_end(
+    ctx: &EpisodeContext,
+    st: &mut EpisodeState,
+    ending: Ending,
+) -> Ending {
+    let model_ended = matches!(
+        ending.stop,
+        StopReason::MaxTurns | StopReason::NoCode | StopReason::ContextLength
+    );
+    if !ctx.config.episode.auto_submit
+        || !is_repo(ctx)
+        || !model_ended
+        || st.repository.is_some()
+        || st.turns.is_empty()
+    {
+        return ending;
+    }
+    let action = serde_json::json!({ tool::KEY: tool::SUBMIT });
+    let record = ActionRecord::RepoTool {
+        tool: tool::SUBMIT.into(),
+        arguments: serde_json::Map::new(),
+    };
+    match env_step(st, Value::Json(action), record, None).await {
+        Ok(StepResult::Done(_)) => {
+            keep_outcome(st);
+            if let Some(outcome) = st.repository.as_mut() {
+                outcome.auto_submitted = true;
+            }
+            ending
+        }
+        // The env ends every submit; one that did not is refused rather than guessed at.
+        Ok(StepResult::Continue { .. }) => Ending::error(
+            StopReason::Error,
+            trajectory::record::ErrorKind::Env,
+            "the repository env did not end the episode at the engine's submit",
+        ),
+        Err(failed) => failed,
     }
 }
 

@@ -18,12 +18,19 @@ use super::state::{Ending, EpisodeContext, EpisodePlan, EpisodeState};
 use super::{repo_tools, structured_tools};
 use crate::config::ToolCalls;
 
-/// Plays the episode in tools mode, after its opening.
+/// Plays the episode in tools mode, after its opening; a repository episode the model ends
+/// without a submit is submitted by the engine.
 pub(super) async fn play(
     ctx: &EpisodeContext,
     plan: &EpisodePlan,
     st: &mut EpisodeState,
 ) -> Ending {
+    let ending = play_calls(ctx, plan, st).await;
+    repo_tools::submit_at_end(ctx, st, ending).await
+}
+
+/// The model's calls, one env step each, until the episode ends.
+async fn play_calls(ctx: &EpisodeContext, plan: &EpisodePlan, st: &mut EpisodeState) -> Ending {
     let ep = &ctx.config.episode;
     let session = ctx
         .config

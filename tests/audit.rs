@@ -81,10 +81,17 @@ async fn every_shipped_task_set_audits_clean() {
 /// `tasks check --packages --audit` on the repository set `file`, as a user runs it: every
 /// reference patch resolves, no empty patch does, and every attack derived from the tasks that
 /// resolves one is an attack the set declares known weak (docs/repository-tasks.md says which
-/// and why). Returns how many tasks the set has.
-async fn checks_and_audits_clean_but_for_its_known_weaknesses(file: &str) -> usize {
+/// and why. With `mutants`, each task's reference fix is also mutation-tested: every task gets a
+/// score, and its tests kill at least one near miss of its fix. Returns how many tasks the set has.
+async fn checks_and_audits_clean_but_for_its_known_weaknesses(
+    file: &str,
+    mutants: Option<&str>,
+) -> usize {
     let path = format!("{ROOT}/{file}");
-    let args = ["tasks", "check", path.as_str(), "--packages", "--audit"];
+    let mut args = vec!["tasks", "check", path.as_str(), "--packages", "--audit"];
+    if let Some(n) = mutants {
+        args.extend(["--mutants", n, "--min-mutation-score", "0.5"]);
+    }
     let (code, out, err) = finish(spawn(args)).await;
     assert_eq!(code, 0, "{file}: {out}\n{err}");
     let tasks = out
@@ -112,12 +119,37 @@ async fn checks_and_audits_clean_but_for_its_known_weaknesses(file: &str) -> usi
     for line in out.lines().filter(|l| l.starts_with("HACKED ")) {
         assert!(line.contains("(known weak: "), "{file}: {line}");
     }
-    all.parse().expect("a task count")
+    let all: usize = all.parse().expect("a task count");
+    if mutants.is_some() {
+        // `MUTATION id: 0.88 (7 of 8 killed)`, one per task.
+        let scores: Vec<(usize, usize)> = out
+            .lines()
+            .filter_map(|l| l.strip_prefix("MUTATION "))
+            .map(|l| {
+                let counts = l.rsplit_once('(').expect("counts").1;
+                let n: Vec<usize> = counts
+                    .split(|c: char| !c.is_ascii_digit())
+                    .filter_map(|n| n.parse().ok())
+                    .collect();
+                (n[0], n[1])
+            })
+            .collect();
+        assert_eq!(scores.len(), all, "{file}: {out}");
+        assert!(
+            scores.iter().all(|&(killed, n)| killed >= 1 && n >= killed),
+            "{file}: {out}"
+        );
+        assert!(
+            out.lines().any(|l| l.starts_with("mutation: ")),
+            "{file}: {out}"
+        );
+    }
+    all
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shipped_repository_set_checks_and_audits_clean_but_for_its_known_weaknesses() {
-    checks_and_audits_clean_but_for_its_known_weaknesses(REPOSITORY).await;
+    checks_and_audits_clean_but_for_its_known_weaknesses(REPOSITORY, Some("4")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -348,7 +380,7 @@ async fn bad_input_is_a_clear_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_synthesized_repository_sets_check_and_audit_clean_but_for_their_known_weaknesses() {
     for file in SYNTHESIZED {
-        let tasks = checks_and_audits_clean_but_for_its_known_weaknesses(file).await;
+        let tasks = checks_and_audits_clean_but_for_its_known_weaknesses(file, None).await;
         assert!(tasks >= 5, "{file}: {tasks} tasks");
     }
 }

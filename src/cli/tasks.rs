@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use env_coding::audit::{AuditScope, audit};
 use env_coding::completions::check_tasks;
 use env_coding::repo::synth::{SynthOptions, synthesize};
-use env_coding::repo::{RepoScorer, audit_repo_tasks, check_repo_tasks};
+use env_coding::repo::{RepoScorer, audit_repo_tasks, check_repo_tasks, mutation_test_repo_tasks};
 use env_coding::tasks::{RepoTaskSet, SweBenchImport, TaskSet, import_swe_bench};
 use prompts::{EpisodeMode, Prompts};
 
@@ -231,9 +231,10 @@ async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
 /// `--audit`, every attack derived from each task is scored and one that resolves a task not
 /// marking it `known_weak` fails the check.
 async fn check_repository(args: CheckArgs) -> anyhow::Result<ExitCode> {
-    if args.mutants.is_some() || args.strict {
-        anyhow::bail!("--mutants and --strict do not apply to repository tasks");
+    if args.strict {
+        anyhow::bail!("--strict does not apply to repository tasks");
     }
+    super::audit::check_mutation_flags(args.mutants, args.min_mutation_score)?;
     let set = RepoTaskSet::load(&args.file)?;
     let scorer = super::scoring::scorer(args.scoring.coding_config()?).await?;
     let repo = RepoScorer::new(scorer.sandbox().clone(), scorer.packages().cloned());
@@ -272,6 +273,38 @@ async fn check_repository(args: CheckArgs) -> anyhow::Result<ExitCode> {
         }
         summary_line(args.json, &report.summary());
         hackable = report.failed();
+    }
+    if let (true, Some(n)) = (args.audit, args.mutants) {
+        let report =
+            mutation_test_repo_tasks(&repo, &set, &results, n, args.min_mutation_score).await;
+        for t in &report.tasks {
+            if args.json {
+                println!("{}", serde_json::json!({ "mutation": t }));
+                continue;
+            }
+            match (&t.error, t.score) {
+                (Some(e), _) => println!("MUTATION {}: {e}", t.task_id),
+                (None, Some(score)) => println!(
+                    "MUTATION {}: {score:.2} ({} of {} killed)",
+                    t.task_id,
+                    t.killed(),
+                    t.mutants.len()
+                ),
+                (None, None) => println!("MUTATION {}: no mutant scored", t.task_id),
+            }
+            for m in t.survivors() {
+                println!(
+                    "SURVIVED {} {}:{} {}: {}",
+                    t.task_id, m.module, m.line, m.operator, m.what
+                );
+            }
+            for m in t.mutants.iter().filter(|m| m.error.is_some()) {
+                let e = m.error.as_deref().unwrap_or("");
+                println!("ERROR {} {}:{}: {e}", t.task_id, m.module, m.line);
+            }
+        }
+        summary_line(args.json, &report.summary());
+        hackable |= report.failed();
     }
     Ok(if failed == 0 && !hackable {
         ExitCode::SUCCESS

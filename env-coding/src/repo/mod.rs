@@ -28,7 +28,8 @@
 //! - A task with an `environment` (an OCI image) runs all of the above in that image's filesystem
 //!   instead of the host's: its image is imported into the sandbox's layer store and every
 //!   workspace of the task is made with it as root (`Sandbox::workspace_in`).
-//! - Auditing: attacks derived from each task ([`attacks`]) are scored like any patch.
+//! - Auditing: attacks derived from each task ([`attacks`]) are scored like any patch, and so are
+//!   mutants of each reference fix ([`mutation`]): how strong the task's tests are, as a number.
 //! - Synthesizing: tasks made from a real project by breaking it on purpose ([`synth`]).
 
 pub mod attacks;
@@ -36,6 +37,7 @@ mod audit;
 mod check;
 mod env;
 pub mod junit;
+mod mutation;
 mod score;
 pub mod synth;
 pub mod tools;
@@ -56,6 +58,7 @@ pub use check::{RepoCheck, check_repo_tasks};
 pub(crate) use env::register_repo;
 pub use env::{REPO_ENV_ID, REPO_MAX_STEPS, RepoEnv, submit_info};
 use junit::TestStatus;
+pub use mutation::{RepoMutant, RepoMutationReport, RepoTaskMutation, mutation_test_repo_tasks};
 pub use score::{TestRun, protected};
 
 /// Git's settings for every command in a repository: the files are not the run's uid's (safe
@@ -102,6 +105,23 @@ pub struct Prepared {
     site_dir: Option<PathBuf>,
     /// The task's environment: its runs' root filesystem (`None`: the host's).
     root: Option<Arc<ImageRoot>>,
+}
+
+impl Prepared {
+    /// The same prepared state, its test runs limited to `ms` of wall clock and of CPU (mutants
+    /// that loop spend that, not the task's whole limit).
+    pub(crate) fn with_test_wall(&self, ms: u64) -> Prepared {
+        let mut task = (*self.task).clone();
+        task.limits.test_wall_ms = ms;
+        task.limits.test_cpu_ms = ms;
+        Prepared {
+            task: Arc::new(task),
+            layers: self.layers.clone(),
+            base_commit: self.base_commit.clone(),
+            site_dir: self.site_dir.clone(),
+            root: self.root.clone(),
+        }
+    }
 }
 
 /// How a patch fared.
@@ -379,14 +399,29 @@ impl RepoScorer {
         command: &str,
         files: Vec<(String, Vec<u8>)>,
     ) -> Result<ExecutionResult, RepoError> {
+        let run = self.run_fetching(ws, prepared, command, files, Vec::new());
+        Ok(run.await?.0)
+    }
+
+    /// [`RepoScorer::run_with_files`], then the files `fetch` names (beside the repository, as
+    /// the command left them) read back.
+    pub(crate) async fn run_fetching(
+        &self,
+        ws: &Workspace,
+        prepared: &Prepared,
+        command: &str,
+        files: Vec<(String, Vec<u8>)>,
+        fetch: Vec<String>,
+    ) -> Result<(ExecutionResult, Vec<(String, Vec<u8>)>), RepoError> {
         let run = WorkspaceRun {
             command: format!("{GIT_ENV}{command}"),
             files,
+            fetch,
             limits: Some(command_limits(&prepared.task)),
             site_dir: prepared.site_dir.clone(),
             ..WorkspaceRun::default()
         };
-        Ok(ws.run(run).await?.0)
+        Ok(ws.run(run).await?)
     }
 
     /// The episode's changes against the base commit: `Ok(Err(reason))` when the episode broke

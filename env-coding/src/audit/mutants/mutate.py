@@ -1,5 +1,6 @@
 # codegym mutant generator (runs as main.py in the sandbox; it parses and compiles a task's
-# reference solution and never runs it). stdin: {"source", "n", "seed", "first_line", "in_place"}.
+# reference solution and never runs it). stdin: {"source", "n", "seed", "first_line", "in_place"},
+# optionally "last_line" (mutate only lines first_line..=last_line).
 # With "in_place", a mutant's source is the original text with only the changed node's span
 # rewritten (comments and layout kept), else the unparsed tree. stdout: one
 # JSON line, {"mutants": [{"operator", "line", "what", "source", "diff"}], "sites": N} or
@@ -42,7 +43,7 @@ def docstrings(tree):
     return found
 
 
-def sites(tree, first_line):
+def sites(tree, first_line, last_line=None):
     """Every (operator, node index, change, description, line) of the mutable region, in walk
     order. A change edits the node at that index of a copied tree, in place."""
     nodes = list(ast.walk(tree))
@@ -54,7 +55,12 @@ def sites(tree, first_line):
     out = []
 
     def mutable(n):
-        return getattr(n, "lineno", 0) >= first_line and id(n) not in skip
+        line = getattr(n, "lineno", 0)
+        return (
+            line >= first_line
+            and (last_line is None or line <= last_line)
+            and id(n) not in skip
+        )
 
     def add(op, n, change, what):
         out.append((op, index[id(n)], change, what, n.lineno))
@@ -218,7 +224,8 @@ def main():
     except (SyntaxError, ValueError, RecursionError) as e:
         print(json.dumps({"error": "the reference does not parse: %s" % e}))
         return
-    found = sites(tree, int(cfg.get("first_line") or 1))
+    last = cfg.get("last_line")
+    found = sites(tree, int(cfg.get("first_line") or 1), None if last is None else int(last))
     # Round robin over the operators (each shuffled), so that a few mutants still cover several.
     rng = random.Random(cfg["seed"])
     groups = {}

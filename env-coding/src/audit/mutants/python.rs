@@ -41,7 +41,7 @@ pub async fn mutants(
     n: usize,
     seed: &str,
 ) -> Result<Result<Vec<Mutant>, String>, SandboxError> {
-    generate(sandbox, source, first_line, n, seed, false).await
+    generate(sandbox, source, (first_line, None), n, seed, false).await
 }
 
 /// [`mutants`] whose sources are `source` with only the changed span rewritten.
@@ -52,19 +52,32 @@ pub async fn mutants_in_place(
     n: usize,
     seed: &str,
 ) -> Result<Result<Vec<Mutant>, String>, SandboxError> {
-    generate(sandbox, source, first_line, n, seed, true).await
+    generate(sandbox, source, (first_line, None), n, seed, true).await
+}
+
+/// [`mutants_in_place`] of the lines `first..=last` only (a repository task's fix and its
+/// surroundings).
+pub async fn mutants_of_lines(
+    sandbox: &Sandbox,
+    source: &str,
+    (first, last): (usize, usize),
+    n: usize,
+    seed: &str,
+) -> Result<Result<Vec<Mutant>, String>, SandboxError> {
+    generate(sandbox, source, (first, Some(last)), n, seed, true).await
 }
 
 async fn generate(
     sandbox: &Sandbox,
     source: &str,
-    first_line: usize,
+    (first_line, last_line): (usize, Option<usize>),
     n: usize,
     seed: &str,
     in_place: bool,
 ) -> Result<Result<Vec<Mutant>, String>, SandboxError> {
     let config = json!({
-        "source": source, "n": n, "seed": seed, "first_line": first_line, "in_place": in_place
+        "source": source, "n": n, "seed": seed, "first_line": first_line,
+        "last_line": last_line, "in_place": in_place
     });
     let base = *sandbox.limits();
     let req = ExecRequest {

@@ -5,7 +5,6 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::sync::Arc;
 
 use super::{SynthError, TASK_TEST_WALL_MS};
 use crate::audit::mutants::python::mutants_in_place;
@@ -91,17 +90,7 @@ pub(super) fn judge(
 /// The clean project's prepared state with the wall and CPU limits of mutant runs: a few times the
 /// clean suite's time (a mutant that loops forever is common, and would spend the task's limit).
 pub(super) fn quick(prepared: &Prepared, clean_wall_ms: u64) -> Prepared {
-    let ms = (clean_wall_ms * 4).clamp(10_000, TASK_TEST_WALL_MS);
-    let mut task = (*prepared.task).clone();
-    task.limits.test_wall_ms = ms;
-    task.limits.test_cpu_ms = ms;
-    Prepared {
-        task: Arc::new(task),
-        layers: prepared.layers.clone(),
-        base_commit: prepared.base_commit.clone(),
-        site_dir: prepared.site_dir.clone(),
-        root: prepared.root.clone(),
-    }
+    prepared.with_test_wall((clean_wall_ms * 4).clamp(10_000, TASK_TEST_WALL_MS))
 }
 
 /// The task file one candidate is checked from (removed at the end).

@@ -36,6 +36,7 @@ mod audit;
 mod check;
 mod env;
 pub mod junit;
+mod prepared;
 mod score;
 pub mod synth;
 pub mod tools;
@@ -44,9 +45,11 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use codegym_sandbox::image::ImageRoot;
+use codegym_sandbox::image::{Digest, ImageRoot};
 use codegym_sandbox::packages::PackageCache;
-use codegym_sandbox::{FsLayer, Limits, Sandbox, SandboxError, Workspace, WorkspaceRun};
+use codegym_sandbox::{
+    FsLayer, Limits, PreparedStore, Sandbox, SandboxError, Workspace, WorkspaceRun,
+};
 use env_core::ExecutionResult;
 use serde::Serialize;
 
@@ -85,6 +88,8 @@ pub enum RepoError {
     Setup { task: String, detail: String },
     #[error("task {task}: the test command left no JUnit report: {detail}")]
     Report { task: String, detail: String },
+    #[error("task {task}: the prepared-state store: {detail}")]
+    Store { task: String, detail: String },
     #[error("task {task}: environment: {source}")]
     Environment {
         task: String,
@@ -142,6 +147,8 @@ impl RepoVerdict {
 pub struct RepoScorer {
     sandbox: Arc<Sandbox>,
     packages: Option<Arc<PackageCache>>,
+    /// Where prepared states persist across processes (`None`: prepared by each process).
+    store: Option<Arc<PreparedStore>>,
 }
 
 /// An agent's command: the task's test limits (its wall clock, CPU and memory).
@@ -165,33 +172,40 @@ fn shell_quote(s: &str) -> String {
 
 impl RepoScorer {
     pub fn new(sandbox: Arc<Sandbox>, packages: Option<Arc<PackageCache>>) -> RepoScorer {
-        RepoScorer { sandbox, packages }
+        RepoScorer {
+            sandbox,
+            packages,
+            store: None,
+        }
+    }
+
+    /// The repository scorer of `scorer`'s configuration: its sandbox, package cache and store
+    /// of prepared states.
+    pub fn of(scorer: &crate::Scorer) -> RepoScorer {
+        RepoScorer::new(scorer.sandbox().clone(), scorer.packages().cloned())
+            .with_store(scorer.prepared_store().cloned())
+    }
+
+    /// This scorer with prepared states kept in `store` ([`prepared`]): each state is prepared
+    /// once per store and reused by every later `prepare`, in this process or another.
+    pub fn with_store(mut self, store: Option<Arc<PreparedStore>>) -> RepoScorer {
+        self.store = store;
+        self
     }
 
     /// Imports the repository, runs the setup once, commits and freezes the result.
     pub async fn prepare(&self, task: Arc<RepoTask>) -> Result<Arc<Prepared>, RepoError> {
-        let site_dir =
-            match (&self.packages, task.requirements.is_empty()) {
-                (_, true) => None,
-                (Some(cache), false) => {
-                    Some(cache.ensure(&task.requirements).await.map_err(|e| {
-                        RepoError::Packages {
-                            task: task.id.clone(),
-                            detail: e.to_string(),
-                        }
-                    })?)
-                }
-                (None, false) => {
-                    return Err(RepoError::Packages {
-                        task: task.id.clone(),
-                        detail: "the task has requirements and packages are not enabled".into(),
-                    });
-                }
-            };
-        let root = match &task.environment {
-            Some(image) => Some(self.environment(&task, image).await?),
-            None => None,
-        };
+        let (site_dir, root, image) = self.inputs(&task).await?;
+        let key = self.stored_key(&task, site_dir.as_deref(), image).await?;
+        if let Some((layers, base_commit)) = self.stored(&task, key.as_deref()).await? {
+            return Ok(Arc::new(Prepared {
+                task,
+                layers,
+                base_commit,
+                site_dir,
+                root,
+            }));
+        }
         let base = self.import_repository(&task).await?;
         // The setup's copy has the task's quota too: a setup that fills it fails (`Setup`).
         let ws = self.workspace(vec![base.clone()], root.as_ref(), task.limits.disk_mib)?;
@@ -241,13 +255,49 @@ impl RepoScorer {
             }
         }
         let setup = ws.freeze().await?;
+        let (layers, base_commit) = self
+            .store(&task, key.as_deref(), vec![base, setup], base_commit)
+            .await?;
         Ok(Arc::new(Prepared {
             task,
-            layers: vec![base, setup],
+            layers,
             base_commit,
             site_dir,
             root,
         }))
+    }
+
+    /// What `prepare` resolves before anything runs: the requirements' site dir and the
+    /// environment's root filesystem with its image's manifest digest.
+    async fn inputs(
+        &self,
+        task: &RepoTask,
+    ) -> Result<(Option<PathBuf>, Option<Arc<ImageRoot>>, Option<Digest>), RepoError> {
+        let site_dir =
+            match (&self.packages, task.requirements.is_empty()) {
+                (_, true) => None,
+                (Some(cache), false) => {
+                    Some(cache.ensure(&task.requirements).await.map_err(|e| {
+                        RepoError::Packages {
+                            task: task.id.clone(),
+                            detail: e.to_string(),
+                        }
+                    })?)
+                }
+                (None, false) => {
+                    return Err(RepoError::Packages {
+                        task: task.id.clone(),
+                        detail: "the task has requirements and packages are not enabled".into(),
+                    });
+                }
+            };
+        Ok(match &task.environment {
+            Some(image) => {
+                let (root, manifest) = self.environment(task, image).await?;
+                (site_dir, Some(root), Some(manifest))
+            }
+            None => (site_dir, None, None),
+        })
     }
 
     /// The task's repository as a read-only layer: a directory's copy, an archive unpacked, or a
@@ -321,14 +371,14 @@ impl RepoScorer {
         &self,
         task: &RepoTask,
         image: &std::path::Path,
-    ) -> Result<Arc<ImageRoot>, RepoError> {
+    ) -> Result<(Arc<ImageRoot>, Digest), RepoError> {
         let env_err = |source| RepoError::Environment {
             task: task.id.clone(),
             source,
         };
         let store = self.sandbox.layer_store().map_err(env_err)?;
         let image = store.import_async(image).await.map_err(env_err)?;
-        Ok(self.sandbox.image_root(&image)?)
+        Ok((self.sandbox.image_root(&image)?, image.manifest))
     }
 
     fn workspace(

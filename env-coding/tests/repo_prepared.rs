@@ -242,6 +242,13 @@ async fn prune_and_eviction_never_take_a_state_in_use() {
     assert_eq!(entries(store.path()).len(), 2, "b evicted, a in use");
     assert_eq!(stamp(&repo, &held).await, held_stamp, "a's layers intact");
 
+    // `tasks prune --keep` finds a task's entry by the key `prepare` stored it under.
+    let a_key = repo
+        .key_of(&Arc::new(a.clone()))
+        .await
+        .expect("key")
+        .expect("a store");
+    assert!(entries(store.path()).contains(&a_key), "{a_key} not stored");
     let s = PreparedStore::new(store.path(), 0);
     let report = s.prune(|_| false).expect("prune");
     assert_eq!((report.removed, report.in_use), (0, 2), "{report:?}");
@@ -251,6 +258,7 @@ async fn prune_and_eviction_never_take_a_state_in_use() {
     assert_eq!(entries(store.path()).len(), 1);
     drop(held);
     let keep = entries(store.path())[0].clone();
+    assert_eq!(keep, a_key, "the state in use is the one left");
     let report = s.prune(|k| k == keep).expect("prune");
     assert_eq!((report.removed, report.kept), (0, 1), "{report:?}");
     let report = s.prune(|_| false).expect("prune");

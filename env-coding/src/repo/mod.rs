@@ -10,6 +10,10 @@
 //!   workspace over it, then the result is committed with git (`git init` first when the repository
 //!   has none) and frozen as a second layer. The commit is the base every diff is taken against.
 //!   A task's test patch must apply to that state (`git apply --check`), else it is a [`RepoError`].
+//! - Prepared once per machine: with a store (`coding.prepared`, [`RepoScorer::with_store`]) the
+//!   two layers and the base commit are kept on disk under a key of everything that decides them
+//!   ([`prepared`]); a later `prepare` of the same inputs, in any process, uses them instead of
+//!   importing and running the setup. A store that cannot take a new state fails the preparation.
 //! - An episode's diff is `git diff --binary` of everything in its copy against the base commit,
 //!   taken inside the sandbox with a private index and object store (the episode's copy is left as
 //!   it was; deletions are diffs like any change, whatever the overlay's whiteouts look like).

@@ -42,6 +42,9 @@ pub struct CodingConfig {
     /// Re-running a timeout whose CPU time was under the limit (the machine was busy): on by
     /// default; see `timeouts.rs`.
     pub timeout_rerun: crate::timeouts::RerunPolicy,
+    /// Repository tasks' prepared states kept on disk, shared by every process of the machine
+    /// and across restarts (on by default; `enabled: false` prepares per process).
+    pub prepared: codegym_sandbox::PreparedConfig,
 }
 
 impl Default for CodingConfig {
@@ -57,6 +60,7 @@ impl Default for CodingConfig {
             verdict_cache_mib: 64,
             packages: codegym_sandbox::packages::PackagesConfig::default(),
             timeout_rerun: crate::timeouts::RerunPolicy::default(),
+            prepared: codegym_sandbox::PreparedConfig::default(),
         }
     }
 }

@@ -23,7 +23,7 @@ use crate::tasks::Task;
 use crate::verdicts::{Verdict, VerdictCache};
 use codegym_sandbox::lang::Language;
 use codegym_sandbox::packages::{PackageCache, PackageError};
-use codegym_sandbox::{Sandbox, SandboxConfig, SandboxError};
+use codegym_sandbox::{PreparedStore, Sandbox, SandboxConfig, SandboxError};
 use trajectory::record::Provenance;
 
 /// What [`Scorer::score`] scores.
@@ -108,6 +108,8 @@ pub struct Scorer {
     verdicts: VerdictCache,
     /// `None` unless the configuration allows task requirements.
     packages: Option<Arc<PackageCache>>,
+    /// Repository tasks' persistent prepared states (`None`: disabled).
+    prepared: Option<Arc<PreparedStore>>,
     options: EvalOptions,
 }
 
@@ -146,6 +148,7 @@ impl Scorer {
             sandbox,
             verdicts: VerdictCache::new(config.verdict_cache_mib),
             packages,
+            prepared: PreparedStore::from_config(&config.prepared).map(Arc::new),
             options: EvalOptions {
                 limits: None,
                 per_test_timeout_ms: config.per_test_timeout_ms,
@@ -163,6 +166,11 @@ impl Scorer {
     /// requirements through it, `crate::repo`).
     pub fn packages(&self) -> Option<&Arc<PackageCache>> {
         self.packages.as_ref()
+    }
+
+    /// The store of repository tasks' prepared states, unless disabled (`coding.prepared`).
+    pub fn prepared_store(&self) -> Option<&Arc<PreparedStore>> {
+        self.prepared.as_ref()
     }
 
     /// The configured scoring options (the sandbox's limits, the per-test budget): what a caller

@@ -82,7 +82,10 @@ pub use request::{
     ToolHost, ToolLimits,
 };
 pub use session::PySession;
-pub use workspace::{FsLayer, REPO_DIR, Workspace, WorkspaceRun};
+pub use workspace::{
+    FsLayer, PreparedConfig, PreparedStore, PruneReport, REPO_DIR, StoredState, Workspace,
+    WorkspaceRun,
+};
 
 use crate::lang::Language;
 use crate::lang::cache::{ArtifactCache, CacheStats};

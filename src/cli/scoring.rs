@@ -20,12 +20,19 @@ pub struct CodingFlags {
     /// clusters); implies --packages.
     #[arg(long, value_name = "DIR")]
     pub wheelhouse: Option<PathBuf>,
+    /// Prepare repository tasks in this process only: neither reuse nor keep prepared states in
+    /// the store (`coding.prepared.dir`).
+    #[arg(long)]
+    pub no_prepared_store: bool,
 }
 
 impl CodingFlags {
     /// Applies the flags to `coding` (the config file's section, or the defaults).
     pub fn apply(&self, coding: &mut CodingConfig) -> anyhow::Result<()> {
         coding.sandbox.min_isolation = self.isolation.level(coding.sandbox.min_isolation);
+        if self.no_prepared_store {
+            coding.prepared.enabled = false;
+        }
         if self.packages || self.wheelhouse.is_some() {
             coding.packages.enabled = true;
         }

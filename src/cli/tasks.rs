@@ -26,6 +26,10 @@ pub enum Command {
     /// List the tasks of a file (id, format, reward components), or with `--json` one JSON object a
     /// line: id, prompt, messages (the rollout engine's opening), metadata, completion_prefix.
     List(ListArgs),
+    /// Remove repository tasks' prepared states from the store (`coding.prepared.dir`): all but
+    /// those of the tasks in the `--keep` files, or with `--all` every one. A state a running
+    /// process is using is never removed.
+    Prune(PruneArgs),
     /// Import a dataset of another project's format as a task set.
     #[command(subcommand)]
     Import(ImportCommand),
@@ -94,6 +98,18 @@ pub struct CheckArgs {
 }
 
 #[derive(Debug, clap::Args)]
+pub struct PruneArgs {
+    /// Keep the prepared states of these repository task files' tasks (repeatable).
+    #[arg(long, value_name = "TASKS.jsonl", required_unless_present = "all")]
+    keep: Vec<PathBuf>,
+    /// Remove every prepared state not in use.
+    #[arg(long, conflicts_with = "keep")]
+    all: bool,
+    #[command(flatten)]
+    scoring: super::scoring::ScoringArgs,
+}
+
+#[derive(Debug, clap::Args)]
 pub struct SynthArgs {
     /// The project: a directory, or an sdist (`.tar.gz`) with its tests.
     source: PathBuf,
@@ -127,6 +143,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
     match cmd {
         Command::Check(args) => check(args).await,
         Command::Synth(args) => synth(args).await,
+        Command::Prune(args) => prune(args).await,
         Command::Import(ImportCommand::SweBench(args)) => {
             let import = SweBenchImport {
                 instances: args.instances,
@@ -237,7 +254,7 @@ async fn check_repository(args: CheckArgs) -> anyhow::Result<ExitCode> {
     super::audit::check_mutation_flags(args.mutants, args.min_mutation_score)?;
     let set = RepoTaskSet::load(&args.file)?;
     let scorer = super::scoring::scorer(args.scoring.coding_config()?).await?;
-    let repo = RepoScorer::new(scorer.sandbox().clone(), scorer.packages().cloned());
+    let repo = RepoScorer::of(&scorer);
     let results = check_repo_tasks(&repo, &set).await;
     let failed = results.iter().filter(|r| !r.passed).count();
     for r in &results {
@@ -313,10 +330,37 @@ async fn check_repository(args: CheckArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// `tasks prune`: the keys of the kept tasks, then every other entry not in use removed.
+async fn prune(args: PruneArgs) -> anyhow::Result<ExitCode> {
+    let scorer = super::scoring::scorer(args.scoring.coding_config()?).await?;
+    let repo = RepoScorer::of(&scorer);
+    let Some(store) = repo.prepared_store().cloned() else {
+        anyhow::bail!("the prepared-state store is disabled (coding.prepared.enabled)");
+    };
+    let mut keep = std::collections::HashSet::new();
+    for file in &args.keep {
+        let set = RepoTaskSet::load(file)?;
+        for task in set.tasks {
+            if let Some(key) = repo.key_of(&std::sync::Arc::new(task)).await? {
+                keep.insert(key);
+            }
+        }
+    }
+    let report = tokio::task::spawn_blocking(move || store.prune(|k| keep.contains(k))).await??;
+    println!(
+        "{} prepared states removed ({} MiB), {} kept, {} in use left in place",
+        report.removed,
+        report.bytes_removed >> 20,
+        report.kept,
+        report.in_use
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `tasks synth`: the tasks, then a summary of what was kept and dropped.
 async fn synth(args: SynthArgs) -> anyhow::Result<ExitCode> {
     let scorer = super::scoring::scorer(args.scoring.coding_config()?).await?;
-    let repo = RepoScorer::new(scorer.sandbox().clone(), scorer.packages().cloned());
+    let repo = RepoScorer::of(&scorer);
     let opts = SynthOptions {
         max_tasks: args.max_tasks,
         seed: args.seed,

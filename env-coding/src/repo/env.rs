@@ -247,10 +247,7 @@ impl AsyncEnv for RepoEnv {
 /// Registers `codegym/Repo-v0` over the coding envs' shared state (sandbox, package cache,
 /// allowed task directories).
 pub(crate) fn register_repo(registry: &mut Registry, shared: Arc<Shared>) -> Result<(), EnvError> {
-    let scorer = RepoScorer::new(
-        shared.scorer.sandbox().clone(),
-        shared.scorer.packages().cloned(),
-    );
+    let scorer = RepoScorer::of(&shared.scorer);
     let repo = Arc::new(RepoShared {
         shared: shared.clone(),
         scorer,

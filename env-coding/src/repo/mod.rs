@@ -10,6 +10,10 @@
 //!   workspace over it, then the result is committed with git (`git init` first when the repository
 //!   has none) and frozen as a second layer. The commit is the base every diff is taken against.
 //!   A task's test patch must apply to that state (`git apply --check`), else it is a [`RepoError`].
+//! - Prepared once per machine: with a store (`coding.prepared`, [`RepoScorer::with_store`]) the
+//!   two layers and the base commit are kept on disk under a key of everything that decides them
+//!   ([`prepared`]); a later `prepare` of the same inputs, in any process, uses them instead of
+//!   importing and running the setup. A store that cannot take a new state fails the preparation.
 //! - An episode's diff is `git diff --binary` of everything in its copy against the base commit,
 //!   taken inside the sandbox with a private index and object store (the episode's copy is left as
 //!   it was; deletions are diffs like any change, whatever the overlay's whiteouts look like).
@@ -38,6 +42,7 @@ mod check;
 mod env;
 pub mod junit;
 mod mutation;
+mod prepared;
 mod score;
 pub mod synth;
 pub mod tools;
@@ -46,9 +51,11 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use codegym_sandbox::image::ImageRoot;
+use codegym_sandbox::image::{Digest, ImageRoot};
 use codegym_sandbox::packages::PackageCache;
-use codegym_sandbox::{FsLayer, Limits, Sandbox, SandboxError, Workspace, WorkspaceRun};
+use codegym_sandbox::{
+    FsLayer, Limits, PreparedStore, Sandbox, SandboxError, Workspace, WorkspaceRun,
+};
 use env_core::ExecutionResult;
 use serde::Serialize;
 
@@ -88,6 +95,8 @@ pub enum RepoError {
     Setup { task: String, detail: String },
     #[error("task {task}: the test command left no JUnit report: {detail}")]
     Report { task: String, detail: String },
+    #[error("task {task}: the prepared-state store: {detail}")]
+    Store { task: String, detail: String },
     #[error("task {task}: environment: {source}")]
     Environment {
         task: String,
@@ -162,6 +171,8 @@ impl RepoVerdict {
 pub struct RepoScorer {
     sandbox: Arc<Sandbox>,
     packages: Option<Arc<PackageCache>>,
+    /// Where prepared states persist across processes (`None`: prepared by each process).
+    store: Option<Arc<PreparedStore>>,
 }
 
 /// An agent's command: the task's test limits (its wall clock, CPU and memory).
@@ -185,33 +196,40 @@ fn shell_quote(s: &str) -> String {
 
 impl RepoScorer {
     pub fn new(sandbox: Arc<Sandbox>, packages: Option<Arc<PackageCache>>) -> RepoScorer {
-        RepoScorer { sandbox, packages }
+        RepoScorer {
+            sandbox,
+            packages,
+            store: None,
+        }
+    }
+
+    /// The repository scorer of `scorer`'s configuration: its sandbox, package cache and store
+    /// of prepared states.
+    pub fn of(scorer: &crate::Scorer) -> RepoScorer {
+        RepoScorer::new(scorer.sandbox().clone(), scorer.packages().cloned())
+            .with_store(scorer.prepared_store().cloned())
+    }
+
+    /// This scorer with prepared states kept in `store` ([`prepared`]): each state is prepared
+    /// once per store and reused by every later `prepare`, in this process or another.
+    pub fn with_store(mut self, store: Option<Arc<PreparedStore>>) -> RepoScorer {
+        self.store = store;
+        self
     }
 
     /// Imports the repository, runs the setup once, commits and freezes the result.
     pub async fn prepare(&self, task: Arc<RepoTask>) -> Result<Arc<Prepared>, RepoError> {
-        let site_dir =
-            match (&self.packages, task.requirements.is_empty()) {
-                (_, true) => None,
-                (Some(cache), false) => {
-                    Some(cache.ensure(&task.requirements).await.map_err(|e| {
-                        RepoError::Packages {
-                            task: task.id.clone(),
-                            detail: e.to_string(),
-                        }
-                    })?)
-                }
-                (None, false) => {
-                    return Err(RepoError::Packages {
-                        task: task.id.clone(),
-                        detail: "the task has requirements and packages are not enabled".into(),
-                    });
-                }
-            };
-        let root = match &task.environment {
-            Some(image) => Some(self.environment(&task, image).await?),
-            None => None,
-        };
+        let (site_dir, root, image) = self.inputs(&task).await?;
+        let key = self.stored_key(&task, site_dir.as_deref(), image).await?;
+        if let Some((layers, base_commit)) = self.stored(&task, key.as_deref()).await? {
+            return Ok(Arc::new(Prepared {
+                task,
+                layers,
+                base_commit,
+                site_dir,
+                root,
+            }));
+        }
         let base = self.import_repository(&task).await?;
         // The setup's copy has the task's quota too: a setup that fills it fails (`Setup`).
         let ws = self.workspace(vec![base.clone()], root.as_ref(), task.limits.disk_mib)?;
@@ -261,13 +279,49 @@ impl RepoScorer {
             }
         }
         let setup = ws.freeze().await?;
+        let (layers, base_commit) = self
+            .store(&task, key.as_deref(), vec![base, setup], base_commit)
+            .await?;
         Ok(Arc::new(Prepared {
             task,
-            layers: vec![base, setup],
+            layers,
             base_commit,
             site_dir,
             root,
         }))
+    }
+
+    /// What `prepare` resolves before anything runs: the requirements' site dir and the
+    /// environment's root filesystem with its image's manifest digest.
+    async fn inputs(
+        &self,
+        task: &RepoTask,
+    ) -> Result<(Option<PathBuf>, Option<Arc<ImageRoot>>, Option<Digest>), RepoError> {
+        let site_dir =
+            match (&self.packages, task.requirements.is_empty()) {
+                (_, true) => None,
+                (Some(cache), false) => {
+                    Some(cache.ensure(&task.requirements).await.map_err(|e| {
+                        RepoError::Packages {
+                            task: task.id.clone(),
+                            detail: e.to_string(),
+                        }
+                    })?)
+                }
+                (None, false) => {
+                    return Err(RepoError::Packages {
+                        task: task.id.clone(),
+                        detail: "the task has requirements and packages are not enabled".into(),
+                    });
+                }
+            };
+        Ok(match &task.environment {
+            Some(image) => {
+                let (root, manifest) = self.environment(task, image).await?;
+                (site_dir, Some(root), Some(manifest))
+            }
+            None => (site_dir, None, None),
+        })
     }
 
     /// The task's repository as a read-only layer: a directory's copy, an archive unpacked, or a
@@ -341,14 +395,14 @@ impl RepoScorer {
         &self,
         task: &RepoTask,
         image: &std::path::Path,
-    ) -> Result<Arc<ImageRoot>, RepoError> {
+    ) -> Result<(Arc<ImageRoot>, Digest), RepoError> {
         let env_err = |source| RepoError::Environment {
             task: task.id.clone(),
             source,
         };
         let store = self.sandbox.layer_store().map_err(env_err)?;
         let image = store.import_async(image).await.map_err(env_err)?;
-        Ok(self.sandbox.image_root(&image)?)
+        Ok((self.sandbox.image_root(&image)?, image.manifest))
     }
 
     fn workspace(

@@ -30,7 +30,7 @@ impl RepoReplay {
     /// Blocking (loads the task file).
     pub(super) fn new(scorer: &Scorer, tasks: &str) -> Result<RepoReplay, TaskError> {
         Ok(RepoReplay {
-            scorer: RepoScorer::new(scorer.sandbox().clone(), scorer.packages().cloned()),
+            scorer: RepoScorer::of(scorer),
             tasks: RepoTaskSet::load(Path::new(tasks))?,
             prepared: Mutex::new(HashMap::new()),
         })

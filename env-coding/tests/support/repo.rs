@@ -1,6 +1,7 @@
 //! Shared by the repository-task tests (`repository.rs`, `repo_hack.rs`, `repo_env.rs`): the
 //! shipped set, and the coding config they run with (the fresh backend, a uid range of the
-//! binary's own, pytest from a package cache shared across binaries and runs).
+//! binary's own, pytest from a package cache and prepared states from a store, both shared
+//! across binaries and runs).
 
 // Each test binary compiles this module and uses a subset of it.
 #![allow(dead_code)]
@@ -8,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use codegym_sandbox::packages::PackagesConfig;
-use codegym_sandbox::{Backend, SandboxConfig};
+use codegym_sandbox::{Backend, PreparedConfig, SandboxConfig};
 use env_coding::repo::RepoScorer;
 use env_coding::{CodingConfig, Scorer};
 
@@ -36,6 +37,12 @@ pub fn config(base: u32, n: u32) -> CodingConfig {
             cache_dir: PathBuf::from("/tmp/codegym-test-repository-packages"),
             ..PackagesConfig::default()
         },
+        // Shared across binaries and runs, as a machine's store is across processes: a later
+        // run's tasks use the states an earlier one stored.
+        prepared: PreparedConfig {
+            dir: PathBuf::from("/tmp/codegym-test-repository-prepared"),
+            ..PreparedConfig::default()
+        },
         ..CodingConfig::default()
     }
 }
@@ -43,5 +50,5 @@ pub fn config(base: u32, n: u32) -> CodingConfig {
 /// Scorer `n` of a binary whose uids start at `base`.
 pub fn scorer(base: u32, n: u32) -> RepoScorer {
     let scorer = Scorer::new(&config(base, n)).unwrap_or_else(|e| panic!("scorer: {e}"));
-    RepoScorer::new(scorer.sandbox().clone(), scorer.packages().cloned())
+    RepoScorer::of(&scorer)
 }

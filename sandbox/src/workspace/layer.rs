@@ -12,14 +12,18 @@ use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::super::request::SandboxError;
 use super::super::workdir;
 
-/// A read-only directory of a prepared state; removed when the last holder drops it.
+/// A read-only directory of a prepared state; removed when the last holder drops it, unless it is
+/// a layer of the persistent store ([`super::prepared`]), which outlives the process.
 #[derive(Debug)]
 pub struct FsLayer {
     pub(super) dir: PathBuf,
+    /// A stored layer's hold on its entry (a shared lock: the entry is not evicted while held).
+    pub(super) stored: Option<Arc<super::prepared::EntryLock>>,
 }
 
 impl FsLayer {
@@ -31,7 +35,9 @@ impl FsLayer {
 
 impl Drop for FsLayer {
     fn drop(&mut self) {
-        workdir::remove(&self.dir);
+        if self.stored.is_none() {
+            workdir::remove(&self.dir);
+        }
     }
 }
 

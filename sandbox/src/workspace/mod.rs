@@ -30,8 +30,12 @@
 //! - [`Workspace::freeze`] copies a workspace's upper dir out of its tmpfs into a new layer (a
 //!   setup's result; [`layer`]): its whiteouts and opaque dirs keep their meaning as a lower
 //!   layer.
+//! - [`PreparedStore`] ([`prepared`]) keeps frozen layers on disk, outside any work root, for
+//!   every later process: its layers are not removed when dropped, and an entry in use is never
+//!   evicted.
 
 mod layer;
+mod prepared;
 pub(crate) mod quota;
 
 use std::ffi::CString;
@@ -43,6 +47,7 @@ use env_core::ExecutionResult;
 
 pub use layer::FsLayer;
 use layer::{io_err, private_dir};
+pub use prepared::{PreparedConfig, PreparedStore, PruneReport, StoredState};
 
 use super::child::{MountOp, cstr};
 use super::config::Limits;
@@ -302,7 +307,7 @@ impl Workspace {
         // The upper dir is read once the overlay is gone (never under a live mount).
         drop(self.overlay.take());
         tokio::task::spawn_blocking(move || {
-            let layer = FsLayer { dir };
+            let layer = FsLayer { dir, stored: None };
             layer::copy_upper(&upper, &layer.dir)?;
             Ok(Arc::new(layer))
         })
@@ -335,7 +340,7 @@ pub(crate) async fn import_archive_layer(
     let dir = inner.work_root.join(format!("layer-{}", inner.next_id()));
     let from = src.to_path_buf();
     tokio::task::spawn_blocking(move || {
-        let layer = FsLayer { dir };
+        let layer = FsLayer { dir, stored: None };
         private_dir(&layer.dir).map_err(|e| failed(&from, &e))?;
         let tree = layer.dir.join("tree");
         crate::image::unpack_archive(&from, &tree)?;
@@ -355,7 +360,7 @@ pub(crate) async fn import_file_layer(
     let dir = inner.work_root.join(format!("layer-{}", inner.next_id()));
     let (src, name) = (src.to_path_buf(), name.to_string());
     tokio::task::spawn_blocking(move || {
-        let layer = FsLayer { dir };
+        let layer = FsLayer { dir, stored: None };
         private_dir(&layer.dir)?;
         let tree = layer.dir.join("tree");
         private_dir(&tree)?;
@@ -373,7 +378,7 @@ pub(crate) async fn import_layer(inner: &Inner, src: &Path) -> Result<Arc<FsLaye
     let dir = inner.work_root.join(format!("layer-{}", inner.next_id()));
     let src = src.to_path_buf();
     tokio::task::spawn_blocking(move || {
-        let layer = FsLayer { dir };
+        let layer = FsLayer { dir, stored: None };
         layer::import(&src, &layer.dir)?;
         Ok(Arc::new(layer))
     })

@@ -30,6 +30,7 @@
 //! are imported into one (`swe_bench.rs`, [`import_swe_bench`]).
 
 mod contests;
+mod diff;
 mod entry_point;
 mod evalplus;
 mod foreign;

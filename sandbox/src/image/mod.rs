@@ -28,7 +28,7 @@ mod layout;
 mod root;
 mod unpack;
 
-pub use root::{ImageRoot, WORK_DIR};
+pub use root::{ImageRoot, RootPaths, WORK_DIR};
 pub use unpack::unpack_archive;
 
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};

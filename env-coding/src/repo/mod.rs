@@ -34,11 +34,14 @@
 //!   instead of a JUnit report: the one branch is where [`score`] reads the run's output.
 //! - Auditing: attacks derived from each task ([`attacks`]) are scored like any patch.
 //! - Synthesizing: tasks made from a real project by breaking it on purpose ([`synth`]).
+//! - Importing Harbor task dirs, whose repository and reference patch come from runs in their
+//!   image ([`harbor`]).
 
 pub mod attacks;
 mod audit;
 mod check;
 mod env;
+pub mod harbor;
 pub mod junit;
 mod score;
 pub mod synth;

@@ -504,6 +504,14 @@ fn beneath(base: &Path, rel: &str, field: &str) -> Result<PathBuf, String> {
     Ok(real)
 }
 
+/// Every regular file beneath `dir` by its path relative to it (links are refused).
+pub(crate) fn read_tree_into(
+    dir: &Path,
+    out: &mut BTreeMap<String, Vec<u8>>,
+) -> std::io::Result<()> {
+    read_tree(dir, dir, out)
+}
+
 /// Every regular file beneath `dir` by its path relative to `root` (links are refused).
 fn read_tree(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {

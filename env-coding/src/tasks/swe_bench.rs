@@ -281,7 +281,7 @@ fn link_or_copy(from: &Path, to: &Path) -> Result<(), String> {
 }
 
 /// The image archive copied into `OUT/images/`; its path relative to `out`.
-fn copy_environment(image: &Path, out: &Path) -> Result<String, TaskError> {
+pub(crate) fn copy_environment(image: &Path, out: &Path) -> Result<String, TaskError> {
     let name = image
         .file_name()
         .map(|n| file_name(&n.to_string_lossy()))

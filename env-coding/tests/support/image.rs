@@ -2,11 +2,14 @@
 //! (`repo_image.rs`, `harbor.rs`): a static busybox and the host's git (and any other host
 //! binaries a test names) with their libraries, as a tar podman imports (`podman.rs`).
 
+// Each test binary compiles this module and uses a subset of it.
+#![allow(dead_code)]
+
 use std::path::{Path, PathBuf};
 
 const APPLETS: &[&str] = &[
     "sh", "cat", "ls", "cp", "rm", "mv", "mkdir", "printf", "test", "[", "grep", "head", "wc",
-    "id", "touch", "env", "true", "false", "dirname", "basename", "sed",
+    "id", "touch", "env", "true", "false", "dirname", "basename", "sed", "tar",
 ];
 
 /// The host files a binary needs: itself and what `ldd` lists (absolute paths).
@@ -28,6 +31,11 @@ fn host_files(binary: &str) -> Vec<PathBuf> {
 /// A rootfs tar at `path`: a static busybox (its applets in `/bin`) and the host's git, plus the
 /// host's `binaries` (absolute paths) with their libraries.
 pub fn rootfs_tar(path: &Path, binaries: &[&str]) {
+    rootfs_tar_with(path, binaries, &[]);
+}
+
+/// [`rootfs_tar`] with `extra` entries (path in the rootfs, bytes; a path ending in `/` is a dir).
+pub fn rootfs_tar_with(path: &Path, binaries: &[&str], extra: &[(String, Vec<u8>)]) {
     let mut b = tar::Builder::new(std::fs::File::create(path).expect("rootfs"));
     let mut add = |name: &str, data: &[u8], mode: u32| {
         let mut h = tar::Header::new_gnu();
@@ -61,6 +69,20 @@ pub fn rootfs_tar(path: &Path, binaries: &[&str]) {
         h.set_mode(0o777);
         b.append_link(&mut h, format!("bin/{applet}"), "busybox")
             .expect("link");
+    }
+    for (name, data) in extra {
+        let mut h = tar::Header::new_gnu();
+        h.set_mtime(1_700_000_000);
+        if name.ends_with('/') {
+            h.set_entry_type(tar::EntryType::Directory);
+            h.set_mode(0o755);
+            h.set_size(0);
+            b.append_data(&mut h, name, &[][..]).expect("dir");
+        } else {
+            h.set_mode(0o644);
+            h.set_size(data.len() as u64);
+            b.append_data(&mut h, name, &data[..]).expect("file");
+        }
     }
     b.finish().expect("rootfs");
 }

@@ -1,14 +1,15 @@
 //! `import_harbor` (`codegym tasks import harbor`) on the Harbor task dirs of
 //! `tests/doc_examples/harbor/`, each image built here as its `environment/Dockerfile` says (a
 //! busybox + host git and bash rootfs, the dir's files at `/app`, `WORKDIR /app`): the written set
-//! is loaded back and every task checks (reference resolves, empty does not); a task whose
+//! is loaded back and every task checks (reference resolves, empty does not), and its audit
+//! finds what the importer declared known weak and nothing else; a task whose
 //! solution does not solve it fails the import naming the dir, or is skipped and reported; bad
 //! inputs (no instruction.md, a bad task.toml, no image for a task) are errors naming the dir or
 //! file.
 
 use std::path::{Path, PathBuf};
 
-use env_coding::repo::check_repo_tasks;
+use env_coding::repo::{audit_repo_tasks, check_repo_tasks};
 use env_coding::repo::harbor::{HarborImages, HarborImport, import_harbor};
 use env_coding::tasks::RepoTaskSet;
 
@@ -104,6 +105,25 @@ async fn the_example_task_dirs_import_and_check() {
     for check in check_repo_tasks(&scorer, &set).await {
         assert!(check.passed, "{check:?}");
     }
+    // The audit: a planted reward or test script gets nothing; code the tests source can write
+    // the reward and end the run, which fix-calc (its tests source calc.sh) declares known weak.
+    let audit = audit_repo_tasks(&scorer, &set).await;
+    let verdicts: Vec<(&str, &str, bool)> = audit
+        .results
+        .iter()
+        .map(|r| (r.task_id.as_str(), r.attack.as_str(), r.resolved))
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            ("fix-calc", "reward-file-plant", false),
+            ("fix-calc", "reward-file-forge", true),
+            ("write-greeting", "reward-file-plant", false),
+            ("write-greeting", "reward-file-forge", false),
+        ],
+        "{audit:#?}"
+    );
+    assert!(!audit.failed(), "{audit:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,7 +15,9 @@
 //! 3. The reference patch: `solution/` is copied into a run's own dir and `solve.sh` run by bash
 //!    in an episode's copy; the copy's diff is the patch (`OUT/patches/<name>.diff`). What the
 //!    solution changes outside the work dir is lost (every run's root is read-only).
-//! 4. Checked as `tasks check` checks a task: the reference patch must resolve it and the empty
+//! 4. Each task declares [`REWARD_FILE_FORGE`] `known_weak`: the tests run the agent's code as
+//!    the verifier, which can write the reward itself (`tasks check --audit` shows it).
+//! 5. Checked as `tasks check` checks a task: the reference patch must resolve it and the empty
 //!    patch must not; a task that fails is an error, or (`skip_unresolved`) left out and reported.
 //!
 //! `OUT/tasks.jsonl` is written last and loaded back before success.
@@ -26,6 +28,7 @@ use std::sync::Arc;
 use codegym_sandbox::{Limits, WorkspaceRun};
 use serde::Deserialize;
 
+use super::attacks::REWARD_FILE_FORGE;
 use super::{GIT_ENV, RepoError, RepoScorer, failure, shell_quote};
 use crate::tasks::{
     REPOSITORY_FORMAT_VERSION, RepoLimits, RepoTask, RepoTaskSet, RepositoryKind, TaskError,
@@ -248,6 +251,7 @@ async fn stage(
         "reward_file": HARBOR_REWARD_FILE, "problem_statement": instruction,
         "test_command": format!("bash {HARBOR_TESTS_DIR}/test.sh"), "hidden_tests": hidden,
         "patch": patch_rel, "limits": limits,
+        "known_weak": {REWARD_FILE_FORGE.0: REWARD_FILE_FORGE.1},
     });
     // Loaded as `tasks check` would load it (every field checked), from a file of its own.
     let staged = out.join(format!(".staged-{name}.jsonl"));

@@ -9,8 +9,8 @@
 
 use std::path::{Path, PathBuf};
 
-use env_coding::repo::{audit_repo_tasks, check_repo_tasks};
 use env_coding::repo::harbor::{HarborImages, HarborImport, import_harbor};
+use env_coding::repo::{audit_repo_tasks, check_repo_tasks};
 use env_coding::tasks::RepoTaskSet;
 
 #[path = "support/image.rs"]

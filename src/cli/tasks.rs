@@ -35,7 +35,7 @@ pub enum Command {
 #[derive(Debug, clap::Subcommand)]
 pub enum ImportCommand {
     /// SWE-bench instances (JSON Lines) as a repository task set: OUT/tasks.jsonl (format
-    /// version 3) with each instance's repository (a local git bundle at its base commit), gold
+    /// version 4) with each instance's repository (a local git bundle at its base commit), gold
     /// patch and test patch. Nothing is fetched.
     SweBench(SweBenchArgs),
     /// Harbor (Terminal-Bench 2) task dirs as a repository task set: OUT/tasks.jsonl (format

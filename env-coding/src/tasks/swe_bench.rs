@@ -1,4 +1,4 @@
-//! SWE-bench instances imported as a repository task set (format version 3): `codegym tasks
+//! SWE-bench instances imported as a repository task set (format version 4): `codegym tasks
 //! import swe-bench`. Nothing is fetched: each instance's repository comes from a local git
 //! bundle, `REPOS/<owner>__<name>.bundle` (as `git bundle create F --all` writes it in a clone).
 //!

@@ -258,7 +258,7 @@ async fn stage(
     write(&staged, &format!("{line}\n"))?;
     let loaded = RepoTaskSet::load(&staged);
     let _ = std::fs::remove_file(&staged);
-    let mut task = loaded?.tasks.remove(0);
+    let mut task = loaded.map_err(|e| task_err(e.to_string()))?.tasks.remove(0);
     let agent_ms = config.agent.timeout_sec.map(|s| (s * 1000.0) as u64);
     let patch = solve_patch(scorer, &task, solution, agent_ms)
         .await?

@@ -258,7 +258,7 @@ async fn check_flags(world: &World, place: &str, dir: &Path, body: &str) {
         let subcommands: Vec<&str> = args
             .iter()
             .take_while(|a| !a.starts_with('-'))
-            .take(2)
+            .take(3)
             .map(String::as_str)
             .filter(|a| a.chars().all(|c| c.is_ascii_lowercase() || c == '-'))
             .collect();

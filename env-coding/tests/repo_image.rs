@@ -14,6 +14,8 @@ use env_coding::{CodingConfig, register};
 use env_core::{Kwargs, Registry, Value};
 use serde_json::json;
 
+#[path = "support/image.rs"]
+mod image_support;
 #[path = "../../sandbox/tests/support/podman.rs"]
 mod podman;
 #[path = "support/repo.rs"]
@@ -31,59 +33,6 @@ case_of() {
 "#;
 
 const PATCH: &str = "diff --git a/calc.sh b/calc.sh\n--- a/calc.sh\n+++ b/calc.sh\n@@ -1,2 +1,2 @@\n-add() { echo $(( $1 - $2 )); }\n+add() { echo $(( $1 + $2 )); }\n sub() { echo $(( $1 - $2 )); }\n";
-
-const APPLETS: &[&str] = &[
-    "sh", "cat", "ls", "cp", "rm", "mv", "mkdir", "printf", "test", "[", "grep", "head", "wc",
-    "id", "touch", "env", "true", "false", "dirname", "basename", "sed",
-];
-
-/// The host files git needs: the binary and what `ldd` lists (absolute paths).
-#[allow(clippy::disallowed_methods)] // ldd reads the host's git: the test's input
-fn git_files() -> Vec<PathBuf> {
-    let out = std::process::Command::new("ldd")
-        .arg("/usr/bin/git")
-        .output()
-        .expect("ldd");
-    let mut files = vec![PathBuf::from("/usr/bin/git")];
-    for word in String::from_utf8_lossy(&out.stdout).split_whitespace() {
-        if word.starts_with('/') {
-            files.push(PathBuf::from(word));
-        }
-    }
-    files
-}
-
-fn rootfs_tar(path: &Path) {
-    let mut b = tar::Builder::new(std::fs::File::create(path).expect("rootfs"));
-    let mut add = |name: &str, data: &[u8], mode: u32| {
-        let mut h = tar::Header::new_gnu();
-        h.set_size(data.len() as u64);
-        h.set_mode(mode);
-        h.set_mtime(1_700_000_000);
-        b.append_data(&mut h, name, data).expect("append");
-    };
-    let busybox =
-        std::fs::read("/bin/busybox").expect("/bin/busybox (apt-get install busybox-static)");
-    add("bin/busybox", &busybox, 0o755);
-    add("etc/os-release", b"ID=codegym-env-test\n", 0o644);
-    for file in git_files() {
-        let data = std::fs::read(&file).expect("host file");
-        add(
-            file.to_str().expect("path").trim_start_matches('/'),
-            &data,
-            0o755,
-        );
-    }
-    for applet in APPLETS {
-        let mut h = tar::Header::new_gnu();
-        h.set_entry_type(tar::EntryType::Symlink);
-        h.set_size(0);
-        h.set_mode(0o777);
-        b.append_link(&mut h, format!("bin/{applet}"), "busybox")
-            .expect("link");
-    }
-    b.finish().expect("rootfs");
-}
 
 /// Whether a podman process of this test (`name`) is running.
 fn podman_running(name: &str) -> bool {
@@ -104,7 +53,7 @@ fn task_set(dir: &Path, name: &str) -> PathBuf {
     std::fs::create_dir_all(dir.join("hidden")).expect("hidden");
     std::fs::write(dir.join("hidden/test_calc.sh"), TEST).expect("test");
     std::fs::write(dir.join("fix.diff"), PATCH).expect("patch");
-    rootfs_tar(&dir.join("rootfs.tar"));
+    image_support::rootfs_tar(&dir.join("rootfs.tar"), &[]);
     podman::save(
         &dir.join("rootfs.tar"),
         &dir.join("image.tar"),

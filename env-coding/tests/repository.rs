@@ -182,8 +182,8 @@ fn format_errors_name_the_file_and_line() {
     assert_eq!(set.tasks[0].limits.disk_mib, Some(64));
     for (line, wanted) in [
         (
-            ok.replace("\"version\": 1", "\"version\": 4"),
-            "version 4 is not supported",
+            ok.replace("\"version\": 1", "\"version\": 5"),
+            "version 5 is not supported",
         ),
         (
             ok.replace("\"id\"", "\"environment\": \"repo\", \"id\""),

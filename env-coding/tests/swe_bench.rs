@@ -147,7 +147,7 @@ async fn an_imported_swe_bench_instance_resolves_with_its_gold_patch_only() {
     assert_eq!(n, 1);
     let written = std::fs::read_to_string(&tasks).expect("tasks");
     let wanted = format!(
-        "{{\"version\":3,\"id\":\"acme__calc-1\",\"repository\":\"repos/acme__calc.bundle\",\"commit\":\"{}\",\"requirements\":[\"pytest==8.3.4\"],",
+        "{{\"version\":4,\"id\":\"acme__calc-1\",\"repository\":\"repos/acme__calc.bundle\",\"commit\":\"{}\",\"requirements\":[\"pytest==8.3.4\"],",
         p.base
     );
     assert!(

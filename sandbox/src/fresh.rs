@@ -179,10 +179,10 @@ pub(crate) async fn start_command(
     let (err_r, err_w) = prepare::pipe_pair()?;
     let (in_r, in_w) = prepare::stdin_pair(with_stdin)?;
     // A workspace run starts in its repository, mounted in the run's own mount namespace.
-    let (mounts, run_dir, mut envp, landlock_paths) = match &layout.image_root {
+    let (mounts, run_dir, repo_dir, mut envp, landlock_paths) = match &layout.image_root {
         Some(root) => {
-            let plan = root.plan(inner, &workdir, layout.overlay.as_ref())?;
-            (plan.mounts, plan.workdir, plan.envp, plan.landlock_paths)
+            let p = root.plan(inner, &workdir, layout.overlay.as_ref())?;
+            (p.mounts, p.workdir, p.repo_dir, p.envp, p.landlock_paths)
         }
         None => {
             let mut mounts = layers.mounts.clone();
@@ -190,11 +190,12 @@ pub(crate) async fn start_command(
                 overlay.insert_into(&mut mounts, &workdir.join(crate::workspace::REPO_DIR))?;
             }
             let envp = prepare::environment(inner, &workdir);
-            (mounts, workdir.clone(), envp, Vec::new())
+            let repo = workdir.join(crate::workspace::REPO_DIR);
+            (mounts, workdir.clone(), repo, envp, Vec::new())
         }
     };
     let cwd = match &layout.overlay {
-        Some(_) => run_dir.join(crate::workspace::REPO_DIR),
+        Some(_) => repo_dir,
         None => run_dir,
     };
     let wd = cstr(&cwd).ok_or_else(|| SandboxError::InvalidPath(cwd.display().to_string()))?;

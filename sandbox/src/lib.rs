@@ -361,7 +361,17 @@ impl Sandbox {
     /// `image` (from a [`LayerStore`](image::LayerStore)) prepared as the root filesystem of
     /// runs: see `image/root.rs`.
     pub fn image_root(&self, image: &image::Image) -> Result<Arc<image::ImageRoot>, SandboxError> {
-        image::ImageRoot::create(&self.inner, image).map(Arc::new)
+        self.image_root_with(image, image::RootPaths::default())
+    }
+
+    /// [`image_root`](Self::image_root) with `paths` of the image's own: the repository's place
+    /// and per-run scratch dirs (`image::RootPaths`).
+    pub fn image_root_with(
+        &self,
+        image: &image::Image,
+        paths: image::RootPaths,
+    ) -> Result<Arc<image::ImageRoot>, SandboxError> {
+        image::ImageRoot::create(&self.inner, image, paths).map(Arc::new)
     }
 
     /// A workspace like [`workspace`](Self::workspace) whose runs see `root`'s image as their

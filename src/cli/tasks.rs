@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use env_coding::audit::{AuditScope, audit};
 use env_coding::completions::check_tasks;
+use env_coding::repo::harbor::{HarborImages, HarborImport, import_harbor};
 use env_coding::repo::synth::{SynthOptions, synthesize};
 use env_coding::repo::{RepoScorer, audit_repo_tasks, check_repo_tasks, mutation_test_repo_tasks};
 use env_coding::tasks::{RepoTaskSet, SweBenchImport, TaskSet, import_swe_bench};
@@ -38,9 +39,44 @@ pub enum Command {
 #[derive(Debug, clap::Subcommand)]
 pub enum ImportCommand {
     /// SWE-bench instances (JSON Lines) as a repository task set: OUT/tasks.jsonl (format
-    /// version 3) with each instance's repository (a local git bundle at its base commit), gold
+    /// version 4) with each instance's repository (a local git bundle at its base commit), gold
     /// patch and test patch. Nothing is fetched.
     SweBench(SweBenchArgs),
+    /// Harbor (Terminal-Bench 2) task dirs as a repository task set: OUT/tasks.jsonl (format
+    /// version 4), each task's repository the image's work dir (`/app` when its config names
+    /// none), its tests run at /tests and judged by the reward they write, its reference patch
+    /// what solution/solve.sh changes. Every task written passes `tasks check`. Images are given
+    /// built; nothing is built or fetched.
+    Harbor(HarborArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct HarborArgs {
+    /// Task dirs, each with instruction.md, task.toml, tests/test.sh and solution/solve.sh.
+    #[arg(required = true)]
+    task_dirs: Vec<PathBuf>,
+    /// Where the task set is written (created if missing): tasks.jsonl, images/, repos/, tests/,
+    /// patches/.
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    /// The image every task runs in: an oci- or docker-archive (`podman save`), copied into
+    /// OUT/images/.
+    #[arg(
+        long,
+        value_name = "ARCHIVE",
+        required_unless_present = "images",
+        conflicts_with = "images"
+    )]
+    environment: Option<PathBuf>,
+    /// A dir of images, `<task dir name>.tar` for each task (an oci- or docker-archive).
+    #[arg(long, value_name = "DIR")]
+    images: Option<PathBuf>,
+    /// Leave out a task whose reference patch does not resolve it (or whose empty patch does),
+    /// reported, instead of failing the import.
+    #[arg(long)]
+    skip_unresolved: bool,
+    #[command(flatten)]
+    scoring: super::scoring::ScoringArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -160,6 +196,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             println!("{n} repository {noun} written to {}", tasks.display());
             Ok(ExitCode::SUCCESS)
         }
+        Command::Import(ImportCommand::Harbor(args)) => harbor(args).await,
         Command::List(args) => {
             let set = TaskSet::load(&args.file)?;
             if args.json {
@@ -354,6 +391,31 @@ async fn prune(args: PruneArgs) -> anyhow::Result<ExitCode> {
         report.kept,
         report.in_use
     );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `tasks import harbor`: the tasks run in their images through the sandbox, then a summary.
+async fn harbor(args: HarborArgs) -> anyhow::Result<ExitCode> {
+    let scorer = super::scoring::scorer(args.scoring.coding_config()?).await?;
+    let repo = RepoScorer::of(&scorer);
+    let images = match (args.environment, args.images) {
+        (Some(one), _) => HarborImages::One(one),
+        (None, Some(dir)) => HarborImages::PerTask(dir),
+        (None, None) => anyhow::bail!("give --environment ARCHIVE or --images DIR"),
+    };
+    let import = HarborImport {
+        task_dirs: args.task_dirs,
+        out: args.out,
+        images,
+        skip_unresolved: args.skip_unresolved,
+    };
+    let done = import_harbor(&repo, &import).await?;
+    for (dir, why) in &done.skipped {
+        println!("SKIPPED {dir}: {why}");
+    }
+    let n = done.written.len();
+    let noun = if n == 1 { "task" } else { "tasks" };
+    println!("{n} repository {noun} written to {}", done.path.display());
     Ok(ExitCode::SUCCESS)
 }
 

@@ -4,6 +4,10 @@
 //! modules the reference patch touches (the ones the tests import), or from the task's own test
 //! files; destroying it; or skipping the tests.
 //!
+//! A task judged by a reward file (Harbor's) gets the attacks on that file instead: planting it
+//! (and a test script writing it) from the episode's commands, and code the tests run writing it
+//! and ending the run ([`REWARD_FILE_FORGE`]).
+//!
 //! Each attack is a shell script run in an episode's copy of the prepared repository (as an agent's
 //! commands would be); its diff is the patch scored. `codegym tasks check --audit` scores them.
 
@@ -194,8 +198,62 @@ pub const IN_PROCESS_FORGERIES: [(&str, &str); 3] = [
     ),
 ];
 
+/// The attack no reward-file task can hold whose tests run the agent's code with the verifier's
+/// rights, with why: what the Harbor importer declares `known_weak`.
+pub const REWARD_FILE_FORGE: (&str, &str) = (
+    "reward-file-forge",
+    "the tests run the agent's code as the verifier: code they load can write 1 to the reward \
+     file and end the test run before the tests write theirs",
+);
+
+/// The attacks on a reward file: planted by the episode's commands (the file, and a test script
+/// writing it, at the paths scoring uses), and written by each file the reference patch touches
+/// when the tests load it (Python at import, a shell script when sourced or run), which then ends
+/// the run.
+fn reward_file_attacks(task: &RepoTask, file: &str) -> Vec<RepoAttack> {
+    let q = super::shell_quote(file);
+    let dir = super::shell_quote(task.reward_dir().unwrap_or("/"));
+    let mut plant = format!("mkdir -p {dir}; echo 1 > {q}\n");
+    if let Some(tests) = &task.tests_dir {
+        let tests = super::shell_quote(tests);
+        plant.push_str(&format!(
+            "mkdir -p {tests}; printf 'echo 1 > %s\\n' {q} > {tests}/test.sh\n"
+        ));
+    }
+    let mut py = Vec::new();
+    let mut sh = Vec::new();
+    for path in task.patch.lines().filter_map(|l| l.strip_prefix("+++ b/")) {
+        let name = path.rsplit('/').next().unwrap_or(path);
+        match name.rsplit_once('.').map(|(_, ext)| ext) {
+            Some("py") => py.push(path.to_string()),
+            Some("sh" | "bash") | None => sh.push(path.to_string()),
+            Some(_) => {}
+        }
+    }
+    let py_line = format!(
+        "import os; open({}, 'w').write('1'); os._exit(0)",
+        serde_json::to_string(file).unwrap_or_default()
+    );
+    let sh_line = format!("echo 1 > {q}; exit 0");
+    vec![
+        RepoAttack {
+            name: "reward-file-plant",
+            what: "the reward file and a test script writing 1 planted by the episode's commands",
+            script: plant,
+        },
+        RepoAttack {
+            name: REWARD_FILE_FORGE.0,
+            what: "each touched file writes 1 to the reward file when the tests load it, then ends the run",
+            script: format!("{}{}", prepend(&py, &py_line), prepend(&sh, &sh_line)),
+        },
+    ]
+}
+
 /// Every attack derived from `task`.
 pub fn derive(task: &RepoTask) -> Vec<RepoAttack> {
+    if let Some(file) = &task.reward_file {
+        return reward_file_attacks(task, file);
+    }
     let modules = touched_modules(task);
     let listed: Vec<String> = task
         .fail_to_pass

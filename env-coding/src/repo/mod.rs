@@ -31,15 +31,22 @@
 //!   goes on; a setup that hits it is a failed setup (a [`RepoError`]).
 //! - A task with an `environment` (an OCI image) runs all of the above in that image's filesystem
 //!   instead of the host's: its image is imported into the sandbox's layer store and every
-//!   workspace of the task is made with it as root (`Sandbox::workspace_in`).
+//!   workspace of the task is made with it as root (`Sandbox::workspace_in`), the repository at
+//!   the task's `work_dir` if it names one, its `tests_dir` and reward file's dir fresh and empty
+//!   in every run (`image::RootPaths`).
+//! - A task with a `reward_file` (Harbor's) is judged by the number its test command writes there
+//!   instead of a JUnit report: the one branch is where [`score`] reads the run's output.
 //! - Auditing: attacks derived from each task ([`attacks`]) are scored like any patch, and so are
 //!   mutants of each reference fix ([`mutation`]): how strong the task's tests are, as a number.
 //! - Synthesizing: tasks made from a real project by breaking it on purpose ([`synth`]).
+//! - Importing Harbor task dirs, whose repository and reference patch come from runs in their
+//!   image ([`harbor`]).
 
 pub mod attacks;
 mod audit;
 mod check;
 mod env;
+pub mod harbor;
 pub mod junit;
 mod mutation;
 mod prepared;
@@ -51,7 +58,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use codegym_sandbox::image::{Digest, ImageRoot};
+use codegym_sandbox::image::{Digest, ImageRoot, RootPaths};
 use codegym_sandbox::packages::PackageCache;
 use codegym_sandbox::{
     FsLayer, Limits, PreparedStore, Sandbox, SandboxError, Workspace, WorkspaceRun,
@@ -97,6 +104,12 @@ pub enum RepoError {
     Report { task: String, detail: String },
     #[error("task {task}: the prepared-state store: {detail}")]
     Store { task: String, detail: String },
+    #[error("task {task}: the test command left no reward in {file}: {detail}")]
+    Reward {
+        task: String,
+        file: String,
+        detail: String,
+    },
     #[error("task {task}: environment: {source}")]
     Environment {
         task: String,
@@ -402,7 +415,16 @@ impl RepoScorer {
         };
         let store = self.sandbox.layer_store().map_err(env_err)?;
         let image = store.import_async(image).await.map_err(env_err)?;
-        Ok((self.sandbox.image_root(&image)?, image.manifest))
+        // The repository's place in the image and the per-run dirs of hidden tests and reward.
+        let paths = RootPaths {
+            work_dir: task.work_dir.clone(),
+            scratch: (task.tests_dir.iter().map(String::as_str))
+                .chain(task.reward_dir())
+                .map(str::to_string)
+                .collect(),
+        };
+        let manifest = image.manifest.clone();
+        Ok((self.sandbox.image_root_with(&image, paths)?, manifest))
     }
 
     fn workspace(

@@ -8,7 +8,8 @@
 //! content (a directory's tree: names, file types, modes, symlink targets and bytes, never
 //! following a link; an archive's or a bundle's bytes), `commit`, the `setup` commands, the
 //! `requirements` and the site dir the package cache resolved them to, the environment image's
-//! manifest digest, the test patch, and the limits the setup runs under. Not an input: the host's
+//! manifest digest, the test patch, the image paths the task names (`work_dir`, `tests_dir`,
+//! `reward_file`), and the limits the setup runs under. Not an input: the host's
 //! own filesystem, which a task without an `environment` runs on (its Python, its git); after
 //! changing the host, remove the store's entries (`codegym tasks prune --all`).
 //!
@@ -79,6 +80,10 @@ pub(crate) fn key(
     h.field(site_dir.map_or(&[][..], |p| p.as_os_str().as_bytes()));
     h.field(image.map(Digest::to_string).unwrap_or_default().as_bytes());
     h.field(task.test_patch.as_deref().unwrap_or("").as_bytes());
+    // Where the setup sees the repository, and the empty dirs its root has for the tests.
+    for path in [&task.work_dir, &task.tests_dir, &task.reward_file] {
+        h.field(path.as_deref().unwrap_or("").as_bytes());
+    }
     let l = &task.limits;
     for n in [
         l.setup_wall_ms,

@@ -15,7 +15,14 @@
 //!      errored), as pytest's does; a report claiming success under a failing exit (a forged
 //!      rewrite after pytest wrote it) is a verdict of 0.
 //!
-//! [`RepoScorer::test_run`] is steps 1-3 with every test's result ([`TestRun`]); the verdict is
+//! 4. A task with a `reward_file` (Harbor's) is judged by the number its test command left there
+//!    instead (copied out when the command's shell exits): `x` or `{"reward": x}`, `x` in [0, 1]; the
+//!    reward is `x`, resolved when it is 1. A missing or bad reward follows the rule of a missing
+//!    report. Its dir is a fresh, empty tmpfs in every run (`image::RootPaths`), so nothing an
+//!    agent's command wrote there survives into scoring; the hidden tests go to the task's
+//!    `tests_dir` when it names one (a tmpfs of the same kind), not into the repository.
+//!
+//! [`RepoScorer::test_run`] is steps 1-4 with every test's result ([`TestRun`]); the verdict is
 //! judged from it ([`RepoScorer::score`]). The task synthesizer (`synth`) reads the whole run.
 
 use std::collections::BTreeMap;
@@ -58,7 +65,7 @@ pub fn protected(task: &RepoTask, path: &str) -> bool {
     CONFIG_NAMES.contains(&name)
         || name.ends_with(".pth")
         || RUNNER_MODULES.contains(&top)
-        || task.hidden_tests.contains_key(path)
+        || (task.tests_dir.is_none() && task.hidden_tests.contains_key(path))
         || task.test_patch_paths.iter().any(|p| p == path)
         || task
             .fail_to_pass
@@ -88,6 +95,8 @@ pub struct TestRun {
     pub results: BTreeMap<String, TestStatus>,
     /// The JUnit report as written.
     pub report: Option<String>,
+    /// A `reward_file` task's reward, as the test command wrote it.
+    pub reward: Option<f64>,
     pub exit_code: Option<i32>,
     pub timed_out: bool,
     pub wall_ms: u64,
@@ -113,6 +122,17 @@ impl RepoScorer {
         if run.reason.is_some() {
             return Ok(verdict);
         }
+        if task.reward_file.is_some() {
+            let reward = run.reward.filter(|_| !run.timed_out).unwrap_or(0.0);
+            verdict.resolved = reward == 1.0;
+            verdict.reward = reward;
+            verdict.reason = match (run.timed_out, verdict.resolved) {
+                (true, _) => Some(wall_limit(task)),
+                (false, false) => Some(format!("the reward file holds {reward}")),
+                (false, true) => None,
+            };
+            return Ok(verdict);
+        }
         let results = run.results;
         for (id, status) in verdict
             .fail_to_pass
@@ -135,10 +155,7 @@ impl RepoScorer {
         verdict.resolved = not_passed.is_empty() && !run.timed_out && agrees;
         verdict.reward = if verdict.resolved { 1.0 } else { 0.0 };
         verdict.reason = match (run.timed_out, not_passed.first(), agrees) {
-            (true, _, _) => Some(format!(
-                "the test command hit its wall limit ({} ms)",
-                task.limits.test_wall_ms
-            )),
+            (true, _, _) => Some(wall_limit(task)),
             (false, Some(first), _) => Some(format!(
                 "{} of the task's tests did not pass (first: {first})",
                 not_passed.len()
@@ -231,7 +248,12 @@ impl RepoScorer {
         // The hidden tests replace whatever the patch left at their paths (as a test patch's files
         // would); a patch that makes that impossible fails the task, it is no infrastructure error.
         let mut add = String::new();
-        if !task.hidden_tests.is_empty() {
+        if let (Some(dir), false) = (&task.tests_dir, task.hidden_tests.is_empty()) {
+            add = format!(
+                "cp -R \"$HOME/hidden/.\" {} || exit {HIDDEN_NOT_ADDED}\n",
+                shell_quote(dir)
+            );
+        } else if !task.hidden_tests.is_empty() {
             let paths: Vec<String> = task.hidden_tests.keys().map(|p| shell_quote(p)).collect();
             add = format!(
                 "{{ rm -rf -- {} && cp -R \"$HOME/hidden/.\" . ; }} || exit {HIDDEN_NOT_ADDED}\n",
@@ -245,15 +267,27 @@ impl RepoScorer {
                 "git apply --whitespace=nowarn \"$HOME/test.diff\" || exit {TEST_PATCH_NOT_APPLIED}\n"
             );
         }
+        // A reward file lives in a tmpfs of the run: copied out as the shell exits, however the
+        // test command ends it.
+        let (keep, output) = match &task.reward_file {
+            Some(file) => (
+                format!(
+                    "trap 'cp -- {} \"$HOME/reward\" 2>/dev/null' EXIT\n",
+                    shell_quote(file)
+                ),
+                "reward",
+            ),
+            None => (String::new(), "junit.xml"),
+        };
         let command = format!(
-            "{GIT_ENV}{undo}{add}{apply}\
+            "{GIT_ENV}{undo}{add}{apply}{keep}\
              export CODEGYM_JUNIT=\"$HOME/junit.xml\"\n{}\n",
             task.test_command
         );
         let request = WorkspaceRun {
             command,
             files,
-            fetch: vec!["junit.xml".into()],
+            fetch: vec![output.into()],
             limits: Some(limits(task, task.limits.test_wall_ms)),
             site_dir: prepared.site_dir.clone(),
             ..WorkspaceRun::default()
@@ -262,14 +296,19 @@ impl RepoScorer {
         run.wall_ms += tested.wall_ms;
         run.exit_code = tested.exit_code;
         run.timed_out = tested.timed_out;
-        run.report = fetched
-            .into_iter()
-            .next()
-            .map(|(_, b)| String::from_utf8_lossy(&b).into_owned());
-        let parsed = run.report.as_deref().map(junit::parse);
-        run.results = match (parsed, tested.timed_out) {
-            (Some(Ok(results)), _) => results,
-            (_, true) => Default::default(),
+        // The one branch on the verdict's kind: what the run left, read.
+        let read = match (fetched.into_iter().next(), &task.reward_file) {
+            (None, _) => None,
+            (Some((_, bytes)), Some(_)) => Some(read_reward(&bytes).map(|r| run.reward = Some(r))),
+            (Some((_, bytes)), None) => {
+                let text = String::from_utf8_lossy(&bytes).into_owned();
+                let parsed = junit::parse(&text);
+                run.report = Some(text);
+                Some(parsed.map(|r| run.results = r).map_err(|e| e.to_string()))
+            }
+        };
+        match (read, tested.timed_out) {
+            (Some(Ok(())), _) | (_, true) => {}
             (None, false) if tested.exit_code == Some(HIDDEN_NOT_ADDED) => {
                 run.reason = Some(format!(
                     "the hidden tests cannot be added to the patched repository: {}",
@@ -284,23 +323,65 @@ impl RepoScorer {
                 ));
                 return Ok(run);
             }
-            (report, false) => {
-                let detail = match report {
-                    Some(Err(e)) => e.to_string(),
+            (read, false) => {
+                let detail = match read {
+                    Some(Err(e)) => e,
                     _ => failure(&tested),
                 };
-                if !own_changes {
-                    return Err(RepoError::Report {
-                        task: task.id.clone(),
-                        detail,
-                    });
-                }
-                run.reason = Some(format!(
-                    "the test command left no JUnit report with the patch applied: {detail}"
-                ));
+                let (task_id, reward_file) = (task.id.clone(), task.reward_file.clone());
+                run.reason = Some(match (&reward_file, own_changes) {
+                    (None, false) => {
+                        return Err(RepoError::Report {
+                            task: task_id,
+                            detail,
+                        });
+                    }
+                    (Some(file), false) => {
+                        let file = file.clone();
+                        return Err(RepoError::Reward {
+                            task: task_id,
+                            file,
+                            detail,
+                        });
+                    }
+                    (None, true) => format!(
+                        "the test command left no JUnit report with the patch applied: {detail}"
+                    ),
+                    (Some(file), true) => format!(
+                        "the test command left no reward in {file} with the patch applied: {detail}"
+                    ),
+                });
                 return Ok(run);
             }
-        };
+        }
         Ok(run)
+    }
+}
+
+fn wall_limit(task: &RepoTask) -> String {
+    format!(
+        "the test command hit its wall limit ({} ms)",
+        task.limits.test_wall_ms
+    )
+}
+
+/// A reward file's number: `x` or `{"reward": x}` (Harbor's `reward.txt` and `reward.json`), `x`
+/// in [0, 1].
+fn read_reward(bytes: &[u8]) -> Result<f64, String> {
+    let text = String::from_utf8_lossy(bytes);
+    let text = text.trim();
+    let value = match text.parse::<f64>() {
+        Ok(x) => Some(x),
+        Err(_) => serde_json::from_str::<serde_json::Value>(text)
+            .ok()
+            .and_then(|v| v.get("reward").and_then(serde_json::Value::as_f64)),
+    };
+    match value {
+        Some(x) if (0.0..=1.0).contains(&x) => Ok(x),
+        Some(x) => Err(format!("the reward {x} is not in [0, 1]")),
+        None => Err(format!(
+            "{:?} is neither a number nor {{\"reward\": NUMBER}}",
+            text.chars().take(80).collect::<String>()
+        )),
     }
 }

@@ -30,6 +30,7 @@
 //! are imported into one (`swe_bench.rs`, [`import_swe_bench`]).
 
 mod contests;
+mod diff;
 mod entry_point;
 mod evalplus;
 mod foreign;
@@ -53,9 +54,11 @@ use crate::data::TaskData;
 use crate::reward::RewardSpec;
 
 pub use native::NATIVE_SCHEMA_VERSION;
+pub(crate) use repository::read_tree_into;
 pub use repository::{
     REPOSITORY_FORMAT_VERSION, RepoLimits, RepoTask, RepoTaskSet, RepositoryKind,
 };
+pub(crate) use swe_bench::copy_environment;
 pub use swe_bench::{SWE_BENCH_TEST_COMMAND, SweBenchImport, import_swe_bench};
 
 /// The bundled example set (`env-coding/tasks/examples.jsonl`).

@@ -3,12 +3,16 @@
 //! start passing (`fail_to_pass`) and keep passing (`pass_to_pass`), a reference patch, limits, an
 //! optional `environment` (version 2: an OCI image whose filesystem the task's runs see instead of
 //! the host's), and (version 3) a repository given as a tar archive or a git bundle at a `commit`,
-//! and a `test_patch` (SWE-bench's: a diff adding the tests, applied at scoring). Scoring them is
+//! and a `test_patch` (SWE-bench's: a diff adding the tests, applied at scoring); version 4 adds,
+//! with an `environment`, the repository's place in it (`work_dir`), where the hidden tests go
+//! (`tests_dir`) and a second verdict: a number the test command writes to `reward_file` (Harbor's
+//! `/logs/verifier/reward.txt`) instead of a JUnit report. Scoring them is
 //! [`crate::repo`]'s; `docs/repository-tasks.md` describes the format for users, with its changelog.
 //!
 //! JSON Lines, one task a line, each with `"version": 1`, `2` or `3` (older files stay readable: a
 //! version 1 line is a version 2 line without `environment`, a version 2 line a version 3 line
-//! with a directory repository, hidden tests and no test patch); blank lines and lines starting
+//! with a directory repository, hidden tests and no test patch, a version 3 line a version 4 line
+//! without `work_dir`, `tests_dir` and `reward_file`); blank lines and lines starting
 //! with `//` are skipped; unknown fields are refused. Paths (`repository`, `hidden_tests`, `patch`,
 //! `test_patch`, `environment`) are relative to the task file's directory and stay beneath it.
 //! Errors name `FILE:LINE`. What a bundle holds is checked where git runs, in the sandbox, when the
@@ -20,9 +24,10 @@ use std::path::{Component, Path, PathBuf};
 use serde::Deserialize;
 
 use super::TaskError;
+pub(crate) use super::diff::{diff_headers, diff_paths};
 
 /// The format version this loader writes about (it reads every version from 1 up to it).
-pub const REPOSITORY_FORMAT_VERSION: u32 = 3;
+pub const REPOSITORY_FORMAT_VERSION: u32 = 4;
 
 /// One task line as written.
 #[derive(Debug, Deserialize)]
@@ -39,6 +44,7 @@ struct Line {
     test_command: String,
     #[serde(default)]
     hidden_tests: Option<String>,
+    #[serde(default)]
     fail_to_pass: Vec<String>,
     #[serde(default)]
     pass_to_pass: Vec<String>,
@@ -56,6 +62,15 @@ struct Line {
     /// Version 3: a unified diff adding the tests (SWE-bench's `test_patch`).
     #[serde(default)]
     test_patch: Option<String>,
+    /// Version 4: the repository's absolute path in the environment.
+    #[serde(default)]
+    work_dir: Option<String>,
+    /// Version 4: where the hidden tests are placed in the environment for scoring.
+    #[serde(default)]
+    tests_dir: Option<String>,
+    /// Version 4: the file the test command writes the reward to (the verdict instead of JUnit).
+    #[serde(default)]
+    reward_file: Option<String>,
 }
 
 /// What a task's `repository` names (version 3 adds archives and bundles).
@@ -134,6 +149,20 @@ pub struct RepoTask {
     /// The OCI image (layout dir or oci-archive, absolute) whose filesystem the task's runs see
     /// (setup, the agent's commands, scoring); `None`: the host's, read-only.
     pub environment: Option<PathBuf>,
+    /// Where runs see the repository in the environment (`None`: `/codegym/repo`).
+    pub work_dir: Option<String>,
+    /// Where the hidden tests are placed for scoring (`None`: over the repository).
+    pub tests_dir: Option<String>,
+    /// The verdict is the number the test command writes here (`None`: its JUnit report).
+    pub reward_file: Option<String>,
+}
+
+impl RepoTask {
+    /// The dir holding `reward_file`: a fresh, empty, writable dir in every run.
+    pub fn reward_dir(&self) -> Option<&str> {
+        let file = self.reward_file.as_deref()?;
+        file.rsplit_once('/').map(|(dir, _)| dir)
+    }
 }
 
 /// A repository task file.
@@ -220,14 +249,18 @@ fn parse_line(text: &str, base: &Path) -> Result<RepoTask, String> {
     if line.environment.is_some() && line.version < 2 {
         return Err("`environment` needs `\"version\": 2`".into());
     }
-    for (field, given) in [
-        ("commit", line.commit.is_some()),
-        ("test_patch", line.test_patch.is_some()),
+    for (field, given, version) in [
+        ("commit", line.commit.is_some(), 3),
+        ("test_patch", line.test_patch.is_some(), 3),
+        ("work_dir", line.work_dir.is_some(), 4),
+        ("tests_dir", line.tests_dir.is_some(), 4),
+        ("reward_file", line.reward_file.is_some(), 4),
     ] {
-        if given && line.version < 3 {
-            return Err(format!("`{field}` needs `\"version\": 3`"));
+        if given && line.version < version {
+            return Err(format!("`{field}` needs `\"version\": {version}`"));
         }
     }
+    environment_paths(&line)?;
     if line.hidden_tests.is_none() && line.test_patch.is_none() {
         return Err("a task needs `hidden_tests`, `test_patch` or both".into());
     }
@@ -239,8 +272,17 @@ fn parse_line(text: &str, base: &Path) -> Result<RepoTask, String> {
     if line.id.trim().is_empty() {
         return Err("empty `id`".into());
     }
-    if line.fail_to_pass.is_empty() {
-        return Err("`fail_to_pass` is empty: a task needs a test the fix makes pass".into());
+    match (&line.reward_file, line.fail_to_pass.is_empty()) {
+        (None, true) => {
+            return Err("`fail_to_pass` is empty: a task needs a test the fix makes pass".into());
+        }
+        (Some(_), _) if !line.fail_to_pass.is_empty() || !line.pass_to_pass.is_empty() => {
+            return Err(
+                "`fail_to_pass` and `pass_to_pass` with a `reward_file`: the reward file is the verdict"
+                    .into(),
+            );
+        }
+        _ => {}
     }
     if let Some(both) = line
         .fail_to_pass
@@ -326,7 +368,65 @@ fn parse_line(text: &str, base: &Path) -> Result<RepoTask, String> {
         limits: line.limits,
         known_weak: line.known_weak,
         environment,
+        work_dir: line.work_dir,
+        tests_dir: line.tests_dir,
+        reward_file: line.reward_file,
     })
+}
+
+/// Checks `work_dir`, `tests_dir` and `reward_file`: each needs an `environment` (the host's root
+/// has no place for them), is absolute, outside `/proc`, `/dev`, `/tmp` and `/codegym` (the
+/// sandbox's own), and none lies inside another (the reward file's dir is a dir of its own).
+fn environment_paths(line: &Line) -> Result<(), String> {
+    let reward_dir = line
+        .reward_file
+        .as_deref()
+        .map(|f| match f.rsplit_once('/') {
+            Some((dir, name)) if !dir.is_empty() && !name.is_empty() => Ok(dir),
+            _ => Err(format!(
+                "`reward_file`: {f:?} must be a file in a dir of its own (e.g. /logs/verifier/reward.txt)"
+            )),
+        })
+        .transpose()?;
+    let mut seen: Vec<(&str, &str)> = Vec::new();
+    for (field, path) in [
+        ("work_dir", line.work_dir.as_deref()),
+        ("tests_dir", line.tests_dir.as_deref()),
+        ("reward_file", reward_dir),
+    ] {
+        let Some(path) = path else { continue };
+        if line.environment.is_none() {
+            return Err(format!(
+                "`{field}` needs an `environment`: the host's root has no place for it"
+            ));
+        }
+        let p = Path::new(path);
+        let top = p
+            .components()
+            .nth(1)
+            .map(|c| c.as_os_str().to_string_lossy());
+        if !p.is_absolute()
+            || top.is_none()
+            || p.components()
+                .skip(1)
+                .any(|c| !matches!(c, Component::Normal(_)))
+            || top.is_some_and(|t| ["proc", "dev", "tmp", "codegym"].contains(&&*t))
+        {
+            return Err(format!(
+                "`{field}`: {path:?} must be an absolute path outside /proc, /dev, /tmp and /codegym"
+            ));
+        }
+        if let Some((other, _)) = seen
+            .iter()
+            .find(|(_, o)| p.starts_with(o) || Path::new(o).starts_with(p))
+        {
+            return Err(format!(
+                "`{field}`: {path:?} overlaps `{other}` (each is a dir of its own)"
+            ));
+        }
+        seen.push((field, path));
+    }
+    Ok(())
 }
 
 /// What `path` is, by its type and name; an archive or bundle needs version 3, and a bundle's
@@ -381,76 +481,6 @@ fn is_commit_id(s: &str) -> bool {
     s.len() == 40 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
-/// The paths a unified diff touches (both sides of a rename), in order, each once.
-pub(crate) fn diff_paths(diff: &str) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for (_, path) in diff_headers(diff) {
-        if !out.contains(&path) {
-            out.push(path);
-        }
-    }
-    out
-}
-
-/// The paths of a unified diff's headers, each with whether it names the new side (`+++`,
-/// `rename to`): from its `---`/`+++` and `rename from`/`rename to` lines, without git's `a/`
-/// and `b/` prefixes; `/dev/null` is none. Hunks are skipped by their line counts, so a removed
-/// line `-- x` is no header.
-pub(crate) fn diff_headers(diff: &str) -> Vec<(bool, String)> {
-    let mut out: Vec<(bool, String)> = Vec::new();
-    // Lines left in the current hunk: (old side, new side).
-    let mut left = (0u64, 0u64);
-    for line in diff.lines() {
-        if left != (0, 0) {
-            match line.as_bytes().first() {
-                Some(b'-') => left.0 = left.0.saturating_sub(1),
-                Some(b'+') => left.1 = left.1.saturating_sub(1),
-                Some(b'\\') => {}
-                _ => left = (left.0.saturating_sub(1), left.1.saturating_sub(1)),
-            }
-            continue;
-        }
-        if let Some(counts) = hunk_counts(line) {
-            left = counts;
-            continue;
-        }
-        let new = line.starts_with("+++ ") || line.starts_with("rename to ");
-        let path = if let Some(p) = line
-            .strip_prefix("--- ")
-            .or_else(|| line.strip_prefix("+++ "))
-        {
-            // A timestamp after a tab (diff -u's) is not part of the name.
-            let p = p.split('\t').next().unwrap_or(p).trim_matches('"');
-            p.strip_prefix("a/")
-                .or_else(|| p.strip_prefix("b/"))
-                .unwrap_or(p)
-        } else if let Some(p) = line
-            .strip_prefix("rename from ")
-            .or_else(|| line.strip_prefix("rename to "))
-        {
-            p.trim_matches('"')
-        } else {
-            continue;
-        };
-        if path != "/dev/null" && !path.is_empty() {
-            out.push((new, path.to_string()));
-        }
-    }
-    out
-}
-
-/// A hunk header's line counts, `@@ -l[,s] +l[,s] @@` (a count left out is 1).
-fn hunk_counts(line: &str) -> Option<(u64, u64)> {
-    let rest = line.strip_prefix("@@ -")?;
-    let (old, rest) = rest.split_once(" +")?;
-    let new = rest.split_once(" @@")?.0;
-    let count = |r: &str| match r.split_once(',') {
-        Some((_, n)) => n.parse().ok(),
-        None => r.parse::<u64>().ok().map(|_| 1),
-    };
-    Some((count(old)?, count(new)?))
-}
-
 /// `rel` under `base`: relative, no `..`, and (links resolved) still beneath `base`.
 fn beneath(base: &Path, rel: &str, field: &str) -> Result<PathBuf, String> {
     let p = Path::new(rel);
@@ -474,6 +504,14 @@ fn beneath(base: &Path, rel: &str, field: &str) -> Result<PathBuf, String> {
     Ok(real)
 }
 
+/// Every regular file beneath `dir` by its path relative to it (links are refused).
+pub(crate) fn read_tree_into(
+    dir: &Path,
+    out: &mut BTreeMap<String, Vec<u8>>,
+) -> std::io::Result<()> {
+    read_tree(dir, dir, out)
+}
+
 /// Every regular file beneath `dir` by its path relative to `root` (links are refused).
 fn read_tree(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
@@ -493,26 +531,4 @@ fn read_tree(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) -> st
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::diff_headers;
-
-    #[test]
-    fn a_diffs_paths_are_its_headers_not_its_hunks_lines() {
-        let diff = "diff --git a/t.py b/t.py\n--- a/t.py\n+++ b/t.py\n@@ -1 +1 @@\n\
-            --- not/a/header\n+++ nor/this\n--- /dev/null\n+++ b/new.py\n@@ -0,0 +1 @@\n+x\n\
-            diff --git a/old.py b/moved.py\nsimilarity index 100%\nrename from old.py\nrename to moved.py\n";
-        assert_eq!(
-            diff_headers(diff),
-            [
-                (false, "t.py".to_string()),
-                (true, "t.py".to_string()),
-                (true, "new.py".to_string()),
-                (false, "old.py".to_string()),
-                (true, "moved.py".to_string()),
-            ]
-        );
-    }
 }

@@ -1,4 +1,4 @@
-//! SWE-bench instances imported as a repository task set (format version 3): `codegym tasks
+//! SWE-bench instances imported as a repository task set (format version 4): `codegym tasks
 //! import swe-bench`. Nothing is fetched: each instance's repository comes from a local git
 //! bundle, `REPOS/<owner>__<name>.bundle` (as `git bundle create F --all` writes it in a clone).
 //!
@@ -281,7 +281,7 @@ fn link_or_copy(from: &Path, to: &Path) -> Result<(), String> {
 }
 
 /// The image archive copied into `OUT/images/`; its path relative to `out`.
-fn copy_environment(image: &Path, out: &Path) -> Result<String, TaskError> {
+pub(crate) fn copy_environment(image: &Path, out: &Path) -> Result<String, TaskError> {
     let name = image
         .file_name()
         .map(|n| file_name(&n.to_string_lossy()))

@@ -17,7 +17,7 @@ use std::path::Path;
 use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
 
-use super::layout::{MAX_JSON_BLOB, config_env, unpack_verified};
+use super::layout::{MAX_JSON_BLOB, config_env, config_working_dir, unpack_verified};
 use super::unpack::Compression;
 use super::{Digest, Image, ImageError, LayerStore, StoredLayer, io_err};
 
@@ -124,6 +124,7 @@ pub(super) fn import(dir: &Path, src: &Path, store: &LayerStore) -> Result<Image
             .ok_or_else(|| bad("config digest".into()))?,
         layers,
         env,
+        working_dir: config_working_dir(&config),
     })
 }
 

@@ -175,6 +175,7 @@ impl Layout {
             manifest: manifest_digest,
             layers,
             env,
+            working_dir: config_working_dir(&config),
         })
     }
 }
@@ -205,6 +206,12 @@ pub(super) fn unpack_verified(
         Err(_) if dir.is_dir() => Ok(()),
         Err(e) => Err(io_err(dir)(e)),
     }
+}
+
+/// The config's `config.WorkingDir`, when it is a non-empty string.
+pub(super) fn config_working_dir(config: &serde_json::Value) -> Option<String> {
+    let dir = config.pointer("/config/WorkingDir")?.as_str()?;
+    (!dir.is_empty()).then(|| dir.to_string())
 }
 
 /// The config's `config.Env` (absent: none). Each entry must be `NAME=value` with a name of

@@ -28,7 +28,7 @@ mod layout;
 mod root;
 mod unpack;
 
-pub use root::{ImageRoot, WORK_DIR};
+pub use root::{ImageRoot, RootPaths, WORK_DIR};
 pub use unpack::unpack_archive;
 
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
@@ -136,6 +136,9 @@ pub struct Image {
     pub manifest: Digest,
     pub layers: Vec<StoredLayer>,
     pub env: Vec<String>,
+    /// The config's `WorkingDir` (absent or empty: `None`); runs do not start there (they start
+    /// in their repository), importers read it (a Harbor task's repository is this dir).
+    pub working_dir: Option<String>,
 }
 
 /// A content-addressed store of unpacked layers under one root dir.

@@ -17,6 +17,12 @@
 //!   namespaces cannot run an image root: the run fails, it never falls back to the host's root.
 //! - The environment is the image's, not the host interpreter's: a standard `PATH`, `HOME` the
 //!   work dir, `TMPDIR=/tmp`.
+//! - [`RootPaths`] places a workspace's repository at a path of the image's own (a Harbor task's
+//!   `/app`: bound there, where runs start) and makes scratch dirs (its `/tests`,
+//!   `/logs/verifier`): a fresh, empty tmpfs in every run, writable, gone when the run ends, so
+//!   nothing one run leaves there reaches another (an agent's command cannot pre-plant a reward
+//!   file for the scoring run). Their mount points are dirs of the generated layer, so `/` stays
+//!   read-only.
 
 use std::ffi::CString;
 use std::os::unix::fs::DirBuilderExt;
@@ -46,6 +52,45 @@ const DEVICES: [(&str, u32, u32); 5] = [
 /// The largest overlay option string the kernel takes (one page).
 const MAX_OPTIONS: usize = 4095;
 
+/// Paths of an image root besides the defaults, absolute, none inside another nor in `/proc`,
+/// `/dev`, `/tmp` or [`WORK_DIR`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RootPaths {
+    /// Where a workspace's repository is (default `WORK_DIR/repo`); its runs start there.
+    pub work_dir: Option<String>,
+    /// Dirs that are a fresh, empty, writable tmpfs in every run.
+    pub scratch: Vec<String>,
+}
+
+impl RootPaths {
+    /// Every path, relative to the root, after checking it (see the type's doc).
+    fn relative(&self) -> Result<Vec<PathBuf>, SandboxError> {
+        let mut out: Vec<PathBuf> = Vec::new();
+        for p in self.work_dir.iter().chain(&self.scratch) {
+            let bad = || SandboxError::InvalidPath(format!("{p:?} as a dir of an image root"));
+            let rel = Path::new(p).strip_prefix("/").map_err(|_| bad())?;
+            let normal = rel
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)));
+            let top = rel
+                .components()
+                .next()
+                .map(|c| c.as_os_str().to_os_string());
+            let reserved = top.is_some_and(|t| MOUNT_POINTS.iter().any(|m| t == *m));
+            if !normal || rel.as_os_str().is_empty() || reserved {
+                return Err(bad());
+            }
+            if out.iter().any(|o| o.starts_with(rel) || rel.starts_with(o)) {
+                return Err(SandboxError::InvalidPath(format!(
+                    "{p:?} lies inside another dir of the image root, or holds one"
+                )));
+            }
+            out.push(rel.to_path_buf());
+        }
+        Ok(out)
+    }
+}
+
 /// An image prepared as a root filesystem; its generated layer is removed on drop.
 #[derive(Debug)]
 pub struct ImageRoot {
@@ -55,6 +100,7 @@ pub struct ImageRoot {
     dir: PathBuf,
     /// The image config's environment (`Image::env`).
     env: Vec<String>,
+    paths: RootPaths,
 }
 
 impl Drop for ImageRoot {
@@ -69,6 +115,8 @@ pub(crate) struct RootPlan {
     pub workdir: PathBuf,
     pub envp: Vec<CString>,
     pub landlock_paths: Vec<(CString, u64)>,
+    /// Where a workspace's repository is (its runs' cwd).
+    pub repo_dir: PathBuf,
 }
 
 fn wd_err(path: &Path) -> impl FnOnce(std::io::Error) -> SandboxError + '_ {
@@ -83,8 +131,14 @@ fn c(p: &Path) -> Result<CString, SandboxError> {
 }
 
 impl ImageRoot {
-    /// Prepares `image` under the sandbox's work root (blocking: a few mkdirs).
-    pub(crate) fn create(inner: &Inner, image: &Image) -> Result<ImageRoot, SandboxError> {
+    /// Prepares `image` under the sandbox's work root (blocking: a few mkdirs), with `paths`'s
+    /// mount points made in its generated layer.
+    pub(crate) fn create(
+        inner: &Inner,
+        image: &Image,
+        paths: RootPaths,
+    ) -> Result<ImageRoot, SandboxError> {
+        let extra = paths.relative()?;
         let dir = inner.work_root.join(format!("root-{}", inner.next_id()));
         std::fs::DirBuilder::new()
             .mode(0o700)
@@ -94,12 +148,17 @@ impl ImageRoot {
             layers: image.layers.iter().map(|l| l.dir.clone()).collect(),
             dir,
             env: image.env.clone(),
+            paths,
         };
         let made = root.dir.join("gen");
         let mut b = std::fs::DirBuilder::new();
         b.mode(0o755);
         b.create(&made).map_err(wd_err(&made))?;
         for d in MOUNT_POINTS {
+            b.create(made.join(d)).map_err(wd_err(&made))?;
+        }
+        b.recursive(true);
+        for d in extra {
             b.create(made.join(d)).map_err(wd_err(&made))?;
         }
         b.create(root.dir.join("mnt")).map_err(wd_err(&root.dir))?;
@@ -177,19 +236,40 @@ impl ImageRoot {
             inner.config.limits.memory_bytes.max(1 << 20)
         );
         mounts.push(mount(c"tmpfs", "tmp", nosuid | nodev, &tmp_size)?);
+        let work = mnt.join(WORK_DIR.trim_start_matches('/'));
         mounts.push(MountOp::Bind {
             held: 0,
-            dst: c(&mnt.join(WORK_DIR.trim_start_matches('/')))?,
+            dst: c(&work)?,
             read_only: false,
         });
+        let access = crate::isolation::image_root_access();
+        let mut landlock_paths = Vec::new();
+        let mut repo_dir = Path::new(WORK_DIR).join(crate::workspace::REPO_DIR);
+        if let (Some(at), Some(_)) = (&self.paths.work_dir, repo) {
+            // The overlay itself (a plain bind of its mount's root), now in the root.
+            mounts.push(MountOp::BindDir {
+                src: c(&work.join(crate::workspace::REPO_DIR))?,
+                target: c(&mnt.join(at.trim_start_matches('/')))?,
+            });
+            landlock_paths.push((c(Path::new(at))?, access.all));
+            repo_dir = PathBuf::from(at);
+        }
+        for at in &self.paths.scratch {
+            mounts.push(mount(
+                c"tmpfs",
+                at.trim_start_matches('/'),
+                nosuid | nodev,
+                &tmp_size,
+            )?);
+            landlock_paths.push((c(Path::new(at))?, access.all));
+        }
         mounts.push(MountOp::PivotRoot(c(&mnt)?));
 
-        let access = crate::isolation::image_root_access();
-        let mut landlock_paths = vec![
+        landlock_paths.extend([
             (c"/".to_owned(), access.read),
             (c"/proc".to_owned(), crate::isolation::proc_access()),
             (c"/tmp".to_owned(), access.all),
-        ];
+        ]);
         for (name, _, _) in DEVICES {
             landlock_paths.push((c(&Path::new("/dev").join(name))?, access.device));
         }
@@ -202,6 +282,7 @@ impl ImageRoot {
             workdir: PathBuf::from(WORK_DIR),
             envp,
             landlock_paths,
+            repo_dir,
         })
     }
 }

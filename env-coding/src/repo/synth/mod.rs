@@ -172,6 +172,9 @@ pub async fn synthesize(
         limits: RepoLimits::default(),
         known_weak: BTreeMap::new(),
         environment: None,
+        work_dir: None,
+        tests_dir: None,
+        reward_file: None,
     };
     let suite_err = |detail: String| SynthError::Suite {
         project: name.clone(),

@@ -318,6 +318,32 @@ async fn rescores_repository_episodes(run: &str, dir: &Path) {
     );
     assert_eq!(records[FIXED]["final_reward"], json!(1.0));
     assert_eq!(records[IDLE]["final_reward"], json!(0.0));
+    // The submit steps recorded their provenance, and nothing of it drifted.
+    assert_eq!(summary["unchanged_drift"], json!({}), "{summary:#}");
+    let submit = |r: &serde_json::Value| {
+        r["turns"].as_array().unwrap().last().unwrap()["env_steps"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()
+            .clone()
+    };
+    let provenance = &submit(&records[FIXED])["provenance"];
+    assert_eq!(
+        (&provenance["language"], &provenance["toolchain"]),
+        (&json!("repository"), &json!("host")),
+        "{provenance:#}"
+    );
+    assert!(
+        provenance["task_hash"]
+            .as_str()
+            .is_some_and(|h| h.starts_with("sha256:")),
+        "{provenance:#}"
+    );
+    assert_ne!(
+        provenance["task_hash"],
+        submit(&records[IDLE])["provenance"]["task_hash"]
+    );
 
     let forged: Vec<serde_json::Value> = lines(Path::new(run))
         .into_iter()
@@ -347,6 +373,8 @@ async fn rescores_repository_episodes(run: &str, dir: &Path) {
         (&json!(0), &json!(2)),
         "{summary:#}"
     );
+    // Nothing the verdicts depended on changed: the recorded rewards were not these inputs'.
+    assert_eq!(summary["reasons"], json!({"same_inputs": 2}), "{summary:#}");
     let checks = checked().await;
     for (task, reward, verdict) in [(FIXED, 1.0, &checks[FIXED].0), (IDLE, 0.0, &checks[IDLE].1)] {
         let r = &records[task];

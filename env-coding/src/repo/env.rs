@@ -195,7 +195,7 @@ impl RepoEnv {
             }
             Err(reason) => super::RepoVerdict::unreadable(&episode.prepared, reason),
         };
-        let (reward, obs) = submit_info(&mut info, &verdict);
+        let (reward, obs) = submit_info(&mut info, &episode.prepared, &verdict);
         Ok(Step {
             obs: Value::Text(obs),
             reward,
@@ -206,10 +206,19 @@ impl RepoEnv {
     }
 }
 
-/// A submit's verdict in its step's `info` (`solved`, `verdict`): its reward and observation.
-/// `codegym rescore` writes a rescored submit's the same way.
-pub fn submit_info(info: &mut Info, verdict: &super::RepoVerdict) -> (f64, String) {
+/// A submit's verdict in its step's `info` (`solved`, `verdict`, and the prepared state's
+/// `provenance`): its reward and observation. `codegym rescore` writes a rescored submit's the
+/// same way.
+pub fn submit_info(
+    info: &mut Info,
+    prepared: &Prepared,
+    verdict: &super::RepoVerdict,
+) -> (f64, String) {
     info.insert("solved".into(), verdict.resolved.into());
+    info.insert(
+        env_core::contract::info::PROVENANCE.into(),
+        serde_json::to_value(&prepared.provenance).unwrap_or_default(),
+    );
     info.insert(
         "verdict".into(),
         serde_json::to_value(verdict).unwrap_or_default(),

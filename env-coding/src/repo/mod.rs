@@ -50,6 +50,7 @@ pub mod harbor;
 pub mod junit;
 mod mutation;
 mod prepared;
+mod provenance;
 mod score;
 pub mod synth;
 pub mod tools;
@@ -127,6 +128,8 @@ pub struct Prepared {
     site_dir: Option<PathBuf>,
     /// The task's environment: its runs' root filesystem (`None`: the host's).
     root: Option<Arc<ImageRoot>>,
+    /// What every verdict scored from this state depended on besides the patch.
+    pub provenance: trajectory::record::Provenance,
 }
 
 impl Prepared {
@@ -142,6 +145,7 @@ impl Prepared {
             base_commit: self.base_commit.clone(),
             site_dir: self.site_dir.clone(),
             root: self.root.clone(),
+            provenance: self.provenance.clone(),
         }
     }
 }
@@ -233,7 +237,12 @@ impl RepoScorer {
     /// Imports the repository, runs the setup once, commits and freezes the result.
     pub async fn prepare(&self, task: Arc<RepoTask>) -> Result<Arc<Prepared>, RepoError> {
         let (site_dir, root, image) = self.inputs(&task).await?;
-        let key = self.stored_key(&task, site_dir.as_deref(), image).await?;
+        // The state's key: its place in the store, and what its verdicts' provenance names.
+        let key = self
+            .state_key(&task, site_dir.as_deref(), image.clone())
+            .await?;
+        let provenance = provenance::provenance(&self.sandbox, &task, &key, image.as_ref());
+        let key = Some(key);
         if let Some((layers, base_commit)) = self.stored(&task, key.as_deref()).await? {
             return Ok(Arc::new(Prepared {
                 task,
@@ -241,6 +250,7 @@ impl RepoScorer {
                 base_commit,
                 site_dir,
                 root,
+                provenance,
             }));
         }
         let base = self.import_repository(&task).await?;
@@ -301,6 +311,7 @@ impl RepoScorer {
             base_commit,
             site_dir,
             root,
+            provenance,
         }))
     }
 

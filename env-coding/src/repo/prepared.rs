@@ -137,20 +137,17 @@ fn tree(h: &mut Hasher, dir: &Path) -> std::io::Result<()> {
 
 impl super::RepoScorer {
     /// `task`'s key in this scorer's store (`None` without a store).
-    pub(super) async fn stored_key(
+    pub(super) async fn state_key(
         &self,
         task: &Arc<RepoTask>,
         site_dir: Option<&Path>,
         image: Option<Digest>,
-    ) -> Result<Option<String>, RepoError> {
-        if self.store.is_none() {
-            return Ok(None);
-        }
+    ) -> Result<String, RepoError> {
         let (t, site) = (task.clone(), site_dir.map(Path::to_path_buf));
         let hashed =
             tokio::task::spawn_blocking(move || key(&t, site.as_deref(), image.as_ref())).await;
         match hashed {
-            Ok(Ok(key)) => Ok(Some(key)),
+            Ok(Ok(key)) => Ok(key),
             Ok(Err(e)) => Err(RepoError::Repository {
                 task: task.id.clone(),
                 detail: format!("{}: {e}", task.repository.display()),
@@ -162,8 +159,12 @@ impl super::RepoScorer {
     /// `task`'s key in this scorer's store, as `prepare` would look it up (resolving its
     /// requirements and importing its image first); `None` without a store.
     pub async fn key_of(&self, task: &Arc<RepoTask>) -> Result<Option<String>, RepoError> {
+        if self.store.is_none() {
+            return Ok(None);
+        }
         let (site_dir, _, image) = self.inputs(task).await?;
-        self.stored_key(task, site_dir.as_deref(), image).await
+        let key = self.state_key(task, site_dir.as_deref(), image).await?;
+        Ok(Some(key))
     }
 
     /// This scorer's store of prepared states, if any.

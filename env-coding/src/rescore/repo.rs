@@ -69,7 +69,7 @@ impl RepoReplay {
             .last()
             .map(|&(t, i)| record.turns[t].env_steps[i].info.clone())
             .unwrap_or_default();
-        let (reward, _) = submit_info(&mut info, &verdict);
+        let (reward, _) = submit_info(&mut info, &prepared, &verdict);
         Ok((reward, info))
     }
 

@@ -25,21 +25,29 @@ pub(crate) async fn provenance(
         task_hash: hash_json(&task.to_json()),
         reward_spec_hash: hash_json(&serde_json::to_value(&task.reward).unwrap_or_default()),
         reward_spec_version: task.reward.version,
-        limits: ProvenanceLimits {
-            cpu_ms: limits.cpu_ms,
-            wall_ms: limits.wall_ms,
-            memory_bytes: limits.memory_bytes,
-            max_processes: limits.max_processes,
-            max_file_bytes: limits.max_file_bytes,
-            stdout_cap: limits.stdout_cap as u64,
-            stderr_cap: limits.stderr_cap as u64,
-            per_test_timeout_ms: options.per_test_timeout_ms,
-        },
+        limits: provenance_limits(&limits, options.per_test_timeout_ms),
         sandbox_backend: info.backend.to_string(),
         isolation_level: info.isolation_level.to_string(),
         language: language.name().to_string(),
         toolchain: sandbox.toolchain_version(language).await,
         codegym_version: CODEGYM_VERSION.to_string(),
+    }
+}
+
+/// A verdict's runs' limits as its provenance records them.
+pub(crate) fn provenance_limits(
+    limits: &codegym_sandbox::Limits,
+    per_test_timeout_ms: u64,
+) -> ProvenanceLimits {
+    ProvenanceLimits {
+        cpu_ms: limits.cpu_ms,
+        wall_ms: limits.wall_ms,
+        memory_bytes: limits.memory_bytes,
+        max_processes: limits.max_processes,
+        max_file_bytes: limits.max_file_bytes,
+        stdout_cap: limits.stdout_cap as u64,
+        stderr_cap: limits.stderr_cap as u64,
+        per_test_timeout_ms,
     }
 }
 

@@ -15,9 +15,9 @@ use std::collections::BTreeMap;
 
 use serde_json::json;
 use sha2::{Digest as _, Sha256};
-use trajectory::record::{Provenance, ProvenanceLimits};
+use trajectory::record::Provenance;
 
-use crate::provenance::{CODEGYM_VERSION, hash_json};
+use crate::provenance::{CODEGYM_VERSION, hash_json, provenance_limits};
 use crate::tasks::RepoTask;
 use codegym_sandbox::Sandbox;
 use codegym_sandbox::image::Digest;
@@ -63,16 +63,7 @@ pub(super) fn provenance(
         task_hash: hash_json(&scored),
         reward_spec_hash: hash_json(&json!({ "verdict": rule })),
         reward_spec_version: VERDICT_RULE_VERSION,
-        limits: ProvenanceLimits {
-            cpu_ms: limits.cpu_ms,
-            wall_ms: limits.wall_ms,
-            memory_bytes: limits.memory_bytes,
-            max_processes: limits.max_processes,
-            max_file_bytes: limits.max_file_bytes,
-            stdout_cap: limits.stdout_cap as u64,
-            stderr_cap: limits.stderr_cap as u64,
-            per_test_timeout_ms: 0,
-        },
+        limits: provenance_limits(&limits, 0),
         sandbox_backend: info.backend.to_string(),
         isolation_level: info.isolation_level.to_string(),
         language: "repository".into(),

@@ -242,17 +242,34 @@ impl RepoScorer {
             .state_key(&task, site_dir.as_deref(), image.clone())
             .await?;
         let provenance = provenance::provenance(&self.sandbox, &task, &key, image.as_ref());
-        let key = Some(key);
-        if let Some((layers, base_commit)) = self.stored(&task, key.as_deref()).await? {
-            return Ok(Arc::new(Prepared {
-                task,
-                layers,
-                base_commit,
-                site_dir,
-                root,
-                provenance,
-            }));
-        }
+        let (layers, base_commit) = match self.stored(&task, Some(&key)).await? {
+            Some(stored) => stored,
+            None => {
+                let (layers, base_commit) =
+                    self.set_up(&task, site_dir.as_ref(), root.as_ref()).await?;
+                self.store(&task, Some(&key), layers, base_commit).await?
+            }
+        };
+        Ok(Arc::new(Prepared {
+            task,
+            layers,
+            base_commit,
+            site_dir,
+            root,
+            provenance,
+        }))
+    }
+
+    /// The task's state made from scratch: the repository imported, checked out at its commit,
+    /// the setup run and committed, the test patch checked; its layers and base commit.
+    async fn set_up(
+        &self,
+        task: &Arc<RepoTask>,
+        site_dir: Option<&PathBuf>,
+        root: Option<&Arc<ImageRoot>>,
+    ) -> Result<(Vec<Arc<FsLayer>>, String), RepoError> {
+        let task = task.clone();
+        let (site_dir, root) = (site_dir.cloned(), root.cloned());
         let base = self.import_repository(&task).await?;
         // The setup's copy has the task's quota too: a setup that fills it fails (`Setup`).
         let ws = self.workspace(vec![base.clone()], root.as_ref(), task.limits.disk_mib)?;
@@ -302,17 +319,7 @@ impl RepoScorer {
             }
         }
         let setup = ws.freeze().await?;
-        let (layers, base_commit) = self
-            .store(&task, key.as_deref(), vec![base, setup], base_commit)
-            .await?;
-        Ok(Arc::new(Prepared {
-            task,
-            layers,
-            base_commit,
-            site_dir,
-            root,
-            provenance,
-        }))
+        Ok((vec![base, setup], base_commit))
     }
 
     /// What `prepare` resolves before anything runs: the requirements' site dir and the

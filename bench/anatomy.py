@@ -193,11 +193,13 @@ def main():
         parts = [
             f"{w} {m / total:.1%}" for (rr, w), m in table.most_common() if rr == r and m / total >= 0.003
         ]
-        print(f"{r:16s} {n / total:6.1%}   " + ", ".join(parts))
-    print("\nbusy samples by what they were doing:")
+        per_run = f" ({n / args.freq * 1000 / runs:.3f} ms per run)" if runs and r != "idle" else ""
+        print(f"{r:16s} {n / total:6.1%}{per_run}   " + ", ".join(parts))
+    print("\nbusy samples by what they were doing (and CPU per fork server child):")
     busy = total - by_role["idle"]
     for w, n in by_what.most_common():
-        print(f"  {w:28s} {n / busy:6.1%}")
+        per_run = f" {n / args.freq * 1000 / runs:6.3f} ms" if runs else ""
+        print(f"  {w:28s} {n / busy:6.1%}{per_run}")
     if runs:
         cpu_ms = busy / args.freq * 1000
         print(f"\nCPU per fork server child (every process, kernel threads included): {cpu_ms / runs:.2f} ms")

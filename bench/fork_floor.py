@@ -33,7 +33,7 @@ import ast  # noqa: F401
 import atexit  # noqa: F401
 import bisect  # noqa: F401
 import copy  # noqa: F401
-import ctypes  # noqa: F401
+import ctypes
 import gc
 import heapq  # noqa: F401
 import itertools  # noqa: F401
@@ -92,7 +92,7 @@ def isolated(forks):
                 b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None) == 0
             if ok:
                 os.dup2(w, 1)
-                exec(compile(f"print({i})", "main.py", "exec"), {"__name__": "__main__"})
+                exec(compile(f"print({i})", "main.py", "exec"), {"__name__": "__main__"})  # noqa: S102 (the run itself)
                 sys.stdout.flush()
             os._exit(0 if ok else 1)
         if libc.setns(own_pid_ns, CLONE_NEWPID) != 0:  # as the fork server: back, for the next unshare

@@ -340,8 +340,9 @@ def report(results, sweep):
     floors = results.pop(("floor", "fork+exit", 0))
     isolated = [i for _, i in floors if i is not None]
     print(f"\nThe floors, round by round: {', '.join(f'{f:.3f}' for f, _ in floors)} ms CPU per fork+exit of a "
-          f"warm interpreter; {', '.join(f'{i:.3f}' for i in isolated) or 'not measured'} ms per isolated "
-          f"trivial run (bench/fork_floor.py); {CORES} cores. Medians of {len(floors)} rounds below; CPU / floor "
+          f"warm interpreter; " + (f"{', '.join(f'{i:.3f}' for i in isolated)} ms per isolated trivial run"
+                                   if isolated else "the isolated floor not measured (an older run)")
+          + f" (bench/fork_floor.py); {CORES} cores. Medians of {len(floors)} rounds below; CPU / floor "
           f"divides each round's CPU per task by that round's fork+exit, CPU / isolated floor by its isolated "
           f"run.\n")
     med = {}

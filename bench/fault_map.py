@@ -30,8 +30,19 @@ import time
 from anatomy import FORK, command_line, perf_script  # the same events give the same roles
 
 FAULT = re.compile(r"^\s*(\S+)\s+(\d+)\s+.*address=(0x[0-9a-f]+) ip=\S+ error_code=(0x[0-9a-f]+)")
-# The fork server's source starts with the run reporter's header (sandbox/src/report.py).
+# The fork server's source starts with the run reporter's header (sandbox/src/report.py); the
+# isolated floor's forking process (`fork_floor.py --isolated-only`) stands in for it, so that the
+# floor's children and codegym's runs are mapped the same way.
 SERVER_MARK = b"# codegym's run reporter"
+
+
+def is_server(cmdline):
+    """The fork server, or the floor's interpreter (`python3 -S fork_floor.py ...`, not `perf` or
+    this script, whose command lines name it too)."""
+    argv = cmdline.split(b"\0")
+    floor = os.path.basename(argv[0]).startswith(b"python") and any(
+        os.path.basename(a) == b"fork_floor.py" for a in argv[1:3])
+    return SERVER_MARK in cmdline or (floor and not any(b"fault_map.py" in a for a in argv))
 
 
 def find_server():
@@ -39,7 +50,7 @@ def find_server():
         if pid.isdigit():
             try:
                 with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    if SERVER_MARK in f.read(4096):
+                    if is_server(f.read(4096)):
                         return int(pid)
             except OSError:
                 pass

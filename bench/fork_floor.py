@@ -13,9 +13,10 @@ measures, with nothing else in the way (no sandbox, no host):
   of codegym in the way: a fork into a new PID namespace (the child its init), the child's own
   mount and IPC namespaces and a fresh `/proc`, then the program's source `print(i)` compiled and
   run in a fresh `__main__` namespace (its faults included), its output to a pipe the parent
-  drains, and the child's exit and reaping. Not in it: the run's uid, rlimits, Landlock, seccomp, cgroups, work
-  dir, and everything between a client and the fork server. The script first enters a mount
-  namespace of its own (mounts private), so the children's `/proc` mounts never reach the host.
+  drains, and the child's exit and reaping. Not in it: the run's uid, rlimits, Landlock, seccomp,
+  cgroups, work dir, and everything between a client and the fork server. The script first enters
+  a mount namespace of its own (mounts private), so the children's `/proc` mounts never reach the
+  host.
 
 CPU is the parent's and its reaped children's (`getrusage`), per fork. Kernel threads that free
 a child's namespaces afterwards are not counted (nor are they in codegym's runs, by the
@@ -121,10 +122,10 @@ def main():
     isolated_only = "--isolated-only" in args
     args = [a for a in args if a != "--isolated-only"]
     forks = int(args[1]) if args[:1] == ["--forks"] and len(args) == 2 else 2000
-    gc.freeze()
+    gc.freeze()  # as the server does: no child's collection touches the parent's objects
     if isolated_only:
         isolated(forks)
-        return  # as the server does: no child's collection touches the parent's objects
+        return
     warm = rss_anon_kib()
     base = measure(f"warm interpreter ({warm} KiB anonymous)", forks, lambda: None)
     page = mmap.PAGESIZE

@@ -143,6 +143,9 @@ pub enum Command {
         /// Where the fake model server runs.
         #[arg(long, value_enum, default_value_t = crate::rollout::FakeServerPlace::Process)]
         fake_server: crate::rollout::FakeServerPlace,
+        /// Runtime threads of the fake model in its own process.
+        #[arg(long, default_value_t = crate::rollout::FAKE_WORKERS)]
+        fake_workers: usize,
         /// What the instant env's spec declares: `cheap` (calls run in place, as CartPole's) or
         /// `blocking` (calls on blocking threads, as the coding env's).
         #[arg(long, value_enum, default_value_t = crate::rollout::EnvCalls::Cheap)]
@@ -203,6 +206,9 @@ pub enum Command {
         /// benchmark's one answer.
         #[arg(long, value_name = "FILE.json")]
         script: Option<std::path::PathBuf>,
+        /// Runtime threads (1: one thread, no cross-thread wake-ups).
+        #[arg(long, default_value_t = crate::rollout::FAKE_WORKERS)]
+        workers: usize,
     },
 }
 
@@ -290,6 +296,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             concurrency,
             memory_episodes,
             fake_server,
+            fake_workers,
             env_calls,
         } => {
             let args = crate::rollout::RolloutBenchArgs {
@@ -299,6 +306,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
                 concurrency,
                 memory_episodes,
                 fake_server,
+                fake_workers,
                 env_calls,
             };
             crate::rollout::run(args).await?
@@ -358,9 +366,17 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
             .await?
         }
         Command::FalseTimeouts(args) => crate::false_timeouts::run(args).await?,
-        Command::FakeLlm { latency_ms, script } => {
-            crate::rollout::serve_fake_llm(Duration::from_millis(latency_ms), script.as_deref())
-                .await?;
+        Command::FakeLlm {
+            latency_ms,
+            script,
+            workers,
+        } => {
+            crate::rollout::serve_fake_llm(
+                Duration::from_millis(latency_ms),
+                script.as_deref(),
+                workers,
+            )
+            .await?;
             return Ok(ExitCode::SUCCESS);
         }
     };

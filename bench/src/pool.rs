@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 use rollout::config::{ProgressMode, RolloutConfig};
 use tokio_util::sync::CancellationToken;
 
-use crate::rollout_harness::{FakeServer, FakeServerPlace, cpu_secs, spawn_listening};
+use crate::rollout_harness::{
+    FAKE_WORKERS, FakeServer, FakeServerPlace, cpu_secs, spawn_listening,
+};
 
 /// Parameters of the benchmark.
 #[derive(Debug, Clone)]
@@ -74,7 +76,7 @@ async fn measure(args: &PoolBenchArgs, bin: &PathBuf, n: usize) -> anyhow::Resul
     for _ in 0..n {
         servers.push(start_server(bin, args.server_config.as_ref()).await?);
     }
-    let model = FakeServer::start(FakeServerPlace::Process, args.latency).await?;
+    let model = FakeServer::start(FakeServerPlace::Process, args.latency, FAKE_WORKERS).await?;
     let tasks = env_coding::tasks::TaskSet::builtin_examples();
     let dir = std::env::temp_dir().join(format!("codegym-bench-pool-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir)?;

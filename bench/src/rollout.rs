@@ -16,8 +16,8 @@ use env_core::{
 use rollout::config::{ProgressMode, RolloutConfig};
 use tokio_util::sync::CancellationToken;
 
+pub use crate::rollout_harness::{FAKE_WORKERS, FakeServerPlace, serve_fake_llm};
 use crate::rollout_harness::{FakeServer, cpu_secs, machine_ticks, rss_bytes};
-pub use crate::rollout_harness::{FakeServerPlace, serve_fake_llm};
 
 /// Parameters of the benchmark.
 #[derive(Debug, Clone)]
@@ -34,6 +34,8 @@ pub struct RolloutBenchArgs {
     pub memory_episodes: usize,
     /// Where the fake model server runs.
     pub fake_server: FakeServerPlace,
+    /// Runtime threads of the fake model in its own process.
+    pub fake_workers: usize,
     /// The call cost the instant env declares.
     pub env_calls: EnvCalls,
 }
@@ -65,6 +67,7 @@ impl Default for RolloutBenchArgs {
             concurrency: 256,
             memory_episodes: 4_000,
             fake_server: FakeServerPlace::Process,
+            fake_workers: FAKE_WORKERS,
             env_calls: EnvCalls::Cheap,
         }
     }
@@ -199,7 +202,7 @@ async fn measure(args: &RolloutBenchArgs, phase: Phase) -> anyhow::Result<Measur
             args.memory_episodes,
         ),
     };
-    let server = FakeServer::start(args.fake_server, latency).await?;
+    let server = FakeServer::start(args.fake_server, latency, args.fake_workers).await?;
     let dir = std::env::temp_dir().join(format!("codegym-bench-rollout-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir)?;
     let mut config = RolloutConfig {

@@ -30,10 +30,7 @@ use serde::Deserialize;
 
 use super::attacks::REWARD_FILE_FORGE;
 use super::{GIT_ENV, RepoError, RepoScorer, failure, shell_quote};
-use crate::tasks::{
-    REPOSITORY_FORMAT_VERSION, RepoLimits, RepoTask, RepoTaskSet, RepositoryKind, TaskError,
-    copy_environment,
-};
+use crate::tasks::{REPOSITORY_FORMAT_VERSION, RepoTask, RepoTaskSet, TaskError, copy_environment};
 
 /// Where Harbor's verifier reads the reward, and where its tests are placed.
 pub const HARBOR_REWARD_FILE: &str = "/logs/verifier/reward.txt";
@@ -283,26 +280,8 @@ async fn extract(
         detail: format!("{}: {e}", empty.display()),
     })?;
     let probe = RepoTask {
-        id: name.to_string(),
-        repository: empty.clone(),
-        repository_kind: RepositoryKind::Directory,
-        commit: None,
-        setup: Vec::new(),
-        requirements: Vec::new(),
-        problem_statement: String::new(),
-        test_command: String::new(),
-        hidden_tests: Default::default(),
-        test_patch: None,
-        test_patch_paths: Vec::new(),
-        fail_to_pass: Vec::new(),
-        pass_to_pass: Vec::new(),
-        patch: String::new(),
-        limits: RepoLimits::default(),
-        known_weak: Default::default(),
         environment: Some(image.to_path_buf()),
-        work_dir: None,
-        tests_dir: None,
-        reward_file: None,
+        ..RepoTask::directory(name, empty.clone())
     };
     let prepared = scorer.prepare(Arc::new(probe)).await;
     let _ = std::fs::remove_dir(&empty);

@@ -158,6 +158,34 @@ pub struct RepoTask {
 }
 
 impl RepoTask {
+    /// A task over the directory `repository` and nothing else: no setup, tests, patches,
+    /// environment or places in one. What builds a task in code (an importer's probe of an image,
+    /// the synthesizer's clean suite) sets the fields it uses over this.
+    pub fn directory(id: impl Into<String>, repository: PathBuf) -> RepoTask {
+        RepoTask {
+            id: id.into(),
+            repository,
+            repository_kind: RepositoryKind::Directory,
+            commit: None,
+            setup: Vec::new(),
+            requirements: Vec::new(),
+            problem_statement: String::new(),
+            test_command: String::new(),
+            hidden_tests: BTreeMap::new(),
+            test_patch: None,
+            test_patch_paths: Vec::new(),
+            fail_to_pass: Vec::new(),
+            pass_to_pass: Vec::new(),
+            patch: String::new(),
+            limits: RepoLimits::default(),
+            known_weak: BTreeMap::new(),
+            environment: None,
+            work_dir: None,
+            tests_dir: None,
+            reward_file: None,
+        }
+    }
+
     /// The dir holding `reward_file`: a fresh, empty, writable dir in every run.
     pub fn reward_dir(&self) -> Option<&str> {
         let file = self.reward_file.as_deref()?;

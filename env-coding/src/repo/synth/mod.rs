@@ -35,7 +35,7 @@ use sha2::Digest;
 
 use super::junit::{self, TestStatus};
 use super::{RepoError, RepoScorer, TestRun};
-use crate::tasks::{RepoLimits, RepoTask, RepositoryKind};
+use crate::tasks::{RepoLimits, RepoTask};
 pub use source::glob_match;
 pub use write::unified_diff;
 
@@ -155,26 +155,13 @@ pub async fn synthesize(
 
     // 1. The clean suite, once.
     let clean = RepoTask {
-        id: format!("{name}/clean"),
-        repository: root.canonicalize().map_err(io(&root))?,
-        repository_kind: RepositoryKind::Directory,
-        commit: None,
-        setup: Vec::new(),
         requirements: opts.requirements.clone(),
-        problem_statement: String::new(),
         test_command: test_command(&tests),
         hidden_tests: test_files.clone(),
-        test_patch: None,
-        test_patch_paths: Vec::new(),
-        fail_to_pass: Vec::new(),
-        pass_to_pass: Vec::new(),
-        patch: String::new(),
-        limits: RepoLimits::default(),
-        known_weak: BTreeMap::new(),
-        environment: None,
-        work_dir: None,
-        tests_dir: None,
-        reward_file: None,
+        ..RepoTask::directory(
+            format!("{name}/clean"),
+            root.canonicalize().map_err(io(&root))?,
+        )
     };
     let suite_err = |detail: String| SynthError::Suite {
         project: name.clone(),

@@ -22,7 +22,7 @@
 # Issue 12: with a report channel the program runs through `_codegym_report` (report.py, prepended
 # to this file by server.rs), which reads the spec (injected vars) on it and answers with the
 # return value, error and variables.
-import builtins, ctypes, json, os, signal, sys, types
+import _signal, builtins, ctypes, json, os, signal, sys, types
 os.environ.pop("LD_BIND_NOW", None)  # for the loader only (server.rs): no program sees it
 
 # Children forked ahead, each waiting in its own namespaces for a run (see fork_loop.c): a run then
@@ -160,9 +160,13 @@ def _run_main(workdir, argv, python_path, report_fd, spec=None, source_path="mai
 
 def _child_signals():
     """A child's first Python: the server's signal set-up is not the program's. Returns the
-    server's SIGCHLD handler (for `_rehearse`)."""
-    signal.set_wakeup_fd(-1)
-    return signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    server's SIGCHLD handler (for `_rehearse`). `_signal`'s own functions, not `signal`'s wrappers:
+    those convert the old handler (here a function) to a `Handlers` member, through `enum`'s Python
+    code and a `ValueError` it raises and catches, which wrote ~45-55 of the server's pages in
+    every child (copy-on-write faults, bench/child_steps.py). The program's view is the same: SIGCHLD is
+    `SIG_DFL`, and `signal.getsignal` converts it when asked."""
+    _signal.set_wakeup_fd(-1)
+    return _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)
 
 
 def _rehearse(wake_w):
@@ -204,10 +208,20 @@ def _rehearse(wake_w):
         sys.argv[:] = saved_argv
 
 
+# `json.loads` minus its Python layers (type checks, encoding detection, two regular expression
+# matches): what a run's child parses is the host's own JSON (warm/run.rs), and every Python frame
+# a child runs writes pages it shared with the server (~15-30 per run, bench/child_steps.py).
+_scan = json.JSONDecoder().scan_once
+
+
+def _parse(raw):
+    return _scan(raw.decode(), 0)[0]
+
+
 def _request(buf, n, fd):
     """A run's request (JSON after the native header) and its report channel, if any. The buffer
     is cleared once parsed: it then holds nothing at all (fork_loop.c cleared the rest)."""
-    req = json.loads(ctypes.string_at(buf, n))
+    req = _parse(ctypes.string_at(buf, n))
     ctypes.memset(buf, 0, n)
     return req, (fd.value if fd.value >= 0 else None)
 
@@ -283,7 +297,7 @@ def _exercise():
     report = {}
     _codegym_report.execute(b"x = {'a': v}\nprint(end='')\nx", "main.py", g, spec, report)
     _codegym_report.finish(g, spec, report)
-    json.loads(b'{"dir": "/", "argv": [], "python_path": null}')
+    _parse(b'{"dir": "/", "argv": [], "python_path": null}')
     sys.stdout.flush()
 
 

@@ -8,10 +8,10 @@ use std::time::Duration;
 use fake_llm::{FakeLlm, FakeScript, Reply};
 
 /// The fake model's runtime threads unless told otherwise. On one thread it took less CPU per
-/// request (0.04-0.06 ms against 0.05-0.07), but it handles a round's 256 requests one after
+/// request (0.045-0.07 ms against 0.06-0.08), but it handles a round's 256 requests one after
 /// another: the request it reaches last is answered a few ms late, a different one each round,
-/// and the engine was charged ~3 points of overhead for it (+6.9-9.6% against +4.4-6.4%,
-/// interleaved runs of the rollout example, BENCHMARKS.md).
+/// and the engine was charged ~2 points of overhead for it (median +8.4% against +6.5% over six
+/// alternated runs of the rollout example, BENCHMARKS.md).
 pub const FAKE_WORKERS: usize = 2;
 
 /// Serves the benchmark's fake model until stdin closes (the benchmark ended or died): prints

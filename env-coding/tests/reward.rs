@@ -356,3 +356,112 @@ async fn the_fork_server_has_imported_what_the_trusted_programs_import() {
     assert!(run.stdout.contains("'select'"), "{}", run.stdout);
     assert!(run.stdout.contains("missing []\n"), "{}", run.stdout);
 }
+
+/// A suite's tests are compiled by its first run and handed to the later ones (the harness's
+/// `compiled` offer, kept by the host): every verdict is the same as a first run's, for passing,
+/// failing, raising and missing programs, on both suite styles; a copy the harness cannot use
+/// (another bytecode's magic number, a wrong shape) is compiled again, never run or trusted.
+#[tokio::test]
+async fn a_suite_compiled_once_scores_as_a_first_run() {
+    use env_coding::reward::compiled;
+    use env_coding::reward::harness::{TestSuite, prepare};
+    // Unique per test run: the cache is process-wide, and the first run must be a cold one.
+    let tag = format!("{:x}", std::process::id());
+    let check = format!(
+        "# {tag}\ndef helper(x, want):\n    assert x == want\n\ndef check(candidate):\n    \
+         assert candidate(1, 2) == 3\n    helper(candidate(2, 2), 4)\n    total = candidate(0, 0)\n    \
+         assert total == 0\n    assert candidate('a', 'b') == 'ab'\n"
+    );
+    let asserts = vec![
+        "assert add(1, 2) == 3 + OFFSET".to_string(),
+        "assert add(2, 2) ==".to_string(),
+        format!("assert add('a', 'b') == 'ab'  # {tag}"),
+    ];
+    let cases = [
+        (
+            spec(
+                json!({"version": 1, "components": [{"type": "check_function",
+                "entry_point": "add", "code": check}]}),
+            ),
+            TestSuite::Check {
+                code: &check,
+                entry_point: "add",
+                prelude: "",
+                candidate_names: None,
+            },
+            1.0,
+        ),
+        (
+            spec(
+                json!({"version": 1, "components": [{"type": "asserts", "setup": "OFFSET = 0",
+                "asserts": asserts}]}),
+            ),
+            TestSuite::Asserts {
+                asserts: &asserts,
+                setup: "OFFSET = 0",
+                candidate_names: None,
+            },
+            2.0 / 3.0, // the second assert does not compile
+        ),
+    ];
+    let programs = [
+        "def add(a, b):\n    return a + b\n",
+        "def add(a, b):\n    return int(a) + int(b)\n",
+        "def add(a, b):\n    return 0\n",
+        "def plus(a, b):\n    return a + b\n",
+        "def add(a, b):\n    raise StopIteration\n",
+    ];
+    let handed = |suite: &TestSuite<'_>| {
+        String::from_utf8_lossy(&prepare(suite, 10.0).stdin).contains("\"compiled\":")
+    };
+    for (spec, suite, correct) in &cases {
+        assert!(!handed(suite), "the first run of a fresh suite is cold");
+        let mut first = Vec::new();
+        for p in programs {
+            first.push(score(spec, p).await);
+        }
+        assert!(close(first[0].reward, *correct), "{:?}", first[0]);
+        assert!(first[1..].iter().all(|o| o.reward < *correct), "{first:?}");
+        let key = prepare(suite, 10.0).suite;
+        let kept = compiled::get(&key).expect("the first run offered its compiled tests");
+        assert!(handed(suite));
+        for (p, want) in programs.iter().zip(&first) {
+            assert_eq!(&score(spec, p).await, want, "{p}");
+        }
+        // Copies the harness cannot use: it compiles again, scores as before and offers anew.
+        let magic = &kept[..8];
+        for bad in [
+            "00000000e907000000".to_string(),
+            format!("{magic}e907000000"),
+        ] {
+            compiled::offer(key, &bad);
+            for (p, want) in programs.iter().zip(&first) {
+                assert_eq!(&score(spec, p).await, want, "{p} with {bad}");
+            }
+            assert_eq!(compiled::get(&key).as_deref(), Some(&*kept));
+        }
+    }
+    // What runs is the copy handed over (so its key must cover the whole suite): another
+    // suite's, kept under this one's key, runs that suite's tests.
+    let other = format!("# {tag}\ndef check(candidate):\n    assert candidate(0, 0) == 0\n");
+    let other_spec = spec(
+        json!({"version": 1, "components": [{"type": "check_function",
+        "entry_point": "add", "code": other}]}),
+    );
+    let tests = |o: &RewardOutcome| o.components[0].detail["tests"].as_array().map(Vec::len);
+    let own = score(&other_spec, programs[0]).await;
+    assert_eq!(tests(&own), Some(1), "{own:?}");
+    let key = prepare(
+        &TestSuite::Check {
+            code: &other,
+            entry_point: "add",
+            prelude: "",
+            candidate_names: None,
+        },
+        10.0,
+    )
+    .suite;
+    let first_suite = compiled::get(&prepare(&cases[0].1, 10.0).suite);
+    compiled::offer(key, first_suite.as_deref().unwrap_or_default());
+    assert_eq!(tests(&score(&other_spec, programs[0]).await), Some(4));
+}

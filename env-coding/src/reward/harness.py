@@ -3,12 +3,126 @@
 # only after every test ran. The candidate runs in a child process forked *before* the tests and the
 # nonce are read (candidate.py, shared with the differential runner), and is called through pipes
 # with plain data only: no candidate code ever runs in the process that holds the tests, the nonce or
-# the record's descriptor. See reward/harness.rs.
+# the record's descriptor. A suite's first run offers its compiled tests in the record
+# (`compiled`); the host hands them to its later runs, which skip the compile (reward/compiled.rs).
+# See reward/harness.rs.
+def _cg_compile_tests(cfg, describe):
+    """The suite's tests compiled, before any candidate code runs, as plain data and code objects
+    (marshal's types: the host keeps a copy and hands it to later runs of the same suite, which
+    then skip this). `check`: (names, the rewritten `check`'s code, the prompt's code); `asserts`:
+    (names, each assert's code or its syntax error's text, the setup's code, the candidate's names)."""
+    import builtins
+    _isinstance, _len = isinstance, len
+    style = cfg["style"]
+    import ast  # preloaded by the warm server; ~15 ms of a fresh run's start-up
+
+    if style == "check":
+        tree = ast.parse(cfg["code"], "tests.py")
+        # Functions of the tests that assert, directly or through each other: a statement of
+        # `check` that calls one is a test, like a statement holding an assert.
+        helpers = {n.name: n for n in ast.walk(tree)
+                   if _isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name != "check"}
+
+        def asserts_in(node):
+            return any(_isinstance(n, ast.Assert) and not _isinstance(n.test, ast.Constant) for n in ast.walk(node))
+
+        def calls_into(node, fns):
+            return any(_isinstance(n, ast.Call) and _isinstance(n.func, ast.Name) and n.func.id in fns
+                       for n in ast.walk(node))
+
+        asserting = {k for k, fn in helpers.items() if asserts_in(fn)}
+        grew = True
+        while grew:
+            more = {k for k, fn in helpers.items() if k not in asserting and calls_into(fn, asserting)}
+            asserting |= more
+            grew = bool(more)
+        names = []
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name == "check":
+                new_body = []
+                for stmt in node.body:
+                    # A top-level assert (HumanEval's tests, nearly all) needs no walk of its tree.
+                    if isinstance(stmt, ast.Assert):
+                        is_test = not isinstance(stmt.test, ast.Constant)
+                    else:
+                        is_test = asserts_in(stmt) or calls_into(stmt, asserting)
+                    # Any other statement that fails is a failed test too (found at run time): an
+                    # `assert False`, a helper's assert, a candidate call that raises.
+                    idx = _len(names) if is_test else -1 - stmt.lineno
+                    if is_test:
+                        names.append("check line %d" % stmt.lineno)
+                    # The new nodes take the statement's location (instead of a walk of the whole
+                    # tree by `ast.fix_missing_locations`: ~40% of this rewrite's time).
+                    at = {"lineno": stmt.lineno, "col_offset": stmt.col_offset,
+                          "end_lineno": stmt.end_lineno, "end_col_offset": stmt.end_col_offset}
+
+                    def mark(fn, *a):
+                        return ast.Expr(ast.Call(ast.Name(fn, ast.Load(), **at), list(a), [], **at), **at)
+
+                    new_body.append(ast.Try(
+                        body=[stmt, mark("__cg_pass", ast.Constant(idx, **at))],
+                        handlers=[ast.ExceptHandler(
+                            type=ast.Name("BaseException", ast.Load(), **at), name="__cg_e",
+                            body=[mark("__cg_fail", ast.Constant(idx, **at), ast.Name("__cg_e", ast.Load(), **at))],
+                            **at)],
+                        orelse=[], finalbody=[], **at))
+                node.body = new_body
+        test_code = compile(tree, "tests.py", "exec")
+        # The task's own code the tests may call (the prompt's helpers), run in this process from
+        # the task, never from the candidate's copy. A prompt may end in a signature and docstring.
+        prelude = cfg.get("prelude") or ""
+        try:
+            prelude_code = compile(prelude, "prompt.py", "exec")
+        except SyntaxError:
+            prelude_code = compile(prelude + "\n    pass\n", "prompt.py", "exec")
+        return tuple(names), test_code, prelude_code
+    names = list(cfg["asserts"])
+    test_codes = []
+    trees = []
+    for i, t in enumerate(names):
+        try:
+            trees.append(ast.parse(t, "test_%d.py" % i))
+            test_codes.append(compile(trees[-1], "test_%d.py" % i, "exec"))
+        except SyntaxError as e:
+            test_codes.append(describe(e))
+    setup = cfg.get("setup", "") or ""
+    trees.append(ast.parse(setup, "setup.py"))
+    setup_code = compile(trees[-1], "setup.py", "exec")
+    # The candidate's names are those the task declares, or else every name the tests load
+    # that neither they, their setup nor Python's builtins define: a program defining `abs`
+    # or `range` never changes what the tests' own calls of them do.
+    own = cfg.get("candidate_names")
+    if own is None:
+        bound, loads = _cg_names_of(trees)
+        own = loads - bound - set(dir(builtins))
+    return tuple(names), tuple(test_codes), setup_code, tuple(sorted(own))
+
+
+def _cg_checked_tests(style, tests):
+    """A copy handed back by the host, if it has the shape `_cg_compile_tests` gives `style`."""
+    code = type(_cg_checked_tests.__code__)
+
+    def strs(xs):
+        return type(xs) is tuple and all(type(x) is str for x in xs)
+
+    if style == "check" and type(tests) is tuple and len(tests) == 3:
+        names, test_code, prelude_code = tests
+        if strs(names) and type(test_code) is code and type(prelude_code) is code:
+            return tests
+    if style != "check" and type(tests) is tuple and len(tests) == 4:
+        names, test_codes, setup_code, own = tests
+        if (strs(names) and type(test_codes) is tuple and len(test_codes) == len(names)
+                and all(type(c) in (code, str) for c in test_codes)
+                and type(setup_code) is code and strs(own)):
+            return tests
+    return None
+
+
+
 def _cg_main():
     import builtins, os, sys
     _type, _len, _str, _Exc = type, len, str, BaseException
     _exec, _isinstance, _enumerate, _list, _dict = exec, isinstance, enumerate, list, dict
-    _SyntaxError = SyntaxError
     _CONTROL_FLOW = ("StopIteration", "StopAsyncIteration", "GeneratorExit", "SystemExit", "KeyboardInterrupt")
 
     candidate = _cg_candidate()
@@ -109,91 +223,32 @@ def _cg_main():
     results = []
     record = {"v": 1, "tests": results}
     style = cfg["style"]
-    import ast  # preloaded by the warm server; ~15 ms of a fresh run's start-up
-
-    if style == "check":
-        tree = ast.parse(cfg["code"], "tests.py")
-        # Functions of the tests that assert, directly or through each other: a statement of
-        # `check` that calls one is a test, like a statement holding an assert.
-        helpers = {n.name: n for n in ast.walk(tree)
-                   if _isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name != "check"}
-
-        def asserts_in(node):
-            return any(_isinstance(n, ast.Assert) and not _isinstance(n.test, ast.Constant) for n in ast.walk(node))
-
-        def calls_into(node, fns):
-            return any(_isinstance(n, ast.Call) and _isinstance(n.func, ast.Name) and n.func.id in fns
-                       for n in ast.walk(node))
-
-        asserting = {k for k, fn in helpers.items() if asserts_in(fn)}
-        grew = True
-        while grew:
-            more = {k for k, fn in helpers.items() if k not in asserting and calls_into(fn, asserting)}
-            asserting |= more
-            grew = bool(more)
-        names = []
-        for node in tree.body:
-            if isinstance(node, ast.FunctionDef) and node.name == "check":
-                new_body = []
-                for stmt in node.body:
-                    # A top-level assert (HumanEval's tests, nearly all) needs no walk of its tree.
-                    if isinstance(stmt, ast.Assert):
-                        is_test = not isinstance(stmt.test, ast.Constant)
-                    else:
-                        is_test = asserts_in(stmt) or calls_into(stmt, asserting)
-                    # Any other statement that fails is a failed test too (found at run time): an
-                    # `assert False`, a helper's assert, a candidate call that raises.
-                    idx = _len(names) if is_test else -1 - stmt.lineno
-                    if is_test:
-                        names.append("check line %d" % stmt.lineno)
-                    # The new nodes take the statement's location (instead of a walk of the whole
-                    # tree by `ast.fix_missing_locations`: ~40% of this rewrite's time).
-                    at = {"lineno": stmt.lineno, "col_offset": stmt.col_offset,
-                          "end_lineno": stmt.end_lineno, "end_col_offset": stmt.end_col_offset}
-
-                    def mark(fn, *a):
-                        return ast.Expr(ast.Call(ast.Name(fn, ast.Load(), **at), list(a), [], **at), **at)
-
-                    new_body.append(ast.Try(
-                        body=[stmt, mark("__cg_pass", ast.Constant(idx, **at))],
-                        handlers=[ast.ExceptHandler(
-                            type=ast.Name("BaseException", ast.Load(), **at), name="__cg_e",
-                            body=[mark("__cg_fail", ast.Constant(idx, **at), ast.Name("__cg_e", ast.Load(), **at))],
-                            **at)],
-                        orelse=[], finalbody=[], **at))
-                node.body = new_body
-        test_code = compile(tree, "tests.py", "exec")
-        # The task's own code the tests may call (the prompt's helpers), run in this process from
-        # the task, never from the candidate's copy. A prompt may end in a signature and docstring.
-        prelude = cfg.get("prelude") or ""
+    # The tests compiled: from the host's copy of an earlier run's (`compiled`, the same suite's
+    # own output on this bytecode), else here, and then offered back in the record.
+    import marshal
+    magic = sys.modules["_frozen_importlib_external"].MAGIC_NUMBER
+    tests = None
+    if cfg.get("compiled"):
         try:
-            prelude_code = compile(prelude, "prompt.py", "exec")
-        except _SyntaxError:
-            prelude_code = compile(prelude + "\n    pass\n", "prompt.py", "exec")
+            raw = bytes.fromhex(cfg["compiled"])
+            if raw[:_len(magic)] == magic:
+                tests = _cg_checked_tests(style, marshal.loads(raw[_len(magic):]))
+        except _Exc:
+            tests = None
+    if tests is None:
+        tests = _cg_compile_tests(cfg, describe)
+        blob = (magic + marshal.dumps(tests)).hex()
+        if _len(blob) <= 1 << 18:  # a suite too large to be worth a copy stays cold
+            record["compiled"] = blob
+    if style == "check":
+        names, test_code, prelude_code = tests
+        names = _list(names)
         # The tests reach the candidate only through its entry point and the names the task
         # declares as the candidate's.
         own = {cfg["entry_point"]} | set(cfg.get("candidate_names") or ())
     else:
-        names = list(cfg["asserts"])
-        test_codes = []
-        trees = []
-        for i, t in enumerate(names):
-            try:
-                trees.append(ast.parse(t, "test_%d.py" % i))
-                test_codes.append(compile(trees[-1], "test_%d.py" % i, "exec"))
-            except SyntaxError as e:
-                test_codes.append(e)
-        setup = cfg.get("setup", "") or ""
-        trees.append(ast.parse(setup, "setup.py"))
-        setup_code = compile(trees[-1], "setup.py", "exec")
-        # The candidate's names are those the task declares, or else every name the tests load
-        # that neither they, their setup nor Python's builtins define: a program defining `abs`
-        # or `range` never changes what the tests' own calls of them do.
-        own = cfg.get("candidate_names")
-        if own is None:
-            bound, loads = _cg_names_of(trees)
-            own = loads - bound - set(dir(builtins))
-        own = set(own)
+        names, test_codes, setup_code, own = tests
+        names, own = _list(names), set(own)
 
     for n in names:
         results.append({"name": n[:200], "passed": False, "error": "not run"})
@@ -285,8 +340,8 @@ def _cg_main():
         except _Exc as e:
             record["test_error"] = "setup: " + describe(e)
         for i, code in _enumerate(test_codes):
-            if _isinstance(code, _SyntaxError):
-                failed(i, code)
+            if _type(code) is _str:  # the assert's syntax error, described
+                results[i]["error"] = code
                 continue
             try:
                 _exec(code, tns)

@@ -19,6 +19,9 @@
 //! walked frames are the candidate's own process's, never the tests'. A harness that cannot make
 //! itself non-dumpable says so under the nonce before any candidate code runs
 //! ([`harness_failure`]): a machinery failure, never a verdict.
+//!
+//! A first run of a suite also offers the tests it compiled (before any candidate code ran) in its
+//! record; the host hands them to the suite's later runs ([`super::compiled`]).
 
 use rand::RngCore;
 use serde::Deserialize;
@@ -63,6 +66,8 @@ pub struct HarnessInput {
     pub stdin: Vec<u8>,
     /// Number of tests the record must cover (`None`: decided by the harness, for `check`).
     pub expected_tests: Option<usize>,
+    /// The suite's key among the compiled suites ([`super::compiled`]).
+    pub suite: [u8; 32],
 }
 
 /// A fresh 128-bit nonce, hex (also the differential runner's, `differential/`).
@@ -72,10 +77,11 @@ pub fn fresh_nonce() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Builds the stdin of a harness run with a fresh 128-bit nonce.
+/// Builds the stdin of a harness run with a fresh 128-bit nonce (and the suite compiled, when an
+/// earlier run of it offered its copy).
 pub fn prepare(suite: &TestSuite<'_>, per_test_timeout_s: f64) -> HarnessInput {
     let nonce = fresh_nonce();
-    let (config, expected_tests) = match suite {
+    let (mut config, expected_tests) = match suite {
         TestSuite::Check {
             code,
             entry_point,
@@ -83,8 +89,7 @@ pub fn prepare(suite: &TestSuite<'_>, per_test_timeout_s: f64) -> HarnessInput {
             candidate_names,
         } => (
             json!({"style": "check", "code": code, "entry_point": entry_point,
-                   "prelude": prelude, "candidate_names": candidate_names,
-                   "per_test_timeout": per_test_timeout_s}),
+                   "prelude": prelude, "candidate_names": candidate_names}),
             None,
         ),
         TestSuite::Asserts {
@@ -93,11 +98,16 @@ pub fn prepare(suite: &TestSuite<'_>, per_test_timeout_s: f64) -> HarnessInput {
             candidate_names,
         } => (
             json!({"style": "asserts", "asserts": asserts, "setup": setup,
-                   "candidate_names": candidate_names,
-                   "per_test_timeout": per_test_timeout_s}),
+                   "candidate_names": candidate_names}),
             Some(asserts.len()),
         ),
     };
+    // The key: the suite alone (serde_json's maps are sorted, so the text is canonical).
+    let key = super::compiled::key(&config.to_string());
+    config["per_test_timeout"] = json!(per_test_timeout_s);
+    if let Some(compiled) = super::compiled::get(&key) {
+        config["compiled"] = json!(&*compiled);
+    }
     let mut stdin = nonce.clone().into_bytes();
     stdin.push(b'\n');
     stdin.extend_from_slice(config.to_string().as_bytes());
@@ -105,6 +115,7 @@ pub fn prepare(suite: &TestSuite<'_>, per_test_timeout_s: f64) -> HarnessInput {
         nonce,
         stdin,
         expected_tests,
+        suite: key,
     }
 }
 
@@ -156,6 +167,9 @@ struct Record {
     load_error: Option<String>,
     #[serde(default)]
     test_error: Option<String>,
+    /// The suite compiled, offered for later runs of it ([`super::compiled`]).
+    #[serde(default)]
+    compiled: Option<String>,
 }
 
 /// Why the harness could not run the tests at all (it could not keep the candidate away from the
@@ -207,6 +221,9 @@ pub fn parse(input: &HarnessInput, stdout: &str, timed_out: bool) -> TestReport 
     if record.v != 1 {
         return fatal(format!("unknown result record version {}", record.v));
     }
+    if let Some(compiled) = &record.compiled {
+        super::compiled::offer(input.suite, compiled);
+    }
     let mut report = TestReport {
         syntax_error: record.compile_error.is_some(),
         error: record
@@ -250,6 +267,7 @@ mod tests {
             nonce: "abc".into(),
             stdin: Vec::new(),
             expected_tests: n,
+            suite: [0; 32],
         }
     }
 
@@ -259,6 +277,7 @@ mod tests {
             stdin: Vec::new(),
             nonce: "abc".into(),
             expected_tests: None,
+            suite: [0; 32],
         };
         let failed = "abc {\"v\": 1, \"harness_error\": \"prctl: EINVAL\"}\n";
         assert_eq!(

@@ -9,6 +9,7 @@
 //! unit tests run in a separate fresh process under a harness whose result record is authenticated with
 //! a host-generated nonce ([`harness`]); [`run`] drives the sandbox.
 
+pub mod compiled;
 pub mod harness;
 mod program;
 pub mod run;

@@ -307,9 +307,10 @@ fn plan(
             inputs: program.data.files.clone(),
             ..RunData::default()
         };
-        // The record lists every test with its error: make room for it whatever the caller's cap.
+        // The record lists every test with its error, and may offer the compiled suite: make room
+        // for both whatever the caller's cap.
         let mut limits = opts.limits.unwrap_or(*sandbox.limits());
-        limits.stdout_cap = limits.stdout_cap.max(1 << 20);
+        limits.stdout_cap = limits.stdout_cap.max(1 << 20) + super::compiled::MAX_HEX;
         req.limits = Some(limits);
         jobs.push((
             Job::Tests {

@@ -226,9 +226,10 @@ def _cg_main():
     # The tests compiled: from the host's copy of an earlier run's (`compiled`, the same suite's
     # own output on this bytecode), else here, and then offered back in the record.
     import marshal
-    magic = sys.modules["_frozen_importlib_external"].MAGIC_NUMBER
+    # An interpreter without CPython's bytecode magic number neither takes nor offers a copy.
+    magic = getattr(sys.modules.get("_frozen_importlib_external"), "MAGIC_NUMBER", None)
     tests = None
-    if cfg.get("compiled"):
+    if cfg.get("compiled") and magic:
         try:
             raw = bytes.fromhex(cfg["compiled"])
             if raw[:_len(magic)] == magic:
@@ -237,8 +238,11 @@ def _cg_main():
             tests = None
     if tests is None:
         tests = _cg_compile_tests(cfg, describe)
-        blob = (magic + marshal.dumps(tests)).hex()
-        if _len(blob) <= 1 << 18:  # a suite too large to be worth a copy stays cold
+        try:
+            blob = (magic + marshal.dumps(tests)).hex() if magic else ""
+        except _Exc:
+            blob = ""
+        if 0 < _len(blob) <= 1 << 18:  # a suite too large to be worth a copy stays cold
             record["compiled"] = blob
     if style == "check":
         names, test_code, prelude_code = tests

@@ -102,7 +102,7 @@ pub fn prepare(suite: &TestSuite<'_>, per_test_timeout_s: f64) -> HarnessInput {
             Some(asserts.len()),
         ),
     };
-    // The key: the suite alone (serde_json's maps are sorted, so the text is canonical).
+    // The key: the suite alone (built in one fixed order, so one suite gives one text).
     let key = super::compiled::key(&config.to_string());
     config["per_test_timeout"] = json!(per_test_timeout_s);
     if let Some(compiled) = super::compiled::get(&key) {

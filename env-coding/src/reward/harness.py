@@ -118,7 +118,6 @@ def _cg_checked_tests(style, tests):
     return None
 
 
-
 def _cg_main():
     import builtins, os, sys
     _type, _len, _str, _Exc = type, len, str, BaseException
@@ -246,13 +245,12 @@ def _cg_main():
             record["compiled"] = blob
     if style == "check":
         names, test_code, prelude_code = tests
-        names = _list(names)
         # The tests reach the candidate only through its entry point and the names the task
         # declares as the candidate's.
         own = {cfg["entry_point"]} | set(cfg.get("candidate_names") or ())
     else:
         names, test_codes, setup_code, own = tests
-        names, own = _list(names), set(own)
+        own = set(own)
 
     for n in names:
         results.append({"name": n[:200], "passed": False, "error": "not run"})

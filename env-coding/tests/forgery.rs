@@ -77,6 +77,21 @@ async fn redefining_a_builtin_the_tests_use_changes_nothing() {
 }
 
 #[tokio::test]
+async fn patching_the_builtins_module_changes_nothing() {
+    // The program patches `builtins` and `math` for all the code of its process, the harness's
+    // own answering code included. The patches reach neither the tests nor the answers they
+    // get: the program earns what its answers earn, neither more nor (its answers lost to a
+    // broken reply) less.
+    let patches = "import builtins, math\n\
+                   builtins.abs = lambda x: 0\n\
+                   builtins.isinstance = lambda *a, **k: True\n\
+                   builtins.all = lambda *a, **k: True\n\
+                   math.isclose = lambda *a, **k: True\n";
+    forgery_fails("HumanEval/2", "    return 0.5\n", patches).await;
+    forgery_fails("HumanEval/4", "    return 1.0\n", patches).await;
+}
+
+#[tokio::test]
 async fn the_tests_call_the_prompt_s_helpers_not_the_program_s() {
     // HumanEval/32 checks `poly(coeffs, solution)`, /38 and /50 decode what `encode_*` made: the
     // prompt defines both, and the program's copies of them replaced the tests'.

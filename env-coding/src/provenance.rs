@@ -4,6 +4,8 @@
 //! The type is the trajectory crate's ([`Provenance`]), so that datasets record it typed and the
 //! trainer bridge reads it without this crate.
 
+use std::sync::{Arc, LazyLock};
+
 use sha2::{Digest, Sha256};
 use trajectory::record::{Provenance, ProvenanceLimits};
 
@@ -22,7 +24,7 @@ pub(crate) async fn provenance(
     let limits = options.limits.unwrap_or(*sandbox.limits());
     let info = sandbox.info();
     Provenance {
-        task_hash: hash_json(&task.to_json()),
+        task_hash: task_hash(task),
         reward_spec_hash: hash_json(&serde_json::to_value(&task.reward).unwrap_or_default()),
         reward_spec_version: task.reward.version,
         limits: provenance_limits(&limits, options.per_test_timeout_ms),
@@ -32,6 +34,20 @@ pub(crate) async fn provenance(
         toolchain: sandbox.toolchain_version(language).await,
         codegym_version: CODEGYM_VERSION.to_string(),
     }
+}
+
+/// `task_hash` of each task scored, kept by a SHA-256 of the task's `Debug` text (every field; a
+/// data file by a digest of its bytes, `data/mod.rs`), so that each task is serialised and hashed
+/// once, not per submission: a task with megabytes of data files cost more to serialise than a
+/// run (bench: ~12 ms per submission for a 4.8 MB file). Equal `Debug` texts are equal tasks.
+static TASK_HASHES: LazyLock<moka::sync::Cache<[u8; 32], Arc<str>>> =
+    LazyLock::new(|| moka::sync::Cache::new(4096));
+
+fn task_hash(task: &Task) -> String {
+    let key: [u8; 32] = Sha256::digest(format!("{task:?}").as_bytes()).into();
+    TASK_HASHES
+        .get_with(key, || hash_json(&task.to_json()).into())
+        .to_string()
 }
 
 /// A verdict's runs' limits as its provenance records them.
@@ -78,5 +94,24 @@ mod tests {
             hash_json(&serde_json::json!({"a": [2, 1], "b": 1}))
         );
         assert!(hash_json(&a).starts_with("sha256:") && hash_json(&a).len() == 7 + 64);
+    }
+
+    #[test]
+    fn a_task_s_hash_is_its_json_s_whenever_it_is_asked() {
+        // Kept per task, never across tasks: two tasks one data byte apart, each asked twice.
+        let task = |csv: &str| {
+            Task::from_json(serde_json::json!({"id": "t", "prompt": "p",
+                "files": {"a.txt": {"text": csv}},
+                "reward": {"version": 1, "components": [{"type": "exit_code"}]}}))
+            .unwrap()
+        };
+        let (a, b) = (
+            task(&"x".repeat(4096)),
+            task(&format!("{}y", "x".repeat(4095))),
+        );
+        for t in [&a, &b, &a, &b] {
+            assert_eq!(task_hash(t), hash_json(&t.to_json()));
+        }
+        assert_ne!(task_hash(&a), task_hash(&b));
     }
 }

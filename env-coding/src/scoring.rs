@@ -231,7 +231,7 @@ impl Scorer {
             }
             no_code => no_code,
         };
-        let key = match submission.calls_host_tools() {
+        let key = match !self.verdicts.enabled() || submission.calls_host_tools() {
             true => None,
             false => VerdictCache::key(&task, &submission, &options),
         };

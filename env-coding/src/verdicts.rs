@@ -9,7 +9,8 @@
 //! whether its verdict was shared (`cache_hit`, which the env reports in `info.cache_hit`).
 //!
 //! The key is a SHA-256 over the task's full in-memory description (`Debug`: every field, tests and
-//! expected outputs included, so fields added later are covered without touching this file), the
+//! expected outputs included, so fields added later are covered without touching this file; data
+//! files by a digest of their bytes, made once when they are set, `data/mod.rs`), the
 //! submission (its kind, and the program's source, files, language, data and reported vars) and
 //! the scoring options. The cache lives in memory, so the `Debug` text only has to be stable within
 //! one process; where it is not (hash-map order), the result is a miss, never a wrong hit. Tasks
@@ -57,6 +58,11 @@ impl VerdictCache {
                 .build()
         });
         VerdictCache { cache }
+    }
+
+    /// Whether verdicts are shared at all (a disabled cache needs no keys).
+    pub fn enabled(&self) -> bool {
+        self.cache.is_some()
     }
 
     /// The key of scoring `submission` (its `Debug` text: kind, program, files, language, data,

@@ -48,13 +48,18 @@ pub const OUTPUTS_DIR: &str = "outputs";
 
 /// The data side of a task: input files, command-line inputs, declared outputs. Serialises back to
 /// the inline native form (files as `text` or `base64`), so a task round-trips through JSON.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Default, PartialEq, Eq, Serialize)]
 pub struct TaskData {
+    /// Set only by [`TaskData::overlay`], which keeps `files_sha256` in step ([`TaskData::files`]).
     #[serde(
         skip_serializing_if = "BTreeMap::is_empty",
         serialize_with = "inline_files"
     )]
-    pub files: BTreeMap<String, Arc<[u8]>>,
+    files: BTreeMap<String, Arc<[u8]>>,
+    /// SHA-256 of `files` (each name and its bytes), made when they are set: what `Debug` shows
+    /// of their bytes.
+    #[serde(skip)]
+    files_sha256: [u8; 32],
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub inputs: BTreeMap<String, serde_json::Value>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -92,7 +97,35 @@ pub struct RawData {
     pub requirements: Option<serde_json::Value>,
 }
 
+/// The files by name and size, and one digest of all their bytes, never the bytes: a task's
+/// `Debug` text is part of every verdict's cache key (`verdicts.rs`), and formatting a data file's
+/// megabytes for each submission cost far more than its run (bench: a 4.8 MB file, ~250 ms per
+/// submission).
+impl std::fmt::Debug for TaskData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let sizes: BTreeMap<&str, usize> = self
+            .files
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.len()))
+            .collect();
+        f.debug_struct("TaskData")
+            .field("files", &sizes)
+            .field("files_sha256", &self.files_sha256)
+            .field("inputs", &self.inputs)
+            .field("outputs", &self.outputs)
+            .field("requirements", &self.requirements)
+            .field("context", &self.context)
+            .field("site_dir", &self.site_dir)
+            .finish()
+    }
+}
+
 impl TaskData {
+    /// The input files, by name.
+    pub fn files(&self) -> &BTreeMap<String, Arc<[u8]>> {
+        &self.files
+    }
+
     pub fn is_empty(&self) -> bool {
         self.files.is_empty()
             && self.inputs.is_empty()
@@ -126,6 +159,7 @@ impl TaskData {
                 ));
             }
             self.context = DataContext::of(&self.files);
+            self.files_sha256 = digest(&self.files);
         }
         if let Some(inputs) = raw.inputs {
             for (name, value) in object(inputs, "inputs")? {
@@ -207,6 +241,20 @@ fn object(
         serde_json::Value::Object(m) => Ok(m),
         other => Err(format!("{what}: expected an object by name, got {other}")),
     }
+}
+
+/// SHA-256 over each file's name and bytes, each length-prefixed, so that no two different sets of
+/// files hash the same byte stream.
+fn digest(files: &BTreeMap<String, Arc<[u8]>>) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for (name, bytes) in files {
+        h.update((name.len() as u64).to_le_bytes());
+        h.update(name.as_bytes());
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    }
+    h.finalize().into()
 }
 
 /// A plain relative path that the run does not reserve for itself.
@@ -323,6 +371,36 @@ mod tests {
         assert_eq!(d.argv(), ["--flag", "true", "--n", "3", "--region", "west"]);
         let back = TaskData::from_raw(raw(serde_json::to_value(&d).unwrap()), None).unwrap();
         assert_eq!(back, d);
+    }
+
+    #[test]
+    fn debug_shows_a_digest_of_the_files_not_their_bytes() {
+        // `Debug` is part of every verdict's cache key: it must tell any two sets of files apart
+        // (one byte, or the same bytes under another name), and stay small whatever their size.
+        let with = |files: serde_json::Value| {
+            let d = TaskData::from_raw(raw(json!({"files": files})), None).unwrap();
+            format!("{d:?}")
+        };
+        let big = "x".repeat(1 << 20);
+        let mut other = big.clone();
+        other.replace_range(512..513, "y");
+        let a = with(json!({"a.txt": {"text": big}}));
+        assert!(a.len() < 1000, "{} bytes of Debug", a.len());
+        assert_eq!(a, with(json!({"a.txt": {"text": big}})));
+        assert_ne!(a, with(json!({"a.txt": {"text": other}})));
+        assert_ne!(a, with(json!({"b.txt": {"text": big}})));
+        // (A CSV or JSON file's capped prompt summary shows in it too, but only the digest tells
+        // all bytes apart: these files have none.) Files replaced by an overlay (reset options,
+        // `Evaluate` items) change the digest too.
+        let mut d =
+            TaskData::from_raw(raw(json!({"files": {"a.txt": {"text": big}}})), None).unwrap();
+        d.overlay(raw(json!({"files": {"a.txt": {"text": other}}})), None)
+            .unwrap();
+        assert_eq!(format!("{d:?}"), with(json!({"a.txt": {"text": other}})));
+        assert_ne!(
+            format!("{:?}", TaskData::default()),
+            with(json!({"e.txt": {"text": ""}}))
+        );
     }
 
     #[test]

@@ -176,7 +176,7 @@ async fn record(
         }),
         // Tests may read the task's input files, as in the harness.
         data: RunData {
-            inputs: task.data.files.clone(),
+            inputs: task.data.files().clone(),
             ..RunData::default()
         },
         ..ExecRequest::default()

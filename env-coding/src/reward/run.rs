@@ -304,7 +304,7 @@ fn plan(
         );
         // Tests read the input files, but take no arguments and write no outputs.
         req.data = RunData {
-            inputs: program.data.files.clone(),
+            inputs: program.data.files().clone(),
             ..RunData::default()
         };
         // The record lists every test with its error, and may offer the compiled suite: make room

@@ -215,7 +215,8 @@ class Layers:
 
 def seccomp_program(denied):
     """A filter of codegym's shape (x86_64): the architecture checked, `denied` syscalls refused
-    with EPERM (numbers no run here calls: the cost is the walk), the rest allowed. Returns the
+    with EPERM (300 and up: none of them called by the child once it has the filter; the cost is
+    the walk), the rest allowed. Returns the
     `struct sock_fprog` and the instructions it points to."""
     ld, jeq, ret = 0x20, 0x15, 0x06
     prog = [(ld, 0, 0, 4), (jeq, 1, 0, 0xC000003E), (ret, 0, 0, 0x80000000), (ld, 0, 0, 0)]

@@ -14,18 +14,21 @@ use crate::tasks::Task;
 use codegym_sandbox::Sandbox;
 use codegym_sandbox::lang::Language;
 
-/// The provenance of scoring a `language` program for `task` under `options` in `sandbox`.
+/// The provenance of scoring a `language` program for `task` (whose [`Task::fingerprint`] is
+/// `fingerprint`) under `options` in `sandbox`.
 pub(crate) async fn provenance(
     sandbox: &Sandbox,
     task: &Task,
+    fingerprint: &[u8; 32],
     language: Language,
     options: &EvalOptions,
 ) -> Provenance {
     let limits = options.limits.unwrap_or(*sandbox.limits());
     let info = sandbox.info();
+    let hashes = task_hashes(task, fingerprint);
     Provenance {
-        task_hash: task_hash(task),
-        reward_spec_hash: hash_json(&serde_json::to_value(&task.reward).unwrap_or_default()),
+        task_hash: hashes.task.clone(),
+        reward_spec_hash: hashes.reward_spec.clone(),
         reward_spec_version: task.reward.version,
         limits: provenance_limits(&limits, options.per_test_timeout_ms),
         sandbox_backend: info.backend.to_string(),
@@ -36,18 +39,25 @@ pub(crate) async fn provenance(
     }
 }
 
-/// `task_hash` of each task scored, kept by a SHA-256 of the task's `Debug` text (every field; a
-/// data file by a digest of its bytes, `data/mod.rs`), so that each task is serialised and hashed
-/// once, not per submission: a task with megabytes of data files cost more to serialise than a
-/// run (bench: ~19 ms per submission for a 4.6 MiB file). Equal `Debug` texts are equal tasks.
-static TASK_HASHES: LazyLock<moka::sync::Cache<[u8; 32], Arc<str>>> =
+/// (`task_hash`, `reward_spec_hash`) of each task scored, kept by its fingerprint, so that each
+/// task is serialised and hashed once, not per submission: a task with megabytes of data files
+/// cost more to serialise than a run (bench: ~19 ms per submission for a 4.6 MiB file).
+static TASK_HASHES: LazyLock<moka::sync::Cache<[u8; 32], Arc<TaskHashes>>> =
     LazyLock::new(|| moka::sync::Cache::new(4096));
 
-fn task_hash(task: &Task) -> String {
-    let key: [u8; 32] = Sha256::digest(format!("{task:?}").as_bytes()).into();
-    TASK_HASHES
-        .get_with(key, || hash_json(&task.to_json()).into())
-        .to_string()
+struct TaskHashes {
+    task: String,
+    reward_spec: String,
+}
+
+fn task_hashes(task: &Task, fingerprint: &[u8; 32]) -> Arc<TaskHashes> {
+    TASK_HASHES.get_with(*fingerprint, || {
+        let spec = serde_json::to_value(&task.reward).unwrap_or_default();
+        Arc::new(TaskHashes {
+            task: hash_json(&task.to_json()),
+            reward_spec: hash_json(&spec),
+        })
+    })
 }
 
 /// A verdict's runs' limits as its provenance records them.
@@ -109,9 +119,10 @@ mod tests {
             task(&"x".repeat(4096)),
             task(&format!("{}y", "x".repeat(4095))),
         );
+        let hash = |t: &Task| task_hashes(t, &t.fingerprint()).task.clone();
         for t in [&a, &b, &a, &b] {
-            assert_eq!(task_hash(t), hash_json(&t.to_json()));
+            assert_eq!(hash(t), hash_json(&t.to_json()));
         }
-        assert_ne!(task_hash(&a), task_hash(&b));
+        assert_ne!(hash(&a), hash(&b));
     }
 }

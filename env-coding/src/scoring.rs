@@ -231,13 +231,14 @@ impl Scorer {
             }
             no_code => no_code,
         };
+        let fingerprint = task.fingerprint();
         let key = match !self.verdicts.enabled() || submission.calls_host_tools() {
             true => None,
-            false => VerdictCache::key(&task, &submission, &options),
+            false => VerdictCache::key(&task, &fingerprint, &submission, &options),
         };
         let (verdict, cache_hit) = self
             .verdicts
-            .get_or_score(key, self.run(&task, submission, options))
+            .get_or_score(key, self.run(&task, &fingerprint, submission, options))
             .await?;
         let Verdict {
             execution,
@@ -256,12 +257,14 @@ impl Scorer {
     async fn run(
         &self,
         task: &Task,
+        fingerprint: &[u8; 32],
         submission: Submission,
         options: EvalOptions,
     ) -> Result<Verdict, EnvError> {
         let sandbox = &self.sandbox;
+        let language = submission.language();
         let provenance =
-            crate::provenance::provenance(sandbox, task, submission.language(), &options).await;
+            crate::provenance::provenance(sandbox, task, fingerprint, language, &options).await;
         let (execution, outcome) = match submission {
             Submission::Run(program) => {
                 run::run_and_score(sandbox, &task.reward, &program, options).await

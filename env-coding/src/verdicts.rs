@@ -8,11 +8,10 @@
 //! shared is the whole verdict (observation and reward outcome); the engine tells each caller
 //! whether its verdict was shared (`cache_hit`, which the env reports in `info.cache_hit`).
 //!
-//! The key is a SHA-256 over the task's full in-memory description (`Debug`: every field, tests and
-//! expected outputs included, so fields added later are covered without touching this file; data
-//! files by a digest of their bytes, made once when they are set, `data/mod.rs`), the
-//! submission (its kind, and the program's source, files, language, data and reported vars) and
-//! the scoring options. The cache lives in memory, so the `Debug` text only has to be stable within
+//! The key is a SHA-256 over the task's fingerprint (`Task::fingerprint`: its full in-memory
+//! description, tests and expected outputs included, so fields added later are covered without
+//! touching this file; data files by a digest of their bytes), the submission (its kind, and the
+//! program's source, files, language, data and reported vars) and the scoring options. The cache lives in memory, so the `Debug` text only has to be stable within
 //! one process; where it is not (hash-map order), the result is a miss, never a wrong hit. Tasks
 //! that declare `"deterministic": false` are never cached, nor are programs with host tools (their
 //! answers come from the caller, outside the key); nor are machinery failures (an error is never a
@@ -66,10 +65,12 @@ impl VerdictCache {
     }
 
     /// The key of scoring `submission` (its `Debug` text: kind, program, files, language, data,
-    /// reported vars) for `task`, or `None` when the task opts out of sharing. Host tools are the
-    /// scorer's to rule out (they make any submission unshareable).
+    /// reported vars) for `task` (whose [`Task::fingerprint`] is `fingerprint`), or `None` when the
+    /// task opts out of sharing. Host tools are the scorer's to rule out (they make any submission
+    /// unshareable).
     pub fn key(
         task: &Task,
+        fingerprint: &[u8; 32],
         submission: &impl std::fmt::Debug,
         options: &EvalOptions,
     ) -> Option<VerdictKey> {
@@ -77,12 +78,9 @@ impl VerdictCache {
             return None;
         }
         let mut h = Sha256::new();
-        // Length-prefixed parts, so that no two different triples hash the same byte stream.
-        for part in [
-            format!("{task:?}"),
-            format!("{submission:?}"),
-            format!("{options:?}"),
-        ] {
+        h.update(fingerprint);
+        // Length-prefixed parts, so that no two different pairs hash the same byte stream.
+        for part in [format!("{submission:?}"), format!("{options:?}")] {
             h.update((part.len() as u64).to_le_bytes());
             h.update(part.as_bytes());
         }

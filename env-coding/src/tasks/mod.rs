@@ -108,6 +108,16 @@ impl Task {
         value
     }
 
+    /// A SHA-256 of the task's whole in-memory description (`Debug`: every field, so fields added
+    /// later are covered; data files by a digest of their bytes), made once per scoring and shared
+    /// by the verdict key and the provenance. Equal tasks give equal fingerprints within one
+    /// process (where `Debug` text could differ for equal tasks, the result is a miss, never a
+    /// wrong hit).
+    pub(crate) fn fingerprint(&self) -> [u8; 32] {
+        use sha2::{Digest, Sha256};
+        Sha256::digest(format!("{self:?}").as_bytes()).into()
+    }
+
     /// The program scored for `completion` (HumanEval convention).
     pub fn program_from_completion(&self, completion: &str) -> String {
         match &self.completion_prefix {
